@@ -1,0 +1,29 @@
+// One error model for the whole program: code deep inside throws one of these; `main` catches them
+// once and turns them into a message and an exit code.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace trainyard {
+
+// Exit codes of the `trainyard` executable.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;     // a run failed, or something unexpected broke
+inline constexpr int kExitUserError = 2;   // bad config, data, weights or command line
+inline constexpr int kExitInterrupted = 130;
+
+// A problem the user can fix: bad YAML, a missing or malformed data file, bad weights, a bad
+// command line. The message names the file (and line:column, key or tensor) and the fix.
+class UserError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The user pressed Ctrl-C (SIGINT) or the process got SIGTERM.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+}  // namespace trainyard

@@ -1,0 +1,68 @@
+#include "common/metrics.h"
+
+#include <fmt/format.h>
+
+#include "common/text.h"
+
+namespace trainyard {
+
+const std::vector<MetricInfo>& metric_vocabulary() {
+  using enum MetricUnit;
+  using B = Better;
+  using S = MetricScope;
+  static const std::vector<MetricInfo> vocabulary = {
+      {metric::kTrainLoss, "train loss", plain, B::lower, S::epoch, "mean training loss of the epoch"},
+      {metric::kTrainAcc, "train acc", fraction, B::higher, S::epoch, "training accuracy of the epoch"},
+      {metric::kValLoss, "val loss", plain, B::lower, S::epoch, "validation loss after the epoch"},
+      {metric::kValAcc, "val acc", fraction, B::higher, S::epoch, "validation accuracy after the epoch"},
+      {metric::kEpochSeconds, "epoch time", seconds, B::lower, S::epoch, "training + validation time of the epoch"},
+      {metric::kLearningRate, "lr", plain, B::neither, S::epoch, "learning rate at the end of the epoch"},
+      {metric::kTrainSeconds, "training time", seconds, B::lower, S::final,
+       "training plus per-epoch validation, as the reference studies time it"},
+      {metric::kTestSeconds, "test time", seconds, B::lower, S::final, "evaluation of the best model on the test split"},
+      {metric::kTestLoss, "test loss", plain, B::lower, S::final, "test loss of the best-validation model"},
+      {metric::kTestAcc, "test acc", fraction, B::higher, S::final, "test accuracy of the best-validation model"},
+      {metric::kBestValAcc, "best val acc", fraction, B::higher, S::final, "best validation accuracy over the epochs"},
+      {metric::kBestEpoch, "best epoch", count, B::neither, S::final, "epoch whose weights were kept for the test"},
+      {metric::kSamplesPerSecond, "samples/s", per_second, B::higher, S::final,
+       "training samples per second per run (all devices)"},
+      {metric::kDataWait, "data wait", fraction, B::lower, S::final, "share of training time spent waiting for batches"},
+      {metric::kPeakMemory, "peak memory", bytes, B::lower, S::final,
+       "peak reserved CUDA memory on GPU runs, peak resident memory (RSS) on CPU runs"},
+      {metric::kPeakRss, "peak RSS", bytes, B::lower, S::final, "peak resident memory of the process during the run"},
+      {metric::kCudaPeakReserved, "CUDA peak reserved", bytes, B::lower, S::final, "peak memory reserved by the CUDA caching allocator"},
+      {metric::kCudaPeakAllocated, "CUDA peak allocated", bytes, B::lower, S::final, "peak memory allocated to tensors on the GPU"},
+      {metric::kParameters, "parameters", count, B::neither, S::final, "trainable parameters of the model"},
+      {metric::kSteps, "steps", count, B::neither, S::final, "optimizer steps taken"},
+      {metric::kSpeedup, "speedup", ratio, B::higher, S::derived, "baseline training time / this variant's training time"},
+  };
+  return vocabulary;
+}
+
+const MetricInfo* find_metric(std::string_view key) {
+  for (const auto& m : metric_vocabulary())
+    if (m.key == key) return &m;
+  return nullptr;
+}
+
+std::vector<std::string> metric_keys(MetricScope scope) {
+  std::vector<std::string> keys;
+  for (const auto& m : metric_vocabulary())
+    if (m.scope == scope) keys.push_back(m.key);
+  return keys;
+}
+
+std::string format_metric(const MetricInfo& metric, double value) {
+  switch (metric.unit) {
+    case MetricUnit::seconds: return format_duration(value);
+    case MetricUnit::bytes: return format_bytes(value);
+    case MetricUnit::fraction: return fmt::format("{:.1f}%", 100 * value);
+    case MetricUnit::count: return fmt::format("{:L}", static_cast<long long>(value));
+    case MetricUnit::per_second: return fmt::format("{:.1f}/s", value);
+    case MetricUnit::ratio: return fmt::format("{:.2f}x", value);
+    case MetricUnit::plain: return fmt::format("{:.4g}", value);
+  }
+  return fmt::format("{}", value);
+}
+
+}  // namespace trainyard

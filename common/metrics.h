@@ -1,0 +1,62 @@
+// The fixed metrics vocabulary: every figure Trainyard records has one key here, used unchanged on
+// the console, in the database and in the reports. Adding a metric is one line in metrics.cpp.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainyard {
+
+enum class MetricUnit { seconds, bytes, fraction, count, per_second, plain, ratio };
+
+// Which way is better, for highlighting the best value in a report column.
+enum class Better { lower, higher, neither };
+
+enum class MetricScope { epoch, final, derived };
+
+struct MetricInfo {
+  std::string key;
+  std::string label;  // column title in reports
+  MetricUnit unit;
+  Better better;
+  MetricScope scope;
+  std::string help;
+};
+
+const std::vector<MetricInfo>& metric_vocabulary();
+
+// nullptr when the key is not in the vocabulary.
+const MetricInfo* find_metric(std::string_view key);
+
+std::vector<std::string> metric_keys(MetricScope scope);
+
+// "95.4%", "2m 05s", "1.2 GiB", "1,234.5/s".
+std::string format_metric(const MetricInfo& metric, double value);
+
+// Keys the engine writes; spelled once here so a typo is a compile error, not a silent new metric.
+namespace metric {
+inline constexpr const char* kTrainLoss = "train_loss";
+inline constexpr const char* kTrainAcc = "train_acc";
+inline constexpr const char* kValLoss = "val_loss";
+inline constexpr const char* kValAcc = "val_acc";
+inline constexpr const char* kEpochSeconds = "epoch_seconds";
+inline constexpr const char* kLearningRate = "lr";
+inline constexpr const char* kTrainSeconds = "train_seconds";
+inline constexpr const char* kTestSeconds = "test_seconds";
+inline constexpr const char* kTestLoss = "test_loss";
+inline constexpr const char* kTestAcc = "test_acc";
+inline constexpr const char* kBestValAcc = "best_val_acc";
+inline constexpr const char* kBestEpoch = "best_epoch";
+inline constexpr const char* kSamplesPerSecond = "samples_per_s";
+inline constexpr const char* kDataWait = "data_wait";
+inline constexpr const char* kPeakMemory = "peak_memory_bytes";
+inline constexpr const char* kPeakRss = "peak_rss_bytes";
+inline constexpr const char* kCudaPeakReserved = "cuda_peak_reserved_bytes";
+inline constexpr const char* kCudaPeakAllocated = "cuda_peak_allocated_bytes";
+inline constexpr const char* kParameters = "parameters";
+inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kSpeedup = "speedup";
+}  // namespace metric
+
+}  // namespace trainyard

@@ -1,0 +1,27 @@
+// Small string helpers shared by the config, the CLI and the reports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainyard {
+
+// The candidate closest to `word` by edit distance, or "" when none is close enough to be a
+// plausible typo. Drives every "did you mean ...?" hint.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// "a, b, c" — for messages that list the known names.
+std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
+
+std::vector<std::string> split(std::string_view text, char separator);
+
+// Human-readable durations and sizes: "2m 05s", "1.2 GiB".
+std::string format_duration(double seconds);
+std::string format_bytes(double bytes);
+
+// 64-bit FNV-1a as 16 hex digits: a stable content hash (not cryptographic) for configs.
+std::string stable_hash(std::string_view text);
+
+}  // namespace trainyard

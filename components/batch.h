@@ -1,0 +1,24 @@
+// A batch as every model, dataset and the engine see it.
+#pragma once
+
+#include <torch/types.h>
+
+namespace trainyard {
+
+struct Batch {
+  torch::Tensor inputs;          // images [B, C, H, W] float, or token ids [B, T] int64
+  torch::Tensor targets;         // class indices [B] int64
+  torch::Tensor attention_mask;  // [B, T] for text; undefined for images
+
+  int64_t size() const { return targets.size(0); }
+
+  Batch to(const torch::Device& device, bool non_blocking = false) const {
+    Batch out;
+    out.inputs = inputs.to(device, non_blocking);
+    out.targets = targets.to(device, non_blocking);
+    if (attention_mask.defined()) out.attention_mask = attention_mask.to(device, non_blocking);
+    return out;
+  }
+};
+
+}  // namespace trainyard

@@ -1,0 +1,32 @@
+#include "components/builtin.h"
+
+#include "components/data/cifar10.h"
+#include "components/data/synthetic_images.h"
+#include "components/models/vit.h"
+#include "components/optim/optimizers.h"
+#include "components/optim/schedulers.h"
+#include "components/precision/precision.h"
+#include "components/strategy/strategy.h"
+
+namespace trainyard {
+
+void register_builtin_components(Registry& registry) {
+  register_vit(registry);
+  register_cifar10(registry);
+  register_synthetic_images(registry);
+  register_optimizers(registry);
+  register_schedulers(registry);
+  register_precisions(registry);
+  register_strategies(registry);
+}
+
+const Registry& builtin_registry() {
+  static const Registry registry = [] {
+    Registry r;
+    register_builtin_components(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,126 @@
+#include "components/data/cifar10.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "components/data/image_batch.h"
+
+namespace trainyard {
+
+namespace {
+
+constexpr int64_t kSide = 32;
+constexpr int64_t kImageBytes = 3 * kSide * kSide;
+constexpr int64_t kRecordBytes = 1 + kImageBytes;
+constexpr int64_t kClasses = 10;
+
+// Images and labels held in memory as read from the files (170 MB for all of CIFAR-10).
+class Cifar10Images : public Dataset {
+ public:
+  Cifar10Images(torch::Tensor images, torch::Tensor labels, int64_t image_size)
+      : images_(std::move(images)), labels_(std::move(labels)), image_size_(image_size) {}
+  int64_t size() const override { return images_.size(0); }
+  Batch get_batch(const std::vector<int64_t>& indices) const override {
+    Batch batch;
+    batch.inputs = gather_images(images_, indices, image_size_);
+    batch.targets = labels_.index_select(0, torch::tensor(indices, torch::kLong));
+    return batch;
+  }
+
+ private:
+  torch::Tensor images_, labels_;
+  int64_t image_size_;
+};
+
+std::string data_hint(const std::string& root) {
+  return fmt::format(
+      "dataset.root ('{}') must be the folder 'cifar-10-batches-bin' of the CIFAR-10 binary "
+      "version (cifar-10-binary.tar.gz), holding data_batch_1.bin ... data_batch_5.bin and "
+      "test_batch.bin",
+      root);
+}
+
+}  // namespace
+
+void read_cifar10_file(const std::string& path, torch::Tensor& images, torch::Tensor& labels) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw UserError(fmt::format("cifar10: {}: no such file", path));
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (ec || bytes == 0) throw UserError(fmt::format("cifar10: {}: the file is empty", path));
+  if (bytes % kRecordBytes != 0)
+    throw UserError(fmt::format(
+        "cifar10: {}: {} bytes is not a whole number of 3073-byte records (label + 32x32x3 image); "
+        "the file is truncated or not from the CIFAR-10 binary version",
+        path, bytes));
+  const int64_t records = bytes / kRecordBytes;
+  std::vector<uint8_t> raw(static_cast<size_t>(bytes));
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(raw.data()), bytes))
+    throw UserError(fmt::format("cifar10: {}: read failed", path));
+
+  images = torch::empty({records, 3, kSide, kSide}, torch::kUInt8);
+  labels = torch::empty({records}, torch::kLong);
+  auto* image_data = images.data_ptr<uint8_t>();
+  auto* label_data = labels.data_ptr<int64_t>();
+  for (int64_t r = 0; r < records; ++r) {
+    const uint8_t* record = raw.data() + r * kRecordBytes;
+    if (record[0] >= kClasses)
+      throw UserError(fmt::format(
+          "cifar10: {}: record {} (byte offset {}) has label {}, but CIFAR-10 labels are 0-9; "
+          "the file is corrupt or not CIFAR-10 (CIFAR-100's binary format differs)",
+          path, r, r * kRecordBytes, record[0]));
+    label_data[r] = record[0];
+    std::memcpy(image_data + r * kImageBytes, record + 1, kImageBytes);
+  }
+}
+
+void register_cifar10(Registry& registry) {
+  OptionSet<Cifar10Options> options;
+  options.add("root", &Cifar10Options::root, "folder with the CIFAR-10 binary files", required())
+      .add("val_size", &Cifar10Options::val_size,
+           "last training images held out for validation (the studies: 5000)", at_least(1))
+      .add("image_size", &Cifar10Options::image_size,
+           "resize images to this size (bilinear); 0 = the model's image_size", at_least(0));
+  registry.add<DataSplits(const DataContext&)>(
+      ComponentKind::dataset, "cifar10", "CIFAR-10, binary version; the reference studies' split",
+      options, [](const Cifar10Options& o, const DataContext& context) {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (!fs::is_directory(o.root, ec))
+          throw UserError(fmt::format("cifar10: no such folder '{}'; {}", o.root, data_hint(o.root)));
+        std::vector<torch::Tensor> images, labels;
+        for (int i = 1; i <= 5; ++i) {
+          std::string path = (fs::path(o.root) / fmt::format("data_batch_{}.bin", i)).string();
+          if (!fs::exists(path, ec))
+            throw UserError(fmt::format("cifar10: missing {}; {}", path, data_hint(o.root)));
+          torch::Tensor x, y;
+          read_cifar10_file(path, x, y);
+          images.push_back(x);
+          labels.push_back(y);
+        }
+        std::string test_path = (fs::path(o.root) / "test_batch.bin").string();
+        if (!fs::exists(test_path, ec))
+          throw UserError(fmt::format("cifar10: missing {}; {}", test_path, data_hint(o.root)));
+        torch::Tensor test_images, test_labels;
+        read_cifar10_file(test_path, test_images, test_labels);
+
+        const int64_t size = o.image_size > 0 ? o.image_size : context.image_size;
+        auto train_all = std::make_shared<Cifar10Images>(torch::cat(images), torch::cat(labels), size);
+        const int64_t n = train_all->size();
+        if (o.val_size >= n)
+          throw UserError(fmt::format("cifar10: val_size {} leaves no training images: the training "
+                                      "files in '{}' hold {} images",
+                                      o.val_size, o.root, n));
+        DataSplits splits;
+        splits.train = std::make_shared<Subset>(train_all, index_range(0, n - o.val_size));
+        splits.validation = std::make_shared<Subset>(train_all, index_range(n - o.val_size, n));
+        splits.test = std::make_shared<Cifar10Images>(test_images, test_labels, size);
+        splits.num_classes = kClasses;
+        return splits;
+      });
+}
+
+}  // namespace trainyard

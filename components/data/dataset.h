@@ -1,0 +1,66 @@
+// The dataset seam. A dataset yields collated batches on the CPU; splits are views of one.
+// Each dataset is one file that registers itself in components/builtin.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "components/batch.h"
+#include "components/registry.h"
+#include "runner/config/experiment.h"
+
+namespace trainyard {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // The examples at `indices`, collated into one batch (CPU tensors). Thread-safe.
+  virtual Batch get_batch(const std::vector<int64_t>& indices) const = 0;
+};
+
+using DatasetPtr = std::shared_ptr<const Dataset>;
+
+// The three splits the engine trains, validates and tests on.
+struct DataSplits {
+  DatasetPtr train;
+  DatasetPtr validation;
+  DatasetPtr test;
+  int64_t num_classes = 0;
+};
+
+// What a dataset learns from the rest of the run when it is built.
+struct DataContext {
+  int64_t image_size = 0;  // the model's input resolution; 0 when the model has none
+};
+
+
+inline DataSplits build_dataset(const Registry& registry, const ComponentChoice& choice,
+                                const DataContext& context) {
+  return registry.build<DataSplits(const DataContext&)>(ComponentKind::dataset, choice.name,
+                                                        choice.options, context);
+}
+
+// A view of `base` through a list of indices: how a split is carved out of a file's examples.
+class Subset : public Dataset {
+ public:
+  Subset(DatasetPtr base, std::vector<int64_t> indices)
+      : base_(std::move(base)), indices_(std::move(indices)) {}
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  Batch get_batch(const std::vector<int64_t>& indices) const override {
+    std::vector<int64_t> mapped;
+    mapped.reserve(indices.size());
+    for (int64_t i : indices) mapped.push_back(indices_.at(static_cast<size_t>(i)));
+    return base_->get_batch(mapped);
+  }
+
+ private:
+  DatasetPtr base_;
+  std::vector<int64_t> indices_;
+};
+
+// Indices [begin, end).
+std::vector<int64_t> index_range(int64_t begin, int64_t end);
+
+}  // namespace trainyard

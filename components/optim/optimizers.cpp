@@ -1,0 +1,86 @@
+#include "components/optim/optimizers.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+namespace trainyard {
+
+namespace {
+
+struct AdamOptions {
+  double lr = 5e-5;  // the reference studies' learning rate
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+struct AdamWOptions {
+  double lr = 5e-5;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  // PyTorch's AdamW default
+};
+
+struct SgdOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+};
+
+template <class Opts>
+OptionSet<Opts> adam_family_options() {
+  OptionSet<Opts> options;
+  options.add("lr", &Opts::lr, "learning rate", greater_than(0))
+      .add("beta1", &Opts::beta1, "decay of the first-moment average", between(0, 1))
+      .add("beta2", &Opts::beta2, "decay of the second-moment average", between(0, 1))
+      .add("eps", &Opts::eps, "term added to the denominator", greater_than(0))
+      .add("weight_decay", &Opts::weight_decay, "weight decay", at_least(0));
+  return options;
+}
+
+}  // namespace
+
+void register_optimizers(Registry& registry) {
+  registry.add<OptimizerPtr(const Parameters&)>(
+      ComponentKind::optimizer, "adam", "Adam (Kingma & Ba); L2 weight decay added to the gradient",
+      adam_family_options<AdamOptions>(), [](const AdamOptions& o, const Parameters& parameters) {
+        return OptimizerPtr(std::make_unique<torch::optim::Adam>(
+            parameters, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay)));
+      });
+  registry.add<OptimizerPtr(const Parameters&)>(
+      ComponentKind::optimizer, "adamw", "AdamW: Adam with decoupled weight decay",
+      adam_family_options<AdamWOptions>(), [](const AdamWOptions& o, const Parameters& parameters) {
+        return OptimizerPtr(std::make_unique<torch::optim::AdamW>(
+            parameters, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay)));
+      });
+  OptionSet<SgdOptions> sgd;
+  sgd.add("lr", &SgdOptions::lr, "learning rate", greater_than(0))
+      .add("momentum", &SgdOptions::momentum, "momentum factor", between(0, 1))
+      .add("nesterov", &SgdOptions::nesterov, "Nesterov momentum (needs momentum > 0)")
+      .add("weight_decay", &SgdOptions::weight_decay, "L2 weight decay", at_least(0))
+      .check([](const SgdOptions& o) -> std::optional<std::string> {
+        if (o.nesterov && o.momentum <= 0) return "nesterov needs momentum > 0";
+        return std::nullopt;
+      });
+  registry.add<OptimizerPtr(const Parameters&)>(
+      ComponentKind::optimizer, "sgd", "stochastic gradient descent with optional momentum", sgd,
+      [](const SgdOptions& o, const Parameters& parameters) {
+        return OptimizerPtr(std::make_unique<torch::optim::SGD>(
+            parameters, torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay)));
+      });
+}
+
+double base_learning_rate(const ConfigTree& optimizer_options) {
+  const ConfigValue* lr = optimizer_options.find("lr");
+  std::string expected;
+  double value = 0;
+  if (lr == nullptr || !decode_value(lr->node, value, expected))
+    throw std::logic_error("optimizer options without a resolved 'lr'");
+  return value;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,54 @@
+#include "components/precision/precision.h"
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+
+namespace trainyard {
+
+Precision::AutocastScope::AutocastScope(const Precision& precision, c10::DeviceType device)
+    : device_(device) {
+  if (!precision.autocast_dtype_) return;
+  active_ = true;
+  previous_enabled_ = at::autocast::is_autocast_enabled(device);
+  previous_dtype_ = at::autocast::get_autocast_dtype(device);
+  at::autocast::set_autocast_enabled(device, true);
+  at::autocast::set_autocast_dtype(device, *precision.autocast_dtype_);
+  at::autocast::increment_nesting();
+}
+
+Precision::AutocastScope::~AutocastScope() {
+  if (!active_) return;
+  // Leaving the outermost region frees the cached low-precision copies of the weights.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_autocast_enabled(device_, previous_enabled_);
+  at::autocast::set_autocast_dtype(device_, previous_dtype_);
+}
+
+std::string Precision::describe() const {
+  return fmt::format("params {}, compute {}, grads {}", c10::toString(param_dtype_),
+                     c10::toString(compute_dtype()), c10::toString(grad_dtype()));
+}
+
+namespace {
+struct NoOptions {};
+}  // namespace
+
+void register_precisions(Registry& registry) {
+  auto add = [&](const char* name, const char* help, c10::ScalarType param_dtype,
+                 std::optional<c10::ScalarType> autocast_dtype) {
+    registry.add<PrecisionPtr(const PrecisionContext&)>(
+        ComponentKind::precision, name, help, OptionSet<NoOptions>(),
+        [=](const NoOptions&, const PrecisionContext&) {
+          return std::make_shared<const Precision>(name, param_dtype, autocast_dtype);
+        });
+  };
+  add("32-true", "float32 everywhere", c10::ScalarType::Float, std::nullopt);
+  add("bf16-mixed", "float32 parameters, bfloat16 autocast for the forward pass and loss",
+      c10::ScalarType::Float, c10::ScalarType::BFloat16);
+  const char* reason = "planned: every precision and the CUDA path";
+  registry.plan(ComponentKind::precision, "16-mixed", reason);
+  registry.plan(ComponentKind::precision, "16-true", reason);
+  registry.plan(ComponentKind::precision, "bf16-true", reason);
+}
+
+}  // namespace trainyard

@@ -1,0 +1,113 @@
+// The registry: every component that YAML names — models, datasets, optimizers, schedulers,
+// precisions, strategies — is registered here once, by name, with its options declared once.
+// The registry itself needs no LibTorch: the config layer validates against it, and the
+// components (which do need LibTorch) register their factories into it at start-up
+// (components/builtin.cpp). Duplicate names fail at registration; unknown names list the known.
+#pragma once
+
+#include <any>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "runner/config/options.h"
+
+namespace trainyard {
+
+enum class ComponentKind { model, dataset, optimizer, scheduler, precision, strategy };
+
+const char* to_string(ComponentKind kind);
+const std::vector<ComponentKind>& all_component_kinds();
+
+struct ComponentEntry {
+  ComponentKind kind;
+  std::string name;
+  std::string help;
+  std::vector<OptionInfo> options;
+  // Validates a config section ("model.*" without the prefix, "name" excluded) and returns every
+  // option with its value, defaults included.
+  std::function<ConfigTree(const ConfigTree& section, const std::string& prefix,
+                           const Origin& section_origin, Diagnostics&)>
+      resolve;
+  std::any factory;  // std::function<Product(const ConfigTree& resolved, Args...)>
+};
+
+// A name users may already write whose implementation has not landed: validation rejects it with
+// `reason` rather than "unknown".
+struct PlannedComponent {
+  ComponentKind kind;
+  std::string name;
+  std::string reason;
+};
+
+class Registry {
+  // Factory<Product(Context...)>::Function builds a Product from resolved options and context.
+  template <class Signature>
+  struct Factory;
+  template <class Product, class... Context>
+  struct Factory<Product(Context...)> {
+    using Function = std::function<Product(const ConfigTree&, Context...)>;
+    template <class Opts, class Build>
+    static Function make(const OptionSet<Opts>& options, Build build, const std::string& where) {
+      return [options, build = std::move(build), where](const ConfigTree& resolved, Context... context) {
+        Diagnostics diagnostics;
+        Opts opts = options.decode(resolved, "", where, {}, diagnostics, {"name"});
+        diagnostics.throw_if_any();
+        return Product(build(opts, context...));
+      };
+    }
+  };
+
+ public:
+  // Registers `name`: its options, declared once, and a function that builds the product from
+  // the decoded options plus per-kind context. `Signature` is the kind's product and context,
+  // e.g. ModelPtr(const ModelContext&). Throws std::logic_error on a duplicate name.
+  template <class Signature, class Opts, class Build>
+  void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options, Build build) {
+    std::string where = std::string(to_string(kind)) + " '" + name + "'";
+    ComponentEntry entry{kind, name, std::move(help), options.describe(), {}, {}};
+    entry.resolve = [options, where](const ConfigTree& section, const std::string& prefix,
+                                     const Origin& origin, Diagnostics& diagnostics) {
+      Opts opts = options.decode(section, prefix, where, origin, diagnostics, {"name"});
+      return options.encode(opts, "", origin);
+    };
+    entry.factory = Factory<Signature>::make(options, std::move(build), where);
+    insert(std::move(entry));
+  }
+
+  void plan(ComponentKind kind, std::string name, std::string reason);
+
+  const ComponentEntry* find(ComponentKind kind, const std::string& name) const;
+  const PlannedComponent* find_planned(ComponentKind kind, const std::string& name) const;
+  std::vector<const ComponentEntry*> entries(ComponentKind kind) const;
+  std::vector<std::string> names(ComponentKind kind) const;  // registered ones, in order
+  const std::vector<PlannedComponent>& planned() const { return planned_; }
+
+  // Builds component `name` of `kind` from its resolved options, with the `Signature` it was
+  // registered with; each kind's header wraps this in a typed helper (build_model, ...).
+  template <class Signature, class... Args>
+  auto build(ComponentKind kind, const std::string& name, const ConfigTree& options, Args&&... args) const {
+    const ComponentEntry* entry = find(kind, name);
+    if (entry == nullptr)
+      throw UserError(std::string("unknown ") + to_string(kind) + " '" + name + "'");
+    const auto& factory = std::any_cast<const typename Factory<Signature>::Function&>(entry->factory);
+    return factory(options, std::forward<Args>(args)...);
+  }
+
+ private:
+  void insert(ComponentEntry entry);
+
+  std::vector<ComponentEntry> entries_;
+  std::vector<PlannedComponent> planned_;
+};
+
+// Checks that `name` is a registered component of `kind`. On failure adds a diagnostic at `origin`:
+// "not supported yet" with the reason for planned names, otherwise "unknown" with the known names
+// and a "did you mean". Returns the entry or nullptr.
+const ComponentEntry* lookup_component(const Registry& registry, ComponentKind kind,
+                                       const std::string& name, const std::string& key,
+                                       const Origin& origin, Diagnostics& diagnostics);
+
+}  // namespace trainyard

@@ -1,0 +1,40 @@
+// Strategy owns how parameters, gradients and optimizer state live across devices. The engine's
+// step reads the same under every strategy: forward, strategy.backward(loss), strategy.step().
+#pragma once
+
+#include <memory>
+
+#include <torch/optim/optimizer.h>
+
+#include "components/models/model.h"
+#include "components/registry.h"
+
+namespace trainyard {
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // Moves `model` to `device` (in `param_dtype`) and prepares it; called before the optimizer is
+  // built from model.parameters().
+  virtual void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) = 0;
+  virtual void backward(const torch::Tensor& loss) = 0;
+  // Clips the global gradient norm to `max_norm`; returns the norm before clipping.
+  virtual double clip_grad_norm(Model& model, double max_norm) = 0;
+  // One optimizer step, then clears the gradients.
+  virtual void step(torch::optim::Optimizer& optimizer) = 0;
+  virtual int world_size() const { return 1; }
+  virtual int rank() const { return 0; }
+};
+
+using StrategyPtr = std::shared_ptr<Strategy>;
+
+struct StrategyContext {};
+
+inline StrategyPtr build_strategy(const Registry& registry, const std::string& name) {
+  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, name, {},
+                                                             StrategyContext{});
+}
+
+void register_strategies(Registry& registry);
+
+}  // namespace trainyard

@@ -1,0 +1,118 @@
+#include "db/sqlite.h"
+
+#include <stdexcept>
+
+#include <sqlite3.h>
+
+namespace trainyard::sql {
+
+namespace {
+[[noreturn]] void fail(sqlite3* db, const std::string& path, const std::string& what) {
+  throw std::runtime_error("database " + path + ": " + what + ": " +
+                           (db ? sqlite3_errmsg(db) : "out of memory"));
+}
+}  // namespace
+
+Database::Database(const std::string& path) : path_(path) {
+  int code = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (code != SQLITE_OK) {
+    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error("cannot open database " + path + ": " + message);
+  }
+  // Another writer (a second `trainyard run`) may hold the lock briefly: wait rather than fail.
+  sqlite3_busy_timeout(db_, 10000);
+}
+
+Database::~Database() { sqlite3_close(db_); }
+
+void Database::exec(const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error("database " + path_ + ": " + message);
+  }
+}
+
+Statement Database::prepare(std::string_view sql) { return Statement(*this, sql); }
+int64_t Database::last_insert_id() const { return sqlite3_last_insert_rowid(db_); }
+int Database::changes() const { return sqlite3_changes(db_); }
+
+Statement::Statement(Database& db, std::string_view sql) : db_(&db) {
+  if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK)
+    fail(db.handle(), db.path(), "cannot prepare '" + std::string(sql) + "'");
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement::Statement(Statement&& other) noexcept : db_(other.db_), stmt_(other.stmt_) {
+  other.stmt_ = nullptr;
+}
+
+void Statement::check(int code) const {
+  if (code != SQLITE_OK) fail(db_->handle(), db_->path(), "cannot bind a value");
+}
+
+Statement& Statement::bind(int index, int64_t value) {
+  check(sqlite3_bind_int64(stmt_, index, value));
+  return *this;
+}
+Statement& Statement::bind(int index, double value) {
+  check(sqlite3_bind_double(stmt_, index, value));
+  return *this;
+}
+Statement& Statement::bind(int index, std::string_view value) {
+  check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
+  return *this;
+}
+Statement& Statement::bind_null(int index) {
+  check(sqlite3_bind_null(stmt_, index));
+  return *this;
+}
+
+bool Statement::step() {
+  int code = sqlite3_step(stmt_);
+  if (code == SQLITE_ROW) return true;
+  if (code == SQLITE_DONE) return false;
+  fail(db_->handle(), db_->path(), "statement failed");
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+int64_t Statement::column_int(int index) const { return sqlite3_column_int64(stmt_, index); }
+double Statement::column_double(int index) const { return sqlite3_column_double(stmt_, index); }
+bool Statement::column_is_null(int index) const {
+  return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
+}
+std::string Statement::column_text(int index) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, index);
+  return text ? std::string(reinterpret_cast<const char*>(text),
+                            static_cast<size_t>(sqlite3_column_bytes(stmt_, index)))
+              : std::string();
+}
+
+Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+Transaction::~Transaction() {
+  if (!done_) {
+    try {
+      db_.exec("ROLLBACK");
+    } catch (...) {
+    }
+  }
+}
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  done_ = true;
+}
+
+}  // namespace trainyard::sql

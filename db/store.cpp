@@ -1,0 +1,297 @@
+#include "db/store.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <stdexcept>
+
+namespace trainyard {
+
+namespace {
+
+// Each entry moves the schema from version i to i + 1. Never edit a released entry: add one.
+const char* const kMigrations[] = {
+    // 1: experiments, runs, metrics.
+    R"sql(
+    CREATE TABLE experiments (
+      id INTEGER PRIMARY KEY,
+      name TEXT NOT NULL UNIQUE,
+      file TEXT NOT NULL,
+      description TEXT NOT NULL DEFAULT '',
+      report_yaml TEXT NOT NULL DEFAULT '',
+      created_at TEXT NOT NULL
+    );
+    CREATE TABLE runs (
+      id INTEGER PRIMARY KEY,
+      experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+      variant TEXT NOT NULL,
+      position INTEGER NOT NULL,
+      config_yaml TEXT NOT NULL,
+      config_hash TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN
+        ('queued', 'running', 'completed', 'failed', 'interrupted', 'skipped')),
+      precision TEXT NOT NULL,
+      strategy TEXT NOT NULL,
+      devices INTEGER NOT NULL,
+      queued_at TEXT NOT NULL,
+      started_at TEXT,
+      ended_at TEXT,
+      host TEXT NOT NULL DEFAULT '',
+      pid INTEGER NOT NULL DEFAULT 0,
+      git_revision TEXT NOT NULL DEFAULT '',
+      torch_version TEXT NOT NULL DEFAULT '',
+      device_name TEXT NOT NULL DEFAULT '',
+      log_path TEXT NOT NULL DEFAULT '',
+      error TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX runs_by_config ON runs(experiment_id, config_hash, status);
+    CREATE TABLE epoch_metrics (
+      run_id INTEGER NOT NULL REFERENCES runs(id),
+      epoch INTEGER NOT NULL,
+      key TEXT NOT NULL,
+      value REAL NOT NULL,
+      PRIMARY KEY (run_id, epoch, key)
+    );
+    CREATE TABLE final_metrics (
+      run_id INTEGER NOT NULL REFERENCES runs(id),
+      key TEXT NOT NULL,
+      value REAL NOT NULL,
+      PRIMARY KEY (run_id, key)
+    );
+    )sql",
+};
+static_assert(std::size(kMigrations) == Store::kSchemaVersion);
+
+bool process_alive(int64_t pid) {
+  if (pid <= 0) return false;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+const char* const kRunColumns =
+    "r.id, r.experiment_id, e.name, r.variant, r.position, r.config_yaml, r.config_hash, r.status, "
+    "r.precision, r.strategy, r.devices, r.queued_at, COALESCE(r.started_at, ''), "
+    "COALESCE(r.ended_at, ''), r.host, r.git_revision, r.torch_version, r.device_name, "
+    "r.log_path, r.pid, r.error";
+
+RunRecord read_run(const sql::Statement& s) {
+  RunRecord r;
+  r.id = s.column_int(0);
+  r.experiment_id = s.column_int(1);
+  r.experiment = s.column_text(2);
+  r.variant = s.column_text(3);
+  r.position = s.column_int(4);
+  r.config_yaml = s.column_text(5);
+  r.config_hash = s.column_text(6);
+  r.status = parse_run_status(s.column_text(7));
+  r.precision = s.column_text(8);
+  r.strategy = s.column_text(9);
+  r.devices = s.column_int(10);
+  r.queued_at = s.column_text(11);
+  r.started_at = s.column_text(12);
+  r.ended_at = s.column_text(13);
+  r.environment = {s.column_text(14), s.column_text(15), s.column_text(16), s.column_text(17),
+                   s.column_text(18)};
+  r.pid = s.column_int(19);
+  r.error = s.column_text(20);
+  return r;
+}
+
+}  // namespace
+
+const char* to_string(RunStatus status) {
+  switch (status) {
+    case RunStatus::queued: return "queued";
+    case RunStatus::running: return "running";
+    case RunStatus::completed: return "completed";
+    case RunStatus::failed: return "failed";
+    case RunStatus::interrupted: return "interrupted";
+    case RunStatus::skipped: return "skipped";
+  }
+  return "?";
+}
+
+RunStatus parse_run_status(const std::string& text) {
+  for (RunStatus s : {RunStatus::queued, RunStatus::running, RunStatus::completed,
+                      RunStatus::failed, RunStatus::interrupted, RunStatus::skipped})
+    if (text == to_string(s)) return s;
+  throw std::runtime_error("unknown run status '" + text + "' in the database");
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+std::string host_name() {
+  char buffer[256] = {};
+  gethostname(buffer, sizeof buffer - 1);
+  return buffer;
+}
+
+Store::Store(const std::string& path) : db_(path) {
+  db_.exec("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;");
+  migrate();
+}
+
+int Store::schema_version() {
+  auto s = db_.prepare("PRAGMA user_version");
+  s.step();
+  return static_cast<int>(s.column_int(0));
+}
+
+void Store::migrate() {
+  int version = schema_version();
+  if (version > kSchemaVersion)
+    throw std::runtime_error("database " + path() + " has schema version " +
+                             std::to_string(version) + ", newer than this trainyard's (" +
+                             std::to_string(kSchemaVersion) + "); use a newer trainyard");
+  for (int v = version; v < kSchemaVersion; ++v) {
+    sql::Transaction transaction(db_);
+    db_.exec(kMigrations[v]);
+    db_.exec("PRAGMA user_version = " + std::to_string(v + 1));
+    transaction.commit();
+  }
+}
+
+int64_t Store::upsert_experiment(const std::string& name, const std::string& file,
+                                 const std::string& description, const std::string& report_yaml) {
+  db_.prepare(
+         "INSERT INTO experiments (name, file, description, report_yaml, created_at) "
+         "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET file = excluded.file, "
+         "description = excluded.description, report_yaml = excluded.report_yaml")
+      .bind(1, name).bind(2, file).bind(3, description).bind(4, report_yaml).bind(5, utc_now())
+      .run();
+  return find_experiment(name)->id;
+}
+
+std::optional<ExperimentRecord> Store::find_experiment(const std::string& name) {
+  for (auto& e : experiments())
+    if (e.name == name) return e;
+  return std::nullopt;
+}
+
+std::vector<ExperimentRecord> Store::experiments() {
+  std::vector<ExperimentRecord> out;
+  auto s = db_.prepare("SELECT id, name, file, description, report_yaml, created_at FROM experiments ORDER BY id");
+  while (s.step())
+    out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_text(3),
+                   s.column_text(4), s.column_text(5)});
+  return out;
+}
+
+std::optional<int64_t> Store::find_completed_run(int64_t experiment_id, const std::string& config_hash) {
+  auto s = db_.prepare(
+      "SELECT id FROM runs WHERE experiment_id = ? AND config_hash = ? AND status = 'completed' "
+      "ORDER BY id DESC LIMIT 1");
+  s.bind(1, experiment_id).bind(2, config_hash);
+  if (s.step()) return s.column_int(0);
+  return std::nullopt;
+}
+
+int64_t Store::queue_run(int64_t experiment_id, const QueuedRun& run) {
+  db_.prepare(
+         "INSERT INTO runs (experiment_id, variant, position, config_yaml, config_hash, status, "
+         "precision, strategy, devices, queued_at, host, pid) "
+         "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)")
+      .bind(1, experiment_id).bind(2, run.variant).bind(3, run.position).bind(4, run.config_yaml)
+      .bind(5, run.config_hash).bind(6, run.precision).bind(7, run.strategy).bind(8, run.devices)
+      .bind(9, utc_now()).bind(10, host_name()).bind(11, static_cast<int64_t>(getpid()))
+      .run();
+  return db_.last_insert_id();
+}
+
+void Store::start_run(int64_t run_id, const RunEnvironment& env) {
+  db_.prepare(
+         "UPDATE runs SET status = 'running', started_at = ?, host = ?, pid = ?, git_revision = ?, "
+         "torch_version = ?, device_name = ?, log_path = ? WHERE id = ?")
+      .bind(1, utc_now()).bind(2, env.host).bind(3, static_cast<int64_t>(getpid()))
+      .bind(4, env.git_revision).bind(5, env.torch_version).bind(6, env.device_name)
+      .bind(7, env.log_path).bind(8, run_id)
+      .run();
+}
+
+void Store::record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values) {
+  sql::Transaction transaction(db_);
+  auto s = db_.prepare("INSERT OR REPLACE INTO epoch_metrics (run_id, epoch, key, value) VALUES (?, ?, ?, ?)");
+  for (const auto& [key, value] : values) {
+    s.bind(1, run_id).bind(2, epoch).bind(3, key).bind(4, value).run();
+    s.reset();
+  }
+  transaction.commit();
+}
+
+void Store::complete_run(int64_t run_id, const std::map<std::string, double>& metrics) {
+  sql::Transaction transaction(db_);
+  auto s = db_.prepare("INSERT OR REPLACE INTO final_metrics (run_id, key, value) VALUES (?, ?, ?)");
+  for (const auto& [key, value] : metrics) {
+    s.bind(1, run_id).bind(2, key).bind(3, value).run();
+    s.reset();
+  }
+  db_.prepare("UPDATE runs SET status = 'completed', ended_at = ?, error = '' WHERE id = ?")
+      .bind(1, utc_now()).bind(2, run_id).run();
+  transaction.commit();
+}
+
+void Store::end_run(int64_t run_id, RunStatus status, const std::string& error) {
+  db_.prepare("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE id = ?")
+      .bind(1, to_string(status)).bind(2, utc_now()).bind(3, error).bind(4, run_id).run();
+}
+
+int Store::mark_orphaned_runs_interrupted() {
+  std::vector<int64_t> orphans;
+  auto s = db_.prepare("SELECT id, pid FROM runs WHERE status IN ('queued', 'running') AND host = ?");
+  s.bind(1, host_name());
+  while (s.step())
+    if (!process_alive(s.column_int(1))) orphans.push_back(s.column_int(0));
+  for (int64_t id : orphans)
+    end_run(id, RunStatus::interrupted, "the trainyard process running it exited before it finished");
+  return static_cast<int>(orphans.size());
+}
+
+std::vector<RunRecord> Store::runs(const std::string& experiment) {
+  std::string query = std::string("SELECT ") + kRunColumns +
+                      " FROM runs r JOIN experiments e ON e.id = r.experiment_id";
+  if (!experiment.empty()) query += " WHERE e.name = ?";
+  query += " ORDER BY r.id";
+  auto s = db_.prepare(query);
+  if (!experiment.empty()) s.bind(1, experiment);
+  std::vector<RunRecord> out;
+  while (s.step()) out.push_back(read_run(s));
+  return out;
+}
+
+std::optional<RunRecord> Store::run(int64_t run_id) {
+  auto s = db_.prepare(std::string("SELECT ") + kRunColumns +
+                       " FROM runs r JOIN experiments e ON e.id = r.experiment_id WHERE r.id = ?");
+  s.bind(1, run_id);
+  if (s.step()) return read_run(s);
+  return std::nullopt;
+}
+
+std::map<std::string, double> Store::final_metrics(int64_t run_id) {
+  std::map<std::string, double> out;
+  auto s = db_.prepare("SELECT key, value FROM final_metrics WHERE run_id = ?");
+  s.bind(1, run_id);
+  while (s.step()) out[s.column_text(0)] = s.column_double(1);
+  return out;
+}
+
+std::vector<EpochRow> Store::epoch_metrics(int64_t run_id) {
+  std::vector<EpochRow> out;
+  auto s = db_.prepare("SELECT epoch, key, value FROM epoch_metrics WHERE run_id = ? ORDER BY epoch, key");
+  s.bind(1, run_id);
+  while (s.step()) {
+    int64_t epoch = s.column_int(0);
+    if (out.empty() || out.back().epoch != epoch) out.push_back({epoch, {}});
+    out.back().values[s.column_text(1)] = s.column_double(2);
+  }
+  return out;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,120 @@
+// The results store: experiments, runs, per-epoch and final metrics, in one SQLite file.
+//
+// Contract: one writer — the controller process (`trainyard run`); workers never open it. Reports
+// and `trainyard runs` only read. The schema is versioned (PRAGMA user_version) and migrated
+// forward on open; the journal is WAL so readers never block the writer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/sqlite.h"
+
+namespace trainyard {
+
+enum class RunStatus { queued, running, completed, failed, interrupted, skipped };
+const char* to_string(RunStatus status);
+RunStatus parse_run_status(const std::string& text);
+
+struct ExperimentRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string file;
+  std::string description;
+  std::string report_yaml;  // the experiment's `report:` section, resolved
+  std::string created_at;
+};
+
+// What the controller knows about where a run executes.
+struct RunEnvironment {
+  std::string host;
+  std::string git_revision;
+  std::string torch_version;
+  std::string device_name;
+  std::string log_path;
+};
+
+struct RunRecord {
+  int64_t id = 0;
+  int64_t experiment_id = 0;
+  std::string experiment;
+  std::string variant;
+  int64_t position = 0;  // order of the variant in its experiment
+  std::string config_yaml;
+  std::string config_hash;
+  RunStatus status = RunStatus::queued;
+  std::string precision;
+  std::string strategy;
+  int64_t devices = 1;
+  std::string queued_at, started_at, ended_at;
+  RunEnvironment environment;
+  int64_t pid = 0;
+  std::string error;
+};
+
+struct EpochRow {
+  int64_t epoch = 0;
+  std::map<std::string, double> values;
+};
+
+// The fields of a run that do not change once it is queued.
+struct QueuedRun {
+  std::string variant;
+  int64_t position = 0;
+  std::string config_yaml;
+  std::string config_hash;
+  std::string precision;
+  std::string strategy;
+  int64_t devices = 1;
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
+  explicit Store(const std::string& path);
+
+  int schema_version();
+
+  // Creates the experiment or updates its file, description and report settings.
+  int64_t upsert_experiment(const std::string& name, const std::string& file,
+                            const std::string& description, const std::string& report_yaml);
+  std::optional<ExperimentRecord> find_experiment(const std::string& name);
+  std::vector<ExperimentRecord> experiments();
+
+  // The newest completed run of `experiment_id` with this config hash, if any.
+  std::optional<int64_t> find_completed_run(int64_t experiment_id, const std::string& config_hash);
+
+  int64_t queue_run(int64_t experiment_id, const QueuedRun& run);
+  void start_run(int64_t run_id, const RunEnvironment& environment);
+  void record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values);
+  // Final metrics and status `completed`, in one transaction.
+  void complete_run(int64_t run_id, const std::map<std::string, double>& metrics);
+  void end_run(int64_t run_id, RunStatus status, const std::string& error);
+
+  // Runs left `queued` or `running` by a process of this host that no longer exists are marked
+  // `interrupted`. Returns how many.
+  int mark_orphaned_runs_interrupted();
+
+  // Runs, oldest first; of one experiment when `experiment` is not empty.
+  std::vector<RunRecord> runs(const std::string& experiment = "");
+  std::optional<RunRecord> run(int64_t run_id);
+  std::map<std::string, double> final_metrics(int64_t run_id);
+  std::vector<EpochRow> epoch_metrics(int64_t run_id);
+
+  const std::string& path() const { return db_.path(); }
+
+ private:
+  void migrate();
+  sql::Database db_;
+};
+
+// "2026-11-30T13:35:15Z"
+std::string utc_now();
+std::string host_name();
+
+}  // namespace trainyard

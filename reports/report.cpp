@@ -1,0 +1,182 @@
+#include "reports/report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/metrics.h"
+#include "common/text.h"
+#include "runner/config/config_tree.h"
+
+namespace trainyard {
+
+namespace {
+
+ReportOptions decode_report_options(const ExperimentRecord& experiment) {
+  ConfigTree tree;
+  try {
+    YAML::Node root = YAML::Load(experiment.report_yaml);
+    if (root.IsMap()) flatten_into(tree, root, "<stored report settings>");
+  } catch (const YAML::Exception&) {
+    // Unreadable settings fall back to the defaults; the numbers are still right.
+  }
+  Diagnostics ignored;
+  return report_option_set().decode(tree, "report", "section 'report'", {}, ignored);
+}
+
+VariantRow make_row(Store& store, const RunRecord& run) {
+  VariantRow row;
+  row.variant = run.variant;
+  row.run_id = run.id;
+  row.status = run.status;
+  row.precision = run.precision;
+  row.strategy = run.strategy;
+  row.devices = run.devices;
+  row.device_name = run.environment.device_name;
+  row.torch_version = run.environment.torch_version;
+  row.ended_at = run.ended_at;
+  row.error = run.error;
+  row.metrics = store.final_metrics(run.id);
+  row.epochs = store.epoch_metrics(run.id);
+  return row;
+}
+
+}  // namespace
+
+Report build_report(Store& store, const std::string& experiment_name) {
+  Report report;
+  report.generated_at = utc_now();
+  std::vector<ExperimentRecord> experiments = store.experiments();
+  if (!experiment_name.empty()) {
+    std::erase_if(experiments, [&](const auto& e) { return e.name != experiment_name; });
+    if (experiments.empty()) {
+      std::vector<std::string> names;
+      for (const auto& e : store.experiments()) names.push_back(e.name);
+      std::string guess = closest_match(experiment_name, names);
+      throw UserError(fmt::format("no experiment '{}' in {}{}; experiments: {}", experiment_name,
+                                  store.path(), guess.empty() ? "" : " (did you mean '" + guess + "'?)",
+                                  names.empty() ? "none yet" : join(names)));
+    }
+  }
+  for (const auto& experiment : experiments) {
+    ExperimentReport section;
+    section.experiment = experiment;
+    section.options = decode_report_options(experiment);
+
+    // The newest completed run of each variant, else its newest run of any status.
+    std::map<std::string, RunRecord> chosen;
+    std::map<std::string, int64_t> position;
+    for (const auto& run : store.runs(experiment.name)) {
+      auto it = chosen.find(run.variant);
+      if (it == chosen.end() || run.status == RunStatus::completed ||
+          it->second.status != RunStatus::completed)
+        chosen[run.variant] = run;
+      position[run.variant] = run.position;
+    }
+    std::vector<std::string> order;
+    for (const auto& [variant, run] : chosen) order.push_back(variant);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](const auto& a, const auto& b) { return position[a] < position[b]; });
+    for (const auto& variant : order) section.rows.push_back(make_row(store, chosen[variant]));
+
+    section.baseline = section.options.baseline;
+    if (section.baseline.empty() && !section.rows.empty()) section.baseline = section.rows.front().variant;
+    const VariantRow* baseline = nullptr;
+    for (const auto& row : section.rows)
+      if (row.variant == section.baseline && row.status == RunStatus::completed) baseline = &row;
+    if (baseline && baseline->metrics.count(metric::kTrainSeconds)) {
+      const double base_seconds = baseline->metrics.at(metric::kTrainSeconds);
+      for (auto& row : section.rows) {
+        auto it = row.metrics.find(metric::kTrainSeconds);
+        if (row.status == RunStatus::completed && it != row.metrics.end() && it->second > 0)
+          row.metrics[metric::kSpeedup] = base_seconds / it->second;
+      }
+    }
+    report.experiments.push_back(std::move(section));
+  }
+  return report;
+}
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string cell(const VariantRow& row, const std::string& key) {
+  auto it = row.metrics.find(key);
+  const MetricInfo* info = find_metric(key);
+  if (it == row.metrics.end() || info == nullptr) return "—";
+  return format_metric(*info, it->second);
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string render_markdown(const Report& report) {
+  std::string out = "# Trainyard report\n\n";
+  for (const auto& section : report.experiments) {
+    const auto& e = section.experiment;
+    out += fmt::format("## {}\n\n", section.options.title.empty() ? e.name : section.options.title);
+    if (!e.description.empty()) out += e.description + "\n\n";
+    out += "| variant | status | precision | devices | strategy |";
+    std::string rule = "|---|---|---|---:|---|";
+    for (const auto& key : section.options.metrics) {
+      out += " " + find_metric(key)->label + " |";
+      rule += "---:|";
+    }
+    out += "\n" + rule + "\n";
+    for (const auto& row : section.rows) {
+      out += fmt::format("| {}{} | {} | {} | {} | {} |", row.variant,
+                         row.variant == section.baseline ? " (baseline)" : "", to_string(row.status),
+                         row.precision, row.devices, row.strategy);
+      for (const auto& key : section.options.metrics) out += " " + cell(row, key) + " |";
+      out += "\n";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string render_csv(const Report& report) {
+  std::vector<std::string> keys;
+  for (const auto& m : metric_vocabulary())
+    if (m.scope != MetricScope::epoch) keys.push_back(m.key);
+  std::string out = "experiment,variant,run_id,status,precision,devices,strategy,device,torch_version";
+  for (const auto& key : keys) out += "," + key;
+  out += "\n";
+  for (const auto& section : report.experiments) {
+    for (const auto& row : section.rows) {
+      out += fmt::format("{},{},{},{},{},{},{},{},{}", csv_field(section.experiment.name),
+                         csv_field(row.variant), row.run_id, to_string(row.status), csv_field(row.precision),
+                         row.devices, csv_field(row.strategy), csv_field(row.device_name),
+                         csv_field(row.torch_version));
+      for (const auto& key : keys) {
+        auto it = row.metrics.find(key);
+        out += it == row.metrics.end() ? "," : fmt::format(",{}", it->second);
+      }
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,29 @@
+// The subcommands of `trainyard`, as a table: name, one-line summary, handler. `trainyard help`
+// and the usage text are generated from it. Each handler parses its own options and returns the
+// process exit code; errors it cannot handle propagate to main().
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace trainyard {
+
+struct Command {
+  std::string name;
+  std::string summary;
+  std::function<int(const std::vector<std::string>& args)> handler;
+};
+
+const std::vector<Command>& commands();
+
+int run_command(const std::vector<std::string>& args);
+int validate_command(const std::vector<std::string>& args);
+int list_command(const std::vector<std::string>& args);
+int runs_command(const std::vector<std::string>& args);
+int report_command(const std::vector<std::string>& args);
+
+// The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.
+std::string default_database_path();
+
+}  // namespace trainyard

@@ -1,0 +1,34 @@
+#include "runner/cli/options.h"
+
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/error.h"
+
+namespace trainyard {
+
+bool parse_command_line(const std::vector<std::string>& args,
+                        const boost::program_options::options_description& options,
+                        const boost::program_options::positional_options_description& positional,
+                        boost::program_options::variables_map& vm) {
+  namespace po = boost::program_options;
+  try {
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UserError(fmt::format("{}\n{}", e.what(), [&] {
+      std::ostringstream text;
+      text << options;
+      return text.str();
+    }()));
+  }
+  if (vm.count("help")) {
+    std::cout << options;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace trainyard

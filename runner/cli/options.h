@@ -1,0 +1,18 @@
+// Command-line parsing shared by the subcommands (Boost.Program_options).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+namespace trainyard {
+
+// Parses `args` into `vm`. Prints the help and returns false for --help; throws UserError
+// (naming the bad option and how to get help) on anything it does not understand.
+bool parse_command_line(const std::vector<std::string>& args,
+                        const boost::program_options::options_description& options,
+                        const boost::program_options::positional_options_description& positional,
+                        boost::program_options::variables_map& vm);
+
+}  // namespace trainyard

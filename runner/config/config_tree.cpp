@@ -1,0 +1,91 @@
+#include "runner/config/config_tree.h"
+
+#include <algorithm>
+
+#include "common/text.h"
+
+namespace trainyard {
+
+bool key_is_under(std::string_view key, std::string_view prefix) {
+  if (prefix.empty()) return true;
+  return key == prefix || (key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix &&
+                           key[prefix.size()] == '.');
+}
+
+Origin origin_of(const YAML::Node& node, const std::string& file) {
+  YAML::Mark mark = node.Mark();
+  if (mark.is_null()) return {file, 0, 0};
+  return {file, mark.line + 1, mark.column + 1};
+}
+
+void ConfigTree::erase(const std::string& key) {
+  std::erase_if(entries_, [&](const auto& entry) { return key_is_under(entry.first, key); });
+}
+
+void ConfigTree::set(const std::string& key, ConfigValue value) {
+  std::erase_if(entries_, [&](const auto& entry) {
+    return key_is_under(entry.first, key) || key_is_under(key, entry.first);
+  });
+  entries_.emplace_back(key, std::move(value));
+}
+
+const ConfigValue* ConfigTree::find(std::string_view key) const {
+  for (const auto& [k, v] : entries_)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+ConfigTree ConfigTree::subtree(std::string_view prefix) const {
+  ConfigTree out;
+  for (const auto& [k, v] : entries_) {
+    if (k.size() > prefix.size() && key_is_under(k, prefix))
+      out.entries_.emplace_back(k.substr(prefix.size() + 1), v);
+  }
+  return out;
+}
+
+void ConfigTree::merge(const ConfigTree& over) {
+  for (const auto& [k, v] : over.entries_) set(k, v);
+}
+
+YAML::Node ConfigTree::to_yaml() const {
+  YAML::Node root(YAML::NodeType::Map);
+  for (const auto& [key, value] : entries_) {
+    std::vector<std::string> parts = split(key, '.');
+    // yaml-cpp's operator[] hands out references into the tree, so walk with Node handles.
+    YAML::Node node = root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      YAML::Node child = node[parts[i]];
+      if (!child.IsMap()) child = YAML::Node(YAML::NodeType::Map);
+      node[parts[i]] = child;
+      node.reset(child);
+    }
+    node[parts.back()] = YAML::Clone(value.node);
+  }
+  return root;
+}
+
+std::string ConfigTree::to_yaml_text() const {
+  YAML::Emitter out;
+  out << to_yaml();
+  return std::string(out.c_str()) + "\n";
+}
+
+void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& file,
+                  const std::string& prefix) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    std::string key = it->first.Scalar();
+    std::string full = prefix.empty() ? key : prefix + "." + key;
+    const YAML::Node& value = it->second;
+    if (value.IsMap() && value.size() > 0) {
+      flatten_into(tree, value, file, full);
+    } else {
+      // An empty value or an empty map is recorded as null, at the key's own position.
+      YAML::Node leaf = value.IsMap() ? YAML::Node() : value;
+      Origin origin = origin_of(value.IsNull() || value.IsMap() ? it->first : value, file);
+      tree.set(full, {leaf, origin, origin_of(it->first, file)});
+    }
+  }
+}
+
+}  // namespace trainyard

@@ -1,0 +1,149 @@
+#include "runner/config/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "common/text.h"
+
+namespace trainyard {
+
+namespace {
+
+// A plain (unquoted) scalar is typed by its text; a quoted one is always a string.
+bool is_plain_scalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+std::string number_text(double value) {
+  // Shortest text that reads back as the same double, as YAML wants it.
+  return fmt::format("{}", value);
+}
+
+}  // namespace
+
+std::string Rule::describe() const {
+  if (required) return "required";
+  if (!choices.empty()) return "one of: " + join(choices);
+  if (min && max) return fmt::format("{} to {}", number_text(*min), number_text(*max));
+  if (min) return fmt::format("{} {}", min_exclusive ? ">" : "≥", number_text(*min));
+  if (max) return fmt::format("≤ {}", number_text(*max));
+  return "";
+}
+
+bool decode_value(const YAML::Node& node, int64_t& out, std::string& expected) {
+  expected = "an integer";
+  if (!is_plain_scalar(node)) return false;
+  const std::string& text = node.Scalar();
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+bool decode_value(const YAML::Node& node, double& out, std::string& expected) {
+  expected = "a number";
+  if (!is_plain_scalar(node) || node.Scalar().empty()) return false;
+  const std::string& text = node.Scalar();
+  char* end = nullptr;
+  out = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(out);
+}
+
+bool decode_value(const YAML::Node& node, bool& out, std::string& expected) {
+  expected = "true or false";
+  if (!is_plain_scalar(node)) return false;
+  const std::string& text = node.Scalar();
+  if (text == "true" || text == "True") return out = true, true;
+  if (text == "false" || text == "False") return out = false, true;
+  return false;
+}
+
+bool decode_value(const YAML::Node& node, std::string& out, std::string& expected) {
+  expected = "a string";
+  if (!node.IsScalar()) return false;
+  out = node.Scalar();
+  return true;
+}
+
+bool decode_value(const YAML::Node& node, std::vector<std::string>& out, std::string& expected) {
+  expected = "a list of strings";
+  if (!node.IsSequence()) return false;
+  out.clear();
+  for (const auto& item : node) {
+    if (!item.IsScalar()) return false;
+    out.push_back(item.Scalar());
+  }
+  return true;
+}
+
+YAML::Node encode_value(int64_t value) { return YAML::Node(value); }
+YAML::Node encode_value(double value) {
+  std::string text = number_text(value);
+  // Keep floats recognisable as floats in the dump ("1" would read back as an int).
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return YAML::Node(text);
+}
+YAML::Node encode_value(bool value) { return YAML::Node(value ? "true" : "false"); }
+YAML::Node encode_value(const std::string& value) { return YAML::Node(value); }
+YAML::Node encode_value(const std::vector<std::string>& value) {
+  YAML::Node node(YAML::NodeType::Sequence);
+  for (const auto& item : value) node.push_back(item);
+  return node;
+}
+
+std::optional<std::string> check_rule(const Rule& rule, double value) {
+  bool below = rule.min && (rule.min_exclusive ? value <= *rule.min : value < *rule.min);
+  bool above = rule.max && value > *rule.max;
+  if (below || above)
+    return fmt::format("must be {}, got {}", rule.describe(), number_text(value));
+  return std::nullopt;
+}
+
+std::optional<std::string> check_rule(const Rule&, bool) { return std::nullopt; }
+
+std::optional<std::string> check_rule(const Rule& rule, const std::string& value) {
+  if (rule.choices.empty()) return std::nullopt;
+  for (const auto& choice : rule.choices)
+    if (choice == value) return std::nullopt;
+  std::string message = fmt::format("has unknown value '{}'", value);
+  std::string guess = closest_match(value, rule.choices);
+  if (!guess.empty()) message += fmt::format(" (did you mean '{}'?)", guess);
+  return message + "; expected one of: " + join(rule.choices);
+}
+
+std::optional<std::string> check_rule(const Rule& rule, const std::vector<std::string>& value) {
+  for (const auto& item : value)
+    if (auto problem = check_rule(rule, item)) return problem;
+  return std::nullopt;
+}
+
+std::string yaml_flow_text(const YAML::Node& node) {
+  YAML::Emitter out;
+  out << YAML::Flow << node;
+  return out.c_str();
+}
+
+std::string describe_yaml_value(const YAML::Node& node) {
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  if (node.IsNull()) return "nothing";
+  return "'" + node.Scalar() + "'";
+}
+
+void report_unknown_keys(const ConfigTree& section, const std::vector<std::string>& known,
+                         const std::string& prefix, const std::string& where,
+                         Diagnostics& diagnostics) {
+  for (const auto& [key, value] : section.entries()) {
+    bool found = false;
+    for (const auto& k : known) found = found || key_is_under(key, k);
+    if (found) continue;
+    std::string head = split(key, '.').front();
+    std::string message = fmt::format("unknown key '{}' for {}",
+                                      prefix.empty() ? key : prefix + "." + key, where);
+    std::string guess = closest_match(head, known);
+    if (!guess.empty()) message += fmt::format(" (did you mean '{}'?)", guess);
+    else message += "; known keys: " + join(known);
+    diagnostics.error(value.key_origin, message);
+  }
+}
+
+}  // namespace trainyard

@@ -1,0 +1,151 @@
+#include "runner/controller.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "common/text.h"
+#include "runner/engine/engine.h"
+
+namespace trainyard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Writes each epoch's metrics as they arrive, so a run that dies later keeps its history.
+class StoreObserver : public RunObserver {
+ public:
+  StoreObserver(Store& store, int64_t run_id, std::shared_ptr<spdlog::logger> log)
+      : store_(store), run_id_(run_id), log_(std::move(log)) {}
+  void on_log(const std::string& line) override { log_->info(line); }
+  void on_epoch(int64_t epoch, const MetricValues& values) override { store_.record_epoch(run_id_, epoch, values); }
+
+ private:
+  Store& store_;
+  int64_t run_id_;
+  std::shared_ptr<spdlog::logger> log_;
+};
+
+std::string command_output(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string safe_file_name(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  return out;
+}
+
+std::shared_ptr<spdlog::logger> run_logger(const std::string& name, const std::string& path) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  console->set_pattern("%^[%H:%M:%S]%$ %v");
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/true);
+  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
+  auto logger = std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{console, file});
+  logger->flush_on(spdlog::level::info);
+  return logger;
+}
+
+}  // namespace
+
+int BatchSummary::exit_code() const {
+  if (interrupted) return kExitInterrupted;
+  return failed > 0 ? kExitFailure : kExitOk;
+}
+
+std::string git_revision_of(const std::string& path) {
+  fs::path dir = fs::absolute(path).parent_path();
+  std::string quoted = "'" + dir.string() + "'";
+  std::string revision = command_output("git -C " + quoted + " rev-parse --short HEAD 2>/dev/null");
+  if (revision.empty()) return "";
+  if (!command_output("git -C " + quoted + " status --porcelain --untracked-files=no 2>/dev/null").empty())
+    revision += "-dirty";
+  return revision;
+}
+
+Controller::Controller(Store& store, const Registry& registry, std::string log_dir,
+                       const std::atomic<bool>& stop_requested)
+    : store_(store), registry_(registry), log_dir_(std::move(log_dir)), stop_requested_(stop_requested) {}
+
+BatchSummary Controller::run_experiment(const Experiment& experiment, bool force) {
+  BatchSummary summary;
+  if (int orphans = store_.mark_orphaned_runs_interrupted())
+    fmt::print(stderr, "{} run{} left unfinished by an earlier trainyard process marked interrupted\n",
+               orphans, orphans == 1 ? "" : "s");
+  const int64_t experiment_id = store_.upsert_experiment(
+      experiment.name, experiment.file, experiment.description,
+      report_option_set().encode(experiment.report, "", {}).to_yaml_text());
+
+  // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
+  std::vector<std::pair<int64_t, const RunSpec*>> queue;
+  for (size_t i = 0; i < experiment.runs.size(); ++i) {
+    const RunSpec& run = experiment.runs[i];
+    QueuedRun queued{run.variant, static_cast<int64_t>(i), run.config_yaml, run.config_hash,
+                     run.runtime.precision, run.runtime.strategy, run.runtime.devices};
+    if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
+      fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n", run.variant, *done);
+      ++summary.already_completed;
+      continue;
+    }
+    DeviceInfo device = resolve_device(run.runtime);
+    if (!device.unavailable_reason.empty()) {
+      int64_t id = store_.queue_run(experiment_id, queued);
+      store_.end_run(id, RunStatus::skipped, device.unavailable_reason);
+      fmt::print(stderr, "- {}: skipped: {}\n", run.variant, device.unavailable_reason);
+      ++summary.skipped;
+      continue;
+    }
+    queue.emplace_back(store_.queue_run(experiment_id, queued), &run);
+  }
+
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (summary.interrupted || stop_requested_.load()) {
+      summary.interrupted = true;
+      store_.end_run(queue[i].first, RunStatus::interrupted, "the batch was interrupted before this run started");
+      continue;
+    }
+    fmt::print(stderr, "> {} [{}/{}]\n", queue[i].second->variant, i + 1, queue.size());
+    execute(experiment, queue[i].first, *queue[i].second, summary);
+  }
+  return summary;
+}
+
+void Controller::execute(const Experiment& experiment, int64_t run_id, const RunSpec& run, BatchSummary& summary) {
+  fs::path log_path = fs::path(log_dir_) / safe_file_name(experiment.name) /
+                      fmt::format("run-{}-{}.log", run_id, safe_file_name(run.variant));
+  fs::create_directories(log_path.parent_path());
+  DeviceInfo device = resolve_device(run.runtime);
+  store_.start_run(run_id, {host_name(), git_revision_of(experiment.file), torch_version(), device.name,
+                            log_path.string()});
+  auto log = run_logger(run.variant, log_path.string());
+  log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
+  StoreObserver observer(store_, run_id, log);
+  RunContext context{registry_, observer, &stop_requested_};
+  try {
+    MetricValues metrics = train_run(run, context);
+    store_.complete_run(run_id, metrics);
+    ++summary.completed;
+  } catch (const Interrupted&) {
+    log->warn("interrupted");
+    store_.end_run(run_id, RunStatus::interrupted, "interrupted by a signal (Ctrl-C or SIGTERM)");
+    summary.interrupted = true;
+  } catch (const std::exception& e) {
+    log->error("run failed: {}", e.what());
+    store_.end_run(run_id, RunStatus::failed, e.what());
+    ++summary.failed;
+  }
+}
+
+}  // namespace trainyard

@@ -1,0 +1,54 @@
+#include <torch/cuda.h>
+#include <torch/version.h>
+
+#include <fstream>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <fmt/format.h>
+
+#include "runner/engine/engine.h"
+
+namespace trainyard {
+
+namespace {
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "CPU";
+}
+
+}  // namespace
+
+DeviceInfo resolve_device(const RuntimeOptions& runtime) {
+  const bool cuda = torch::cuda::is_available();
+  DeviceInfo info;
+  info.type = runtime.accelerator == "auto" ? (cuda ? "cuda" : "cpu") : runtime.accelerator;
+  if (info.type == "cuda") {
+    if (!cuda) {
+      info.name = "CUDA";
+      info.unavailable_reason = "needs a CUDA device; this machine has none";
+      return info;
+    }
+    const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+    if (runtime.devices > count)
+      info.unavailable_reason = fmt::format("needs {} CUDA devices; this machine has {}", runtime.devices, count);
+    info.name = at::cuda::getDeviceProperties(0)->name;
+    return info;
+  }
+  int threads = runtime.threads > 0 ? static_cast<int>(runtime.threads) : at::get_num_threads();
+  info.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
+  return info;
+}
+
+std::string torch_version() { return TORCH_VERSION; }
+
+}  // namespace trainyard

@@ -1,0 +1,50 @@
+// The engine's public face, free of LibTorch so the controller and the CLI compile without it.
+// train_run() executes one resolved run in this process: it builds the components from the
+// registry, fits (train + validate each epoch, keeping the best weights), tests, and returns the
+// final metrics. Per-epoch metrics go to the observer as they happen.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "components/registry.h"
+#include "runner/config/experiment.h"
+
+namespace trainyard {
+
+using MetricValues = std::map<std::string, double>;
+
+// Receives what a run reports while it trains. The engine formats its own progress lines; where
+// they go (console, the run's log file) is the observer's business.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void on_log(const std::string& line) = 0;
+  virtual void on_epoch(int64_t epoch, const MetricValues& values) = 0;
+};
+
+// Where a run executes, resolved from `runtime.accelerator` before it starts.
+struct DeviceInfo {
+  std::string type;  // "cpu" or "cuda"
+  std::string name;  // "Intel(R) Xeon(R) ... (2 threads)", "NVIDIA H200"
+  // Empty when the run can execute here; otherwise why not ("needs a CUDA device, found none").
+  std::string unavailable_reason;
+};
+
+DeviceInfo resolve_device(const RuntimeOptions& runtime);
+std::string torch_version();
+
+struct RunContext {
+  const Registry& registry;
+  RunObserver& observer;
+  const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: throws Interrupted
+};
+
+// Throws UserError for bad data or options found while building, Interrupted when stopped,
+// and anything else for a failure of the run itself.
+MetricValues train_run(const RunSpec& run, const RunContext& context);
+
+}  // namespace trainyard

@@ -1,0 +1,326 @@
+// The training loop. train_run() builds the run's components, then for each epoch trains and
+// validates, keeps the best-validation weights, and finally tests them. The step itself —
+// forward, strategy.backward(loss), strategy.step() — reads in one screen (Trainer::train_epoch);
+// timing, memory and logging live in the helpers around it.
+#include <malloc.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include <ATen/Parallel.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+#include "common/metrics.h"
+#include "common/text.h"
+#include "components/data/loader.h"
+#include "components/optim/optimizers.h"
+#include "components/optim/schedulers.h"
+#include "components/precision/precision.h"
+#include "components/strategy/strategy.h"
+#include "runner/engine/engine.h"
+
+namespace trainyard {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Peak memory of the run: resident set size of the process (reset at the start of the run, so
+// runs in one process are measured apart) and, on CUDA, the caching allocator's peaks.
+class MemoryMeter {
+ public:
+  MemoryMeter() {
+    // Runs share the process: hand the previous run's freed heap back to the kernel first, then
+    // reset the kernel's peak-RSS mark (VmHWM) by writing 5 to clear_refs.
+    malloc_trim(0);
+    std::ofstream("/proc/self/clear_refs") << "5";
+  }
+
+  // Peak CUDA figures count from here (they include what is allocated now, e.g. the model).
+  void start_device(const torch::Device& device) {
+    device_ = device;
+    if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+  }
+
+  void record(MetricValues& metrics) const {
+    double rss = peak_rss_bytes();
+    metrics[metric::kPeakRss] = rss;
+    metrics[metric::kPeakMemory] = rss;
+    if (device_.is_cuda()) {
+      auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
+      constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+      metrics[metric::kCudaPeakReserved] = static_cast<double>(stats.reserved_bytes[all].peak);
+      metrics[metric::kCudaPeakAllocated] = static_cast<double>(stats.allocated_bytes[all].peak);
+      metrics[metric::kPeakMemory] = metrics[metric::kCudaPeakReserved];  // as the studies report
+    }
+  }
+
+ private:
+  static double peak_rss_bytes() {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmHWM:", 0) == 0) return 1024.0 * std::stod(line.substr(6));
+    return 0;
+  }
+  torch::Device device_{torch::kCPU};
+};
+
+struct SplitResult {
+  double loss = 0;
+  double accuracy = 0;
+};
+
+// Sums of loss and correct predictions kept on the device, read once per split: no host
+// synchronisation inside the loop.
+struct Accumulator {
+  explicit Accumulator(const torch::Device& device)
+      : loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device))),
+        correct(torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
+  void add(const torch::Tensor& loss, const torch::Tensor& logits, const torch::Tensor& targets) {
+    loss_sum += loss.detach().to(torch::kDouble) * targets.size(0);
+    correct += logits.detach().argmax(1).eq(targets).sum();
+    samples += targets.size(0);
+  }
+  SplitResult result() const {
+    if (samples == 0) return {};
+    return {loss_sum.item<double>() / samples, static_cast<double>(correct.item<int64_t>()) / samples};
+  }
+  torch::Tensor loss_sum, correct;
+  int64_t samples = 0;
+};
+
+int64_t limited(int64_t batches, int64_t limit) { return limit > 0 ? std::min(batches, limit) : batches; }
+
+class Trainer {
+ public:
+  Trainer(const RunSpec& run, const RunContext& context) : run_(run), context_(context) {}
+
+  MetricValues run();
+
+ private:
+  void build();
+  double train_epoch(int64_t epoch);  // returns the training-loop seconds
+  SplitResult evaluate(DataLoader& loader);
+  template <class... Args>
+  void log(fmt::format_string<Args...> format, Args&&... args) const {
+    context_.observer.on_log(fmt::format(format, std::forward<Args>(args)...));
+  }
+  void check_stop() const {
+    if (context_.stop_requested && context_.stop_requested->load()) throw Interrupted();
+  }
+  void set_learning_rate(double lr) {
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  }
+  std::vector<torch::Tensor> snapshot_weights();
+  void restore_weights(const std::vector<torch::Tensor>& weights);
+
+  const RunSpec& run_;
+  const RunContext& context_;
+  torch::Device device_{torch::kCPU};
+  ModelPtr model_;
+  DataSplits data_;
+  std::unique_ptr<DataLoader> train_loader_, val_loader_, test_loader_;
+  PrecisionPtr precision_;
+  StrategyPtr strategy_;
+  OptimizerPtr optimizer_;
+  LrSchedule schedule_;
+  double base_lr_ = 0;
+  int64_t step_ = 0;         // optimizer steps so far
+  int64_t total_steps_ = 0;  // optimizer steps in the run
+  int64_t train_batches_ = 0;
+  double data_wait_seconds_ = 0;
+  int64_t train_samples_ = 0;
+  Clock::time_point run_start_;
+  SplitResult epoch_train_;  // the last epoch's training loss and accuracy
+};
+
+void Trainer::build() {
+  const TrainOptions& train = run_.train;
+  if (run_.runtime.threads > 0) at::set_num_threads(static_cast<int>(run_.runtime.threads));
+  DeviceInfo device = resolve_device(run_.runtime);
+  if (!device.unavailable_reason.empty()) throw UserError(device.unavailable_reason);
+  device_ = torch::Device(device.type == "cuda" ? torch::kCUDA : torch::kCPU, 0);
+  torch::manual_seed(static_cast<uint64_t>(train.seed));
+
+  DataContext data_context;
+  if (const ConfigValue* size = run_.model.options.find("image_size")) data_context.image_size = size->node.as<int64_t>();
+  data_ = build_dataset(context_.registry, run_.dataset, data_context);
+  const int64_t eval_batch = train.eval_batch_size > 0 ? train.eval_batch_size : train.batch_size;
+  const auto seed = static_cast<uint64_t>(train.seed);
+  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, true, true, seed);
+  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, false, false, seed);
+  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, false, false, seed);
+  train_batches_ = limited(train_loader_->num_batches(), train.limit_train_batches);
+  if (train_batches_ == 0)
+    throw UserError(fmt::format("the training split has {} samples, fewer than one batch of {}; "
+                                "lower train.batch_size",
+                                data_.train->size(), train.batch_size));
+
+  model_ = build_model(context_.registry, run_.model, ModelContext{data_.num_classes});
+  precision_ = build_precision(context_.registry, run_.runtime.precision, {device_.type()});
+  strategy_ = build_strategy(context_.registry, run_.runtime.strategy);
+  strategy_->setup(*model_, device_, precision_->param_dtype());
+  optimizer_ = build_optimizer(context_.registry, run_.optimizer, model_->parameters());
+  base_lr_ = base_learning_rate(run_.optimizer.options);
+  total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
+  schedule_ = build_schedule(context_.registry, run_.scheduler, {total_steps_});
+
+  log("device {} ({}), precision {} ({}), strategy {}", device.type, device.name,
+            precision_->name(), precision_->describe(), run_.runtime.strategy);
+  log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
+            run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
+            data_.test->size(), data_.num_classes);
+  log("{} epochs x {} batches of {}, {} optimizer steps", train.epochs, train_batches_,
+            train.batch_size, total_steps_);
+}
+
+double Trainer::train_epoch(int64_t epoch) {
+  const TrainOptions& train = run_.train;
+  model_->train();
+  train_loader_->set_epoch(epoch);
+  Accumulator metrics(device_);
+  const auto start = Clock::now();
+  for (int64_t b = 0; b < train_batches_; ++b) {
+    check_stop();
+    const auto wait_start = Clock::now();
+    Batch batch = train_loader_->batch(b).to(device_);
+    data_wait_seconds_ += seconds_since(wait_start);
+
+    torch::Tensor logits, loss;
+    {
+      Precision::AutocastScope autocast(*precision_, device_.type());
+      logits = model_->forward(batch);
+      loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
+    }
+    strategy_->backward(train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss);
+    metrics.add(loss, logits, batch.targets);
+    train_samples_ += batch.size();
+
+    const bool last = b + 1 == train_batches_;
+    if ((b + 1) % train.grad_accum == 0 || last) {
+      set_learning_rate(base_lr_ * schedule_(step_));
+      if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*model_, train.clip_grad_norm);
+      strategy_->step(*optimizer_);
+      ++step_;
+      if (step_ % train.log_every == 0 || step_ == total_steps_) {
+        const double elapsed = seconds_since(run_start_);
+        const double eta = elapsed / static_cast<double>(step_) * static_cast<double>(total_steps_ - step_);
+        log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g} {:.1f} samples/s ETA {}", epoch + 1,
+                  train.epochs, step_, total_steps_, loss.item<double>(), base_lr_ * schedule_(step_ - 1),
+                  static_cast<double>(metrics.samples) / seconds_since(start), format_duration(eta));
+      }
+    }
+  }
+  const double seconds = seconds_since(start);
+  epoch_train_ = metrics.result();
+  return seconds;
+}
+
+SplitResult Trainer::evaluate(DataLoader& loader) {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  Accumulator metrics(device_);
+  const int64_t batches = limited(loader.num_batches(), run_.train.limit_eval_batches);
+  for (int64_t b = 0; b < batches; ++b) {
+    check_stop();
+    Batch batch = loader.batch(b).to(device_);
+    Precision::AutocastScope autocast(*precision_, device_.type());
+    auto logits = model_->forward(batch);
+    auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
+    metrics.add(loss, logits, batch.targets);
+  }
+  return metrics.result();
+}
+
+std::vector<torch::Tensor> Trainer::snapshot_weights() {
+  std::vector<torch::Tensor> weights;
+  for (const auto& p : model_->parameters()) weights.push_back(p.detach().clone());
+  for (const auto& b : model_->buffers()) weights.push_back(b.detach().clone());
+  return weights;
+}
+
+void Trainer::restore_weights(const std::vector<torch::Tensor>& weights) {
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& p : model_->parameters()) p.copy_(weights[i++]);
+  for (auto& b : model_->buffers()) b.copy_(weights[i++]);
+}
+
+MetricValues Trainer::run() {
+  MemoryMeter memory;
+  build();
+  memory.start_device(device_);
+  const TrainOptions& train = run_.train;
+  run_start_ = Clock::now();
+  double train_loop_seconds = 0, best_val_acc = -1;
+  int64_t best_epoch = 0;
+  std::vector<torch::Tensor> best_weights;
+  for (int64_t epoch = 0; epoch < train.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    train_loop_seconds += train_epoch(epoch);
+    SplitResult val = evaluate(*val_loader_);
+    const double epoch_seconds = seconds_since(epoch_start);
+    if (val.accuracy > best_val_acc) {
+      best_val_acc = val.accuracy;
+      best_epoch = epoch + 1;
+      if (train.checkpoint == "best" && epoch + 1 < train.epochs) best_weights = snapshot_weights();
+      else best_weights.clear();  // the live weights are the best
+    }
+    MetricValues values = {{metric::kTrainLoss, epoch_train_.loss},  {metric::kTrainAcc, epoch_train_.accuracy},
+                           {metric::kValLoss, val.loss},             {metric::kValAcc, val.accuracy},
+                           {metric::kEpochSeconds, epoch_seconds},   {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)}};
+    log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%",
+              epoch + 1, train.epochs, format_duration(epoch_seconds), epoch_train_.loss,
+              100 * epoch_train_.accuracy, val.loss, 100 * val.accuracy);
+    context_.observer.on_epoch(epoch + 1, values);
+  }
+  const double train_seconds = seconds_since(run_start_);
+  if (train.checkpoint == "best" && !best_weights.empty()) {
+    log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", best_epoch, 100 * best_val_acc);
+    restore_weights(best_weights);
+  }
+  if (train.checkpoint == "last") best_epoch = train.epochs;
+
+  const auto test_start = Clock::now();
+  SplitResult test = evaluate(*test_loader_);
+  const double test_seconds = seconds_since(test_start);
+  log("test loss {:.4f} acc {:.2f}% ({}); training time {}", test.loss, 100 * test.accuracy,
+            format_duration(test_seconds), format_duration(train_seconds));
+
+  MetricValues metrics = {{metric::kTrainSeconds, train_seconds},
+                          {metric::kTestSeconds, test_seconds},
+                          {metric::kTestLoss, test.loss},
+                          {metric::kTestAcc, test.accuracy},
+                          {metric::kBestValAcc, best_val_acc},
+                          {metric::kBestEpoch, static_cast<double>(best_epoch)},
+                          {metric::kSamplesPerSecond, static_cast<double>(train_samples_) / train_loop_seconds},
+                          {metric::kDataWait, data_wait_seconds_ / train_loop_seconds},
+                          {metric::kParameters, static_cast<double>(count_parameters(*model_))},
+                          {metric::kSteps, static_cast<double>(step_)}};
+  memory.record(metrics);
+  return metrics;
+}
+
+}  // namespace
+
+MetricValues train_run(const RunSpec& run, const RunContext& context) {
+  try {
+    Trainer trainer(run, context);
+    return trainer.run();
+  } catch (const c10::Error& e) {
+    // LibTorch's message without its C++ backtrace: that is what the user and the store need.
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
+}  // namespace trainyard

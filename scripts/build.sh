@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures (once) and builds Trainyard into $TRAINYARD_BUILD (default: build/) with ccache and a
+# precompiled LibTorch header. Extra arguments go to CMake's configure step.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+source scripts/env.sh
+jobs=${TRAINYARD_JOBS:-2}
+if [ ! -f "$TRAINYARD_BUILD/build.ninja" ] || [ $# -gt 0 ]; then
+  cmake -S . -B "$TRAINYARD_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-Release} \
+    -DCMAKE_PREFIX_PATH="$(torch_cmake_prefix)" "$@"
+fi
+cmake --build "$TRAINYARD_BUILD" -j"$jobs"
