@@ -91,8 +91,8 @@ RunRecord read_run(const sql::Statement& s) {
   r.queued_at = s.column_text(11);
   r.started_at = s.column_text(12);
   r.ended_at = s.column_text(13);
-  r.environment = {s.column_text(14), s.column_text(15), s.column_text(16), s.column_text(17),
-                   s.column_text(18)};
+  r.host = s.column_text(14);
+  r.environment = {s.column_text(15), s.column_text(16), s.column_text(17), s.column_text(18)};
   r.pid = s.column_int(19);
   r.error = s.column_text(20);
   return r;
@@ -210,7 +210,7 @@ void Store::start_run(int64_t run_id, const RunEnvironment& env) {
   db_.prepare(
          "UPDATE runs SET status = 'running', started_at = ?, host = ?, pid = ?, git_revision = ?, "
          "torch_version = ?, device_name = ?, log_path = ? WHERE id = ?")
-      .bind(1, utc_now()).bind(2, env.host).bind(3, static_cast<int64_t>(getpid()))
+      .bind(1, utc_now()).bind(2, host_name()).bind(3, static_cast<int64_t>(getpid()))
       .bind(4, env.git_revision).bind(5, env.torch_version).bind(6, env.device_name)
       .bind(7, env.log_path).bind(8, run_id)
       .run();

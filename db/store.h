@@ -30,7 +30,6 @@ struct ExperimentRecord {
 
 // What the controller knows about where a run executes.
 struct RunEnvironment {
-  std::string host;
   std::string git_revision;
   std::string torch_version;
   std::string device_name;
@@ -50,8 +49,9 @@ struct RunRecord {
   std::string strategy;
   int64_t devices = 1;
   std::string queued_at, started_at, ended_at;
-  RunEnvironment environment;
+  std::string host;  // where the controller that queued and ran it lives
   int64_t pid = 0;
+  RunEnvironment environment;
   std::string error;
 };
 

@@ -127,8 +127,7 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, const Run
                       fmt::format("run-{}-{}.log", run_id, safe_file_name(run.variant));
   fs::create_directories(log_path.parent_path());
   DeviceInfo device = resolve_device(run.runtime);
-  store_.start_run(run_id, {host_name(), git_revision_of(experiment.file), torch_version(), device.name,
-                            log_path.string()});
+  store_.start_run(run_id, {git_revision_of(experiment.file), torch_version(), device.name, log_path.string()});
   auto log = run_logger(run.variant, log_path.string());
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);

@@ -105,6 +105,21 @@ void expand_component_shorthand(ConfigTree& tree) {
 
 Origin file_origin(const std::string& file) { return {file, 0, 0}; }
 
+// Sets every entry of `over` on `base`. A layer that names a different component for a section
+// replaces that section whole, as a Hydra config group does: the old component's options would
+// be unknown keys for the new one.
+void merge_layer(ConfigTree& base, const ConfigTree& over) {
+  for (const auto& section : kComponentSections) {
+    std::string name_key = std::string(section.path) + ".name";
+    const ConfigValue* new_name = over.find(name_key);
+    const ConfigValue* old_name = base.find(name_key);
+    if (new_name && old_name && new_name->node.IsScalar() && old_name->node.IsScalar() &&
+        new_name->node.Scalar() != old_name->node.Scalar())
+      base.erase(section.path);
+  }
+  base.merge(over);
+}
+
 // Reads one file and, recursively, the files it extends. `chain` holds the files being read, to
 // catch cycles. Problems go to `diagnostics`; the returned tree holds what could be read.
 ConfigTree read_config_file(const std::string& file, const Origin& referenced_at,
@@ -156,8 +171,8 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
       }
       fs::path parent_path = fs::path(parent.Scalar());
       if (parent_path.is_relative()) parent_path = path.parent_path() / parent_path;
-      tree.merge(read_config_file(parent_path.lexically_normal().string(), origin_of(parent, file),
-                                  chain, diagnostics));
+      merge_layer(tree, read_config_file(parent_path.lexically_normal().string(),
+                                         origin_of(parent, file), chain, diagnostics));
     }
   }
   chain.pop_back();
@@ -166,7 +181,7 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   own.erase("extends");
   expand_component_shorthand(own);
   tree.erase("name");  // a name belongs to one file; a child without one takes its own file's
-  tree.merge(own);
+  merge_layer(tree, own);
   return tree;
 }
 
@@ -364,7 +379,7 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
 
   ConfigTree command_line;
   for (const auto& text : overrides) apply_override(text, command_line, diagnostics);
-  tree.merge(command_line);
+  merge_layer(tree, command_line);
   report_unknown_keys(tree, kTopLevelKeys, "", "an experiment", diagnostics);
 
   Experiment experiment;
@@ -390,8 +405,8 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   std::vector<Variant> variants = expand_sweep(tree.subtree("sweep"), diagnostics);
   for (const auto& variant : variants) {
     ConfigTree run_tree = base;
-    run_tree.merge(variant.overrides);
-    run_tree.merge(command_line);  // the command line wins over every variant
+    merge_layer(run_tree, variant.overrides);
+    merge_layer(run_tree, command_line);  // the command line wins over every variant
     RunSpec run;
     run.variant = variant.name;
     ConfigTree resolved = resolve_run(run_tree, registry, file, run, diagnostics);

@@ -1,5 +1,6 @@
 #include "runner/config/options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -132,13 +133,17 @@ std::string describe_yaml_value(const YAML::Node& node) {
 void report_unknown_keys(const ConfigTree& section, const std::vector<std::string>& known,
                          const std::string& prefix, const std::string& where,
                          Diagnostics& diagnostics) {
+  std::vector<std::string> reported;
   for (const auto& [key, value] : section.entries()) {
     bool found = false;
     for (const auto& k : known) found = found || key_is_under(key, k);
     if (found) continue;
+    // "trian: {epochs: 1, seed: 2}" is one unknown key, 'trian', not two.
     std::string head = split(key, '.').front();
+    if (std::find(reported.begin(), reported.end(), head) != reported.end()) continue;
+    reported.push_back(head);
     std::string message = fmt::format("unknown key '{}' for {}",
-                                      prefix.empty() ? key : prefix + "." + key, where);
+                                      prefix.empty() ? head : prefix + "." + head, where);
     std::string guess = closest_match(head, known);
     if (!guess.empty()) message += fmt::format(" (did you mean '{}'?)", guess);
     else message += "; known keys: " + join(known);

@@ -1,0 +1,194 @@
+// End to end: the trainyard executable on real experiment files, into temporary databases.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "db/store.h"
+#include "tests/test_support.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result trainyard(const std::string& args) {
+  std::string command = std::string(TRAINYARD_EXE) + " " + args + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string source(const std::string& relative) { return std::string(TRAINYARD_SOURCE_DIR) + "/" + relative; }
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  std::string db() const { return (dir.path() / "runs" / "t.db").string(); }
+  testing::TempDir dir;
+};
+
+TEST_F(CliTest, QuickstartRunsIntoTheDatabaseAndTheReport) {
+  Result run = trainyard("run " + source("experiments/quickstart.yaml") + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("quickstart: 3 completed"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("database: "), std::string::npos);
+
+  {
+    Store store(db());
+    auto runs = store.runs("quickstart");
+    ASSERT_EQ(runs.size(), 3u);
+    for (const auto& r : runs) {
+      EXPECT_EQ(r.status, RunStatus::completed) << r.variant << ": " << r.error;
+      auto metrics = store.final_metrics(r.id);
+      for (const char* key : {"train_seconds", "test_acc", "samples_per_s", "peak_memory_bytes"})
+        EXPECT_GT(metrics.count(key) ? metrics.at(key) : 0, 0) << r.variant << " " << key;
+      EXPECT_EQ(store.epoch_metrics(r.id).size(), 3u);
+      EXPECT_TRUE(fs::exists(r.environment.log_path)) << r.environment.log_path;
+      EXPECT_NE(r.config_yaml.find("precision: " + r.precision), std::string::npos);
+      EXPECT_EQ(r.environment.torch_version.substr(0, 2), "2.");
+    }
+    EXPECT_EQ(runs[0].variant, "fp32");
+    EXPECT_GT(store.final_metrics(runs[0].id).at("test_acc"), 0.5);  // it learned something
+  }
+
+  fs::path html = dir.path() / "out" / "report.html";
+  Result report = trainyard("report --db " + db() + " -o " + html.string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  std::string page = read_file(html);
+  for (const char* text : {"Quickstart — ViT on synthetic images (CPU)", "bf16-mixed", "batch-64-adamw-cosine",
+                           "1.00x", "speedup", "<svg", "LibTorch 2."})
+    EXPECT_NE(page.find(text), std::string::npos) << text;
+
+  Result again = trainyard("run " + source("experiments/quickstart.yaml") + " --db " + db() + " --set train.epochs=3");
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.output.find("0 completed, 3 already completed"), std::string::npos) << again.output;
+
+  Result listing = trainyard("runs --db " + db());
+  EXPECT_EQ(listing.exit_code, 0);
+  EXPECT_NE(listing.output.find("batch-64-adamw-cosine"), std::string::npos);
+}
+
+TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {
+  std::string file = dir.write("bad.yaml", "extends: " + source("experiments/quickstart.yaml") +
+                                               "\ntrain:\n  epcohs: 2\n  batch_size: -1\n");
+  Result run = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("bad.yaml:3:3: error: unknown key 'train.epcohs'"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("bad.yaml:4:15: error: 'train.batch_size' must be ≥ 1, got -1"), std::string::npos);
+  EXPECT_NE(run.output.find("2 errors"), std::string::npos);
+  EXPECT_FALSE(fs::exists(db()));
+  EXPECT_FALSE(fs::exists(dir.path() / "runs"));
+}
+
+TEST_F(CliTest, DryRunPrintsTheResolvedRunsAndTouchesNothing) {
+  Result run = trainyard("run " + source("experiments/quickstart.yaml") + " --dry-run --set train.epochs=1 --db " + db());
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.output.find("--- run 2/3: bf16-mixed"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("epochs: 1"), std::string::npos);
+  EXPECT_FALSE(fs::exists(db()));
+}
+
+TEST_F(CliTest, FailingRunIsRecordedAndTheBatchGoesOn) {
+  std::string file = dir.write("mixed.yaml", R"(
+name: mixed
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 10}
+dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32}
+train: {epochs: 1, batch_size: 16}
+runtime: {accelerator: cpu}
+sweep:
+  variants:
+    - name: broken
+      set: {dataset: {name: cifar10, root: /no/such/cifar}}
+    - name: gpu
+      set: {runtime.accelerator: cuda}
+    - name: fine
+)");
+  Result run = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  Store store(db());
+  auto runs = store.runs("mixed");
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].status, RunStatus::failed);
+  EXPECT_NE(runs[0].error.find("cifar10: no such folder '/no/such/cifar'"), std::string::npos) << runs[0].error;
+  EXPECT_EQ(runs[1].variant, "gpu");
+  if (runs[1].status == RunStatus::skipped) EXPECT_EQ(runs[1].error, "needs a CUDA device; this machine has none");
+  EXPECT_EQ(runs[2].status, RunStatus::completed);
+}
+
+TEST_F(CliTest, CtrlCMarksTheRunInterrupted) {
+  std::string file = dir.write("long.yaml", R"(
+name: long
+model: {name: vit, image_size: 32, patch_size: 8, depth: 2, width: 64, heads: 4, mlp_dim: 128, num_classes: 10}
+dataset: {name: synthetic-images, train_size: 100000, val_size: 32, test_size: 32}
+train: {epochs: 5, batch_size: 16}
+runtime: {accelerator: cpu}
+)");
+  pid_t child = fork();
+  if (child == 0) {
+    freopen("/dev/null", "w", stderr);
+    execl(TRAINYARD_EXE, TRAINYARD_EXE, "run", file.c_str(), "--db", db().c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until the run is training, then press Ctrl-C.
+  bool running = false;
+  for (int i = 0; i < 600 && !running; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db())) continue;
+    Store store(db());
+    auto runs = store.runs("long");
+    running = !runs.empty() && runs[0].status == RunStatus::running;
+  }
+  ASSERT_TRUE(running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  Store store(db());
+  EXPECT_EQ(store.runs("long")[0].status, RunStatus::interrupted);
+}
+
+TEST_F(CliTest, ValidateListAndHelp) {
+  Result validate = trainyard("validate " + source("experiments/quickstart.yaml"));
+  EXPECT_EQ(validate.exit_code, 0) << validate.output;
+  EXPECT_NE(validate.output.find("ok — experiment 'quickstart', 3 runs"), std::string::npos);
+
+  Result list = trainyard("list");
+  EXPECT_EQ(list.exit_code, 0);
+  for (const char* name : {"vit", "cifar10", "synthetic-images", "adamw", "cosine", "bf16-mixed", "single"})
+    EXPECT_NE(list.output.find(name), std::string::npos) << name;
+  EXPECT_NE(list.output.find("16-mixed           not supported yet"), std::string::npos);
+
+  EXPECT_EQ(trainyard("list modle").exit_code, 2);
+  EXPECT_NE(trainyard("rnu").output.find("did you mean 'run'"), std::string::npos);
+  EXPECT_EQ(trainyard("run --bogus").exit_code, 2);
+  EXPECT_EQ(trainyard("--help").exit_code, 0);
+  EXPECT_EQ(trainyard("report --db " + db() + " -o x.html").exit_code, 2);  // no database yet
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -1,0 +1,305 @@
+// Experiment files: every class of bad config, layering (extends, --set), sweep expansion.
+#include <gtest/gtest.h>
+
+#include "runner/config/experiment.h"
+#include "tests/test_support.h"
+
+namespace trainyard {
+namespace {
+
+using testing::TempDir;
+
+const char* const kValid = R"(name: demo
+model:
+  name: toy
+  width: 16
+dataset:
+  name: toy-data
+  root: /data
+train:
+  epochs: 2
+  optimizer: {name: adam, lr: 0.01}
+runtime:
+  accelerator: cpu
+)";
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  Experiment load(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    return load_experiment(dir.write("exp.yaml", text), overrides, registry);
+  }
+  // Loads `text`, expecting a ConfigError; returns its diagnostics.
+  Diagnostics errors(const std::string& text, const std::vector<std::string>& overrides = {}) {
+    try {
+      load(text, overrides);
+    } catch (const ConfigError& e) {
+      return e.diagnostics();
+    }
+    ADD_FAILURE() << "expected a ConfigError";
+    return {};
+  }
+  static bool has(const Diagnostics& d, const std::string& needle) {
+    for (const auto& item : d.items())
+      if (item.message.find(needle) != std::string::npos) return true;
+    return false;
+  }
+
+  TempDir dir;
+  Registry registry = testing::fake_registry();
+};
+
+TEST_F(ConfigTest, ValidFileResolvesEveryOptionWithDefaults) {
+  Experiment e = load(kValid);
+  EXPECT_EQ(e.name, "demo");
+  ASSERT_EQ(e.runs.size(), 1u);
+  const RunSpec& run = e.runs[0];
+  EXPECT_EQ(run.variant, "default");
+  EXPECT_EQ(run.model.name, "toy");
+  EXPECT_EQ(run.model.options.find("width")->node.Scalar(), "16");
+  EXPECT_EQ(run.model.options.find("act")->node.Scalar(), "relu");  // a default
+  EXPECT_EQ(run.train.epochs, 2);
+  EXPECT_EQ(run.train.batch_size, 16);  // a default
+  EXPECT_EQ(run.optimizer.name, "adam");
+  EXPECT_EQ(run.scheduler.name, "none");  // the default scheduler
+  EXPECT_NE(run.config_yaml.find("act: relu"), std::string::npos);
+  EXPECT_NE(run.config_yaml.find("batch_size: 16"), std::string::npos);
+  EXPECT_EQ(run.config_hash.size(), 16u);
+}
+
+TEST_F(ConfigTest, NameDefaultsToTheFileStem) {
+  std::string text = kValid;
+  text.erase(0, text.find('\n') + 1);
+  EXPECT_EQ(load(text).name, "exp");
+}
+
+TEST_F(ConfigTest, UnknownKeySuggestsTheClosestAndPointsAtTheKey) {
+  std::string text = kValid;
+  text.replace(text.find("  epochs: 2"), 11, "  epcohs: 2");
+  Diagnostics d = errors(text);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d.items()[0].message.find("unknown key 'train.epcohs'"), std::string::npos);
+  EXPECT_NE(d.items()[0].message.find("did you mean 'epochs'"), std::string::npos);
+  EXPECT_EQ(d.items()[0].origin.line, 9);
+  EXPECT_EQ(d.items()[0].origin.column, 3);
+  EXPECT_NE(d.format().find("exp.yaml:9:3: error:"), std::string::npos);
+  EXPECT_NE(d.format().find("  epcohs: 2\n    ^"), std::string::npos);  // the line and a caret
+}
+
+TEST_F(ConfigTest, UnknownTopLevelSection) {
+  Diagnostics d = errors(std::string(kValid) + "trian: {epochs: 1}\n");
+  EXPECT_TRUE(has(d, "unknown key 'trian'"));
+  EXPECT_TRUE(has(d, "did you mean 'train'"));
+}
+
+TEST_F(ConfigTest, WrongTypeOutOfRangeAndUnknownEnumAreAllReportedAtOnce) {
+  std::string text = kValid;
+  text.replace(text.find("epochs: 2"), 9, "epochs: 0");
+  text.replace(text.find("width: 16"), 9, "width: wide");
+  text.replace(text.find("accelerator: cpu"), 16, "accelerator: gpu");
+  Diagnostics d = errors(text + "  precision: 16-mixed\n");
+  EXPECT_EQ(d.size(), 3u) << d.format();
+  EXPECT_TRUE(has(d, "'model.width' must be an integer, got 'wide'"));
+  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 1, got 0"));
+  EXPECT_TRUE(has(d, "'runtime.accelerator' has unknown value 'gpu'"));
+  EXPECT_TRUE(has(d, "expected one of: cpu, cuda, auto"));
+}
+
+TEST_F(ConfigTest, FloatGivenForAnIntegerIsATypeError) {
+  std::string text = kValid;
+  text.replace(text.find("epochs: 2"), 9, "epochs: 1.5");
+  EXPECT_TRUE(has(errors(text), "'train.epochs' must be an integer, got '1.5'"));
+}
+
+TEST_F(ConfigTest, QuotedNumberIsAString) {
+  std::string text = kValid;
+  text.replace(text.find("epochs: 2"), 9, "epochs: \"2\"");
+  EXPECT_TRUE(has(errors(text), "'train.epochs' must be an integer"));
+}
+
+TEST_F(ConfigTest, MissingRequiredKeys) {
+  Diagnostics d = errors("dataset: {name: toy-data}\n");
+  EXPECT_TRUE(has(d, "missing required key 'model.name'"));
+  EXPECT_TRUE(has(d, "known models: toy"));
+  EXPECT_TRUE(has(d, "missing required key 'dataset.root'"));
+}
+
+TEST_F(ConfigTest, UnknownComponentNameListsTheKnownOnes) {
+  std::string text = kValid;
+  text.replace(text.find("name: toy\n"), 9, "name: tyo");
+  Diagnostics d = errors(text);
+  EXPECT_TRUE(has(d, "unknown model 'tyo' (did you mean 'toy'?)"));
+}
+
+TEST_F(ConfigTest, PlannedPrecisionAndStrategyAreNotSupportedYet) {
+  Diagnostics d = errors(std::string(kValid) + "  precision: 16-mixed\n  strategy: ddp\n");
+  EXPECT_TRUE(has(d, "precision '16-mixed' is not supported yet"));
+  EXPECT_TRUE(has(d, "strategy 'ddp' is not supported yet"));
+}
+
+TEST_F(ConfigTest, SeveralDevicesNeedAMultiDeviceStrategy) {
+  EXPECT_TRUE(has(errors(std::string(kValid) + "  devices: 4\n"), "strategy 'single' trains on one device"));
+}
+
+TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
+  Diagnostics d = errors("model:\n  name: toy\n  width: [1, 2\n");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_NE(d.items()[0].message.find("YAML syntax error"), std::string::npos);
+  EXPECT_GT(d.items()[0].origin.line, 0);
+}
+
+TEST_F(ConfigTest, MissingAndUnreadableFiles) {
+  try {
+    load_experiment((dir.path() / "absent.yaml").string(), {}, registry);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("absent.yaml': no such file"), std::string::npos);
+  }
+  try {
+    load_experiment(dir.path().string(), {}, registry);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a readable file"), std::string::npos);
+  }
+}
+
+TEST_F(ConfigTest, NonMappingFileIsRejected) {
+  EXPECT_TRUE(has(errors("- a\n- b\n"), "must be a mapping"));
+}
+
+TEST_F(ConfigTest, ExtendsLayersParentThenChild) {
+  dir.write("base/common.yaml", std::string(kValid) + "report: {title: from base}\n");
+  Experiment e = load("extends: base/common.yaml\nname: child\nmodel: {width: 32}\ntrain: {batch_size: 4}\n");
+  EXPECT_EQ(e.name, "child");
+  EXPECT_EQ(e.runs[0].model.name, "toy");  // inherited
+  EXPECT_EQ(e.runs[0].model.options.find("width")->node.Scalar(), "32");  // overridden
+  EXPECT_EQ(e.runs[0].train.epochs, 2);  // inherited
+  EXPECT_EQ(e.runs[0].train.batch_size, 4);
+  EXPECT_EQ(e.report.title, "from base");
+}
+
+TEST_F(ConfigTest, ErrorsInAnExtendedFileNameThatFile) {
+  std::string base = kValid;
+  base.replace(base.find("epochs: 2"), 9, "epochs: -1");
+  std::string base_path = dir.write("base.yaml", base);
+  Diagnostics d = errors("extends: base.yaml\n");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d.items()[0].origin.file, base_path);
+  EXPECT_EQ(d.items()[0].origin.line, 9);
+}
+
+TEST_F(ConfigTest, ExtendsCycleAndMissingParent) {
+  dir.write("a.yaml", "extends: b.yaml\n");
+  dir.write("b.yaml", "extends: a.yaml\n");
+  try {
+    load_experiment((dir.path() / "a.yaml").string(), {}, registry);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'extends' forms a cycle"), std::string::npos);
+  }
+  Diagnostics d = errors("extends: nowhere.yaml\n");
+  EXPECT_TRUE(has(d, "nowhere.yaml': no such file"));
+  EXPECT_EQ(d.items()[0].origin.line, 1);  // points at the extends line
+}
+
+TEST_F(ConfigTest, SetOverridesWinAndNameThemselvesInErrors) {
+  Experiment e = load(kValid, {"train.epochs=5", "model.act=gelu", "train.optimizer={name: sgd, lr: 0.5}"});
+  EXPECT_EQ(e.runs[0].train.epochs, 5);
+  EXPECT_EQ(e.runs[0].model.options.find("act")->node.Scalar(), "gelu");
+  EXPECT_EQ(e.runs[0].optimizer.name, "sgd");
+  Diagnostics d = errors(kValid, {"train.epochs=0", "train.bogus=1", "justakey"});
+  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 1, got 0"));
+  EXPECT_TRUE(has(d, "unknown key 'train.bogus'"));
+  EXPECT_TRUE(has(d, "an override must look like key=value"));
+  EXPECT_NE(d.format().find("--set train.epochs=0: error:"), std::string::npos);
+}
+
+TEST_F(ConfigTest, NamingAnotherComponentReplacesTheSection) {
+  Experiment e = load(kValid, {"train.optimizer={name: sgd}"});
+  EXPECT_EQ(e.runs[0].optimizer.name, "sgd");
+  EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(), "0.1");  // sgd's default, not adam's 0.01
+  // Naming the same component keeps its other options.
+  e = load(kValid, {"train.optimizer={name: adam}"});
+  EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(), "0.01");
+}
+
+TEST_F(ConfigTest, ComponentShorthand) {
+  std::string text = kValid;
+  text.replace(text.find("train:\n"), 7, "train:\n  optimizer: sgd\n");
+  text.replace(text.find("  optimizer: {name: adam, lr: 0.01}\n"), 36, "");
+  EXPECT_EQ(load(text).runs[0].optimizer.name, "sgd");
+}
+
+const char* const kSweep = R"(
+sweep:
+  variants:
+    - name: fp32
+    - name: bf16
+      set: {runtime.precision: bf16-mixed}
+  grid:
+    train.batch_size: [8, 16]
+    model.width: [4, 8]
+report:
+  baseline: fp32/batch_size=8/width=4
+)";
+
+TEST_F(ConfigTest, SweepIsVariantsTimesGrid) {
+  Experiment e = load(std::string(kValid) + kSweep);
+  ASSERT_EQ(e.runs.size(), 8u);
+  EXPECT_EQ(e.runs[0].variant, "fp32/batch_size=8/width=4");
+  EXPECT_EQ(e.runs[7].variant, "bf16/batch_size=16/width=8");
+  EXPECT_EQ(e.runs[0].runtime.precision, "32-true");
+  EXPECT_EQ(e.runs[7].runtime.precision, "bf16-mixed");
+  EXPECT_EQ(e.runs[7].train.batch_size, 16);
+  EXPECT_EQ(e.runs[7].model.options.find("width")->node.Scalar(), "8");
+  std::set<std::string> hashes;
+  for (const auto& run : e.runs) hashes.insert(run.config_hash);
+  EXPECT_EQ(hashes.size(), 8u);
+}
+
+TEST_F(ConfigTest, CommandLineWinsOverTheVariant) {
+  Experiment e = load(std::string(kValid) + kSweep, {"runtime.precision=32-true"});
+  for (const auto& run : e.runs) EXPECT_EQ(run.runtime.precision, "32-true");
+}
+
+TEST_F(ConfigTest, SameConfigSameHash) {
+  EXPECT_EQ(load(kValid).runs[0].config_hash, load(kValid).runs[0].config_hash);
+  EXPECT_NE(load(kValid).runs[0].config_hash, load(kValid, {"train.seed=1"}).runs[0].config_hash);
+}
+
+TEST_F(ConfigTest, BadSweeps) {
+  Diagnostics d = errors(std::string(kValid) + R"(
+sweep:
+  variants:
+    - name: a
+    - name: a
+      sett: {train.epochs: 1}
+    - set: {train.epochs: 1}
+    - name: c
+      set: {train.epochs: 0}
+  grid:
+    train.seed: 3
+report:
+  baseline: b
+)");
+  EXPECT_TRUE(has(d, "duplicate sweep variant name 'a'"));
+  EXPECT_TRUE(has(d, "unknown key 'sett' in a sweep variant (did you mean 'set'?)"));
+  EXPECT_TRUE(has(d, "sweep variant without a 'name'"));
+  EXPECT_TRUE(has(d, "'sweep.grid.train.seed' must be a non-empty list"));
+  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 1, got 0"));
+  EXPECT_TRUE(has(d, "'report.baseline' names no variant: 'b'"));
+}
+
+TEST_F(ConfigTest, ReportMetricsMustBeKnown) {
+  Diagnostics d = errors(std::string(kValid) + "report: {metrics: [train_seconds, test_accuracy]}\n");
+  EXPECT_TRUE(has(d, "unknown value 'test_accuracy'"));
+}
+
+TEST_F(ConfigTest, ResolvedConfigReadsBackToTheSameRun) {
+  Experiment e = load(std::string(kValid) + kSweep);
+  RunSpec again = parse_resolved_run(e.runs[5].config_yaml, e.runs[5].variant, registry);
+  EXPECT_EQ(again.config_hash, e.runs[5].config_hash);
+  EXPECT_EQ(again.train.batch_size, e.runs[5].train.batch_size);
+}
+
+}  // namespace
+}  // namespace trainyard

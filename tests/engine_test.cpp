@@ -1,0 +1,122 @@
+// The engine on a tiny ViT and synthetic images: it learns, it is deterministic, and its
+// bookkeeping (epochs, best checkpoint, gradient accumulation, interrupts) holds.
+#include <gtest/gtest.h>
+
+#include "components/builtin.h"
+#include "runner/engine/engine.h"
+#include "tests/test_support.h"
+
+namespace trainyard {
+namespace {
+
+const char* const kTiny = R"(
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 256, val_size: 64, test_size: 128, num_classes: 4, noise: 0.3}
+train:
+  epochs: 3
+  batch_size: 16
+  optimizer: {name: adam, lr: 3.0e-3}
+  log_every: 1000
+runtime: {accelerator: cpu, threads: 1}
+)";
+
+struct Recorder : RunObserver {
+  void on_log(const std::string& line) override { lines.push_back(line); }
+  void on_epoch(int64_t epoch, const MetricValues& values) override { epochs.emplace_back(epoch, values); }
+  std::vector<std::string> lines;
+  std::vector<std::pair<int64_t, MetricValues>> epochs;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  RunSpec spec(const std::vector<std::string>& overrides = {}) {
+    return load_experiment(dir.write("tiny.yaml", kTiny), overrides, builtin_registry()).runs.at(0);
+  }
+  MetricValues train(const RunSpec& run, Recorder& recorder, const std::atomic<bool>* stop = nullptr) {
+    return train_run(run, RunContext{builtin_registry(), recorder, stop});
+  }
+  testing::TempDir dir;
+};
+
+TEST_F(EngineTest, LearnsAndReportsEveryEpochAndTheFinalFigures) {
+  Recorder recorder;
+  MetricValues m = train(spec(), recorder);
+  ASSERT_EQ(recorder.epochs.size(), 3u);
+  EXPECT_EQ(recorder.epochs[0].first, 1);
+  EXPECT_LT(recorder.epochs[2].second.at("train_loss"), recorder.epochs[0].second.at("train_loss"));
+  EXPECT_GT(m.at("test_acc"), 0.6);  // 4 classes: chance is 0.25
+  EXPECT_EQ(m.at("steps"), 3 * 16);  // 256 / 16 batches per epoch
+  EXPECT_GT(m.at("train_seconds"), 0);
+  EXPECT_GT(m.at("samples_per_s"), 0);
+  EXPECT_GT(m.at("peak_rss_bytes"), 1e6);
+  EXPECT_EQ(m.at("peak_memory_bytes"), m.at("peak_rss_bytes"));
+  double best = 0;
+  for (const auto& [epoch, values] : recorder.epochs) best = std::max(best, values.at("val_acc"));
+  EXPECT_DOUBLE_EQ(m.at("best_val_acc"), best);
+  EXPECT_FALSE(recorder.lines.empty());
+}
+
+TEST_F(EngineTest, SameSeedSameNumbers) {
+  Recorder a, b, c;
+  MetricValues first = train(spec(), a);
+  MetricValues second = train(spec(), b);
+  EXPECT_EQ(first.at("test_loss"), second.at("test_loss"));
+  EXPECT_EQ(a.epochs[2].second.at("train_loss"), b.epochs[2].second.at("train_loss"));
+  MetricValues other = train(spec({"train.seed=7"}), c);
+  EXPECT_NE(first.at("test_loss"), other.at("test_loss"));
+}
+
+TEST_F(EngineTest, GradientAccumulationMatchesTheLargerBatch) {
+  Recorder big, accumulated;
+  MetricValues a = train(spec({"train.epochs=1", "train.batch_size=32"}), big);
+  MetricValues b = train(spec({"train.epochs=1", "train.batch_size=16", "train.grad_accum=2"}), accumulated);
+  EXPECT_EQ(a.at("steps"), 8);
+  EXPECT_EQ(b.at("steps"), 8);
+  EXPECT_NEAR(a.at("test_loss"), b.at("test_loss"), 1e-4);
+}
+
+TEST_F(EngineTest, LastCheckpointTestsTheFinalWeights) {
+  Recorder recorder;
+  MetricValues m = train(spec({"train.checkpoint=last"}), recorder);
+  EXPECT_EQ(m.at("best_epoch"), 3);
+}
+
+TEST_F(EngineTest, Bf16MixedTrainsWithAutocast) {
+  Recorder recorder;
+  MetricValues m = train(spec({"runtime.precision=bf16-mixed", "train.epochs=2"}), recorder);
+  EXPECT_GT(m.at("test_acc"), 0.4);
+  bool logged = false;
+  for (const auto& line : recorder.lines) logged = logged || line.find("compute BFloat16") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
+TEST_F(EngineTest, LimitsCapTheBatches) {
+  Recorder recorder;
+  MetricValues m = train(spec({"train.epochs=1", "train.limit_train_batches=3"}), recorder);
+  EXPECT_EQ(m.at("steps"), 3);
+}
+
+TEST_F(EngineTest, StopRequestInterruptsTheRun) {
+  Recorder recorder;
+  std::atomic<bool> stop{true};
+  EXPECT_THROW(train(spec(), recorder, &stop), Interrupted);
+}
+
+TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
+  if (resolve_device(RuntimeOptions{"cuda"}).unavailable_reason.empty()) GTEST_SKIP() << "a GPU is present";
+  Recorder recorder;
+  try {
+    train(spec({"runtime.accelerator=cuda"}), recorder);
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_STREQ(e.what(), "needs a CUDA device; this machine has none");
+  }
+}
+
+TEST_F(EngineTest, TooFewSamplesForOneBatch) {
+  Recorder recorder;
+  EXPECT_THROW(train(spec({"train.batch_size=512"}), recorder), UserError);
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -1,0 +1,117 @@
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "db/store.h"
+#include "tests/test_support.h"
+
+namespace trainyard {
+namespace {
+
+QueuedRun queued(const std::string& variant, const std::string& hash) {
+  return {variant, 0, "train: {epochs: 1}\n", hash, "32-true", "single", 1};
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  testing::TempDir dir;
+  std::string path = (dir.path() / "t.db").string();
+};
+
+TEST_F(StoreTest, NewDatabaseIsMigratedToTheCurrentSchemaInWalMode) {
+  Store store(path);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+  Store again(path);  // reopening migrates nothing and loses nothing
+  EXPECT_EQ(again.schema_version(), Store::kSchemaVersion);
+  EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
+}
+
+TEST_F(StoreTest, DatabaseFromANewerTrainyardIsRefused) {
+  { sql::Database db(path); db.exec("PRAGMA user_version = 99"); }
+  try {
+    Store store(path);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 99, newer than this trainyard's"), std::string::npos);
+  }
+}
+
+TEST_F(StoreTest, RunLifecycleAndMetrics) {
+  Store store(path);
+  int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "d", "baseline: a\n");
+  EXPECT_EQ(store.upsert_experiment("exp", "moved.yaml", "d2", ""), experiment);
+  EXPECT_EQ(store.find_experiment("exp")->file, "moved.yaml");
+
+  int64_t run = store.queue_run(experiment, queued("a", "h1"));
+  EXPECT_EQ(store.run(run)->status, RunStatus::queued);
+  store.start_run(run, {"abc123", "2.11.0", "CPU", "log.txt"});
+  EXPECT_EQ(store.run(run)->status, RunStatus::running);
+  store.record_epoch(run, 1, {{"val_acc", 0.5}, {"train_loss", 1.5}});
+  store.record_epoch(run, 2, {{"val_acc", 0.75}});
+  store.complete_run(run, {{"test_acc", 0.8}, {"train_seconds", 12.5}});
+
+  RunRecord record = *store.run(run);
+  EXPECT_EQ(record.status, RunStatus::completed);
+  EXPECT_EQ(record.environment.git_revision, "abc123");
+  EXPECT_EQ(record.environment.torch_version, "2.11.0");
+  EXPECT_FALSE(record.ended_at.empty());
+  EXPECT_DOUBLE_EQ(store.final_metrics(run).at("test_acc"), 0.8);
+  auto epochs = store.epoch_metrics(run);
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_DOUBLE_EQ(epochs[0].values.at("train_loss"), 1.5);
+  EXPECT_DOUBLE_EQ(epochs[1].values.at("val_acc"), 0.75);
+}
+
+TEST_F(StoreTest, FindsOnlyCompletedRunsOfTheSameConfig) {
+  Store store(path);
+  int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "", "");
+  int64_t failed = store.queue_run(experiment, queued("a", "h1"));
+  store.end_run(failed, RunStatus::failed, "boom");
+  EXPECT_FALSE(store.find_completed_run(experiment, "h1"));
+  int64_t done = store.queue_run(experiment, queued("a", "h1"));
+  store.complete_run(done, {});
+  EXPECT_EQ(store.find_completed_run(experiment, "h1"), done);
+  EXPECT_FALSE(store.find_completed_run(experiment, "h2"));
+  EXPECT_EQ(store.run(failed)->error, "boom");
+}
+
+TEST_F(StoreTest, RunsOfADeadProcessAreMarkedInterrupted) {
+  Store store(path);
+  int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "", "");
+  // A child process queues and starts a run, then dies without finishing it.
+  pid_t child = fork();
+  if (child == 0) {
+    Store theirs(path);
+    int64_t run = theirs.queue_run(experiment, queued("a", "h1"));
+    theirs.start_run(run, {});
+    theirs.queue_run(experiment, queued("b", "h2"));
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  int64_t mine = store.queue_run(experiment, queued("c", "h3"));  // this process is alive
+  EXPECT_EQ(store.mark_orphaned_runs_interrupted(), 2);
+  auto runs = store.runs("exp");
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].status, RunStatus::interrupted);
+  EXPECT_EQ(runs[1].status, RunStatus::interrupted);
+  EXPECT_EQ(store.run(mine)->status, RunStatus::queued);
+}
+
+TEST_F(StoreTest, RunsFilterByExperiment) {
+  Store store(path);
+  int64_t a = store.upsert_experiment("a", "a.yaml", "", "");
+  int64_t b = store.upsert_experiment("b", "b.yaml", "", "");
+  store.queue_run(a, queued("x", "1"));
+  store.queue_run(b, queued("y", "2"));
+  EXPECT_EQ(store.runs().size(), 2u);
+  ASSERT_EQ(store.runs("b").size(), 1u);
+  EXPECT_EQ(store.runs("b")[0].variant, "y");
+  EXPECT_EQ(store.runs("b")[0].experiment, "b");
+}
+
+}  // namespace
+}  // namespace trainyard

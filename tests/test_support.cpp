@@ -1,0 +1,70 @@
+#include "tests/test_support.h"
+
+#include <ftw.h>
+#include <stdio.h>
+
+#include <fstream>
+#include <random>
+
+namespace trainyard::testing {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::random_device random;
+  path_ = fs::temp_directory_path() / ("trainyard-test-" + std::to_string(random()) + std::to_string(random()));
+  fs::create_directories(path_);
+}
+
+// Not std::filesystem::remove_all: libtorch.so exports its own copy of std::filesystem's
+// operations, and in torch 2.11's wheel that remove_all jumps to a null pointer when a binary
+// linked against LibTorch calls it.
+TempDir::~TempDir() {
+  nftw(
+      path_.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+      FTW_DEPTH | FTW_PHYS);
+}
+
+std::string TempDir::write(const std::string& name, const std::string& text) const {
+  fs::path file = path_ / name;
+  fs::create_directories(file.parent_path());
+  std::ofstream(file, std::ios::binary) << text;
+  return file.string();
+}
+
+namespace {
+struct ToyModel {
+  int64_t width = 8;
+  std::string act = "relu";
+};
+struct ToyData {
+  std::string root;
+};
+struct Lr {
+  double lr = 0.1;
+};
+struct Nothing {};
+}  // namespace
+
+Registry fake_registry() {
+  Registry r;
+  OptionSet<ToyModel> model;
+  model.add("width", &ToyModel::width, "width", at_least(1)).add("act", &ToyModel::act, "activation", one_of({"relu", "gelu"}));
+  r.add<int(int)>(ComponentKind::model, "toy", "a toy model", model, [](const ToyModel& o, int x) { return static_cast<int>(o.width) + x; });
+  OptionSet<ToyData> data;
+  data.add("root", &ToyData::root, "folder", required());
+  r.add<int()>(ComponentKind::dataset, "toy-data", "toy data", data, [](const ToyData&) { return 1; });
+  OptionSet<Lr> lr;
+  lr.add("lr", &Lr::lr, "learning rate", greater_than(0));
+  r.add<int()>(ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; });
+  r.add<int()>(ComponentKind::optimizer, "sgd", "sgd", lr, [](const Lr&) { return 3; });
+  r.add<int()>(ComponentKind::scheduler, "none", "none", OptionSet<Nothing>(), [](const Nothing&) { return 4; });
+  r.add<int()>(ComponentKind::precision, "32-true", "fp32", OptionSet<Nothing>(), [](const Nothing&) { return 5; });
+  r.add<int()>(ComponentKind::precision, "bf16-mixed", "bf16", OptionSet<Nothing>(), [](const Nothing&) { return 6; });
+  r.plan(ComponentKind::precision, "16-mixed", "planned");
+  r.add<int()>(ComponentKind::strategy, "single", "one device", OptionSet<Nothing>(), [](const Nothing&) { return 7; });
+  r.plan(ComponentKind::strategy, "ddp", "planned: multi-process");
+  return r;
+}
+
+}  // namespace trainyard::testing

@@ -1,0 +1,30 @@
+// Helpers shared by the test suites: temporary folders and files, and a small registry of fake
+// components so config tests need no LibTorch.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "components/registry.h"
+
+namespace trainyard::testing {
+
+// A fresh folder under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  // Writes `text` to `name` inside the folder and returns the full path.
+  std::string write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// model "toy" {width: int ≥ 1 = 8, act: relu|gelu}, dataset "toy-data" {root: required string},
+// optimizers "adam" {lr > 0} and "sgd", scheduler "none", precisions "32-true", "bf16-mixed"
+// (and "16-mixed" planned), strategy "single" (and "ddp" planned). Products are ints.
+Registry fake_registry();
+
+}  // namespace trainyard::testing

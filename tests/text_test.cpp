@@ -1,0 +1,36 @@
+#include <gtest/gtest.h>
+
+#include "common/metrics.h"
+#include "common/text.h"
+
+namespace trainyard {
+namespace {
+
+TEST(TextTest, ClosestMatchAllowsTyposButNotStrangers) {
+  EXPECT_EQ(closest_match("epcohs", {"epochs", "seed", "batch_size"}), "epochs");
+  EXPECT_EQ(closest_match("lr", {"seed", "epochs"}), "");
+  EXPECT_EQ(closest_match("x", {}), "");
+}
+
+TEST(TextTest, Formatting) {
+  EXPECT_EQ(format_duration(4.25), "4.2s");
+  EXPECT_EQ(format_duration(125), "2m 05s");
+  EXPECT_EQ(format_duration(3 * 3600 + 60 * 7), "3h 07m");
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1.5 * 1024 * 1024 * 1024), "1.5 GiB");
+  EXPECT_EQ(stable_hash("abc"), stable_hash("abc"));
+  EXPECT_NE(stable_hash("abc"), stable_hash("abd"));
+  EXPECT_EQ(stable_hash(""), "cbf29ce484222325");  // FNV-1a 64 offset basis
+}
+
+TEST(MetricsTest, VocabularyIsUniqueAndFormatted) {
+  std::set<std::string> keys;
+  for (const auto& m : metric_vocabulary()) EXPECT_TRUE(keys.insert(m.key).second) << m.key;
+  EXPECT_EQ(format_metric(*find_metric(metric::kTestAcc), 0.954), "95.4%");
+  EXPECT_EQ(format_metric(*find_metric(metric::kSpeedup), 2.918), "2.92x");
+  EXPECT_EQ(format_metric(*find_metric(metric::kTrainSeconds), 18.7 * 60), "18m 42s");
+  EXPECT_EQ(find_metric("nope"), nullptr);
+}
+
+}  // namespace
+}  // namespace trainyard
