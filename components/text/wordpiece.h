@@ -1,0 +1,58 @@
+// BERT's tokenizer, uncased: the same ids as Hugging Face's BertTokenizerFast for a vocab.txt.
+//
+//   normalise   drop NUL, U+FFFD and control characters; whitespace becomes ' '; spaces around CJK
+//               ideographs; NFD and drop non-spacing marks (accents); full Unicode lowercase
+//   split       on whitespace, and every punctuation character is a word of its own
+//   WordPiece   greedy longest-match-first with "##" continuations; a word that cannot be covered,
+//               or is longer than 100 characters, is [UNK]
+//   encode      [CLS] tokens [SEP], truncated to max_length, padded with [PAD] (mask 0)
+//
+// Bytes that are not valid UTF-8 are read as U+FFFD and so dropped by the normaliser (documented
+// behaviour, rather than an error: a review with one stray byte still trains). Unicode data comes
+// from ICU. Thread-safe after construction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace trainyard {
+
+struct Encoding {
+  std::vector<int64_t> input_ids;
+  std::vector<int64_t> attention_mask;
+};
+
+class WordPieceTokenizer {
+ public:
+  static constexpr size_t kMaxCharsPerWord = 100;
+
+  // Reads a vocabulary, one token per line, id = line number - 1. Throws UserError naming the file
+  // (and line) when it is missing, empty, repeats a token or lacks [PAD], [UNK], [CLS] or [SEP].
+  static WordPieceTokenizer from_vocab_file(const std::string& path);
+
+  // The normalised, split and WordPiece-tokenised text, without special tokens.
+  std::vector<std::string> tokenize(std::string_view text) const;
+
+  // [CLS] + ids + [SEP], truncated to max_length; padded to max_length when pad is true.
+  Encoding encode(std::string_view text, int64_t max_length, bool pad) const;
+
+  int64_t pad_id() const { return pad_id_; }
+  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  // Stable hash of the vocabulary: keys caches of tokenised data.
+  const std::string& vocab_hash() const { return vocab_hash_; }
+
+ private:
+  std::vector<std::string> normalize_and_split(std::string_view text) const;
+  void wordpiece(const std::string& word, std::vector<std::string>& out) const;
+  int64_t id_of(const std::string& token) const;
+
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, int64_t> ids_;
+  int64_t pad_id_ = 0, unk_id_ = 0, cls_id_ = 0, sep_id_ = 0;
+  std::string vocab_hash_;
+};
+
+}  // namespace trainyard

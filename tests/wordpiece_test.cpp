@@ -1,0 +1,78 @@
+// The tokenizer gives Hugging Face BertTokenizerFast's ids on the fixture corpus (accents, CJK,
+// emoji, <br />, long words, blank lines), and clear errors for bad vocabularies.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "components/text/wordpiece.h"
+#include "tests/test_support.h"
+
+namespace trainyard {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+TEST(WordPieceTest, MatchesBertTokenizerFastOnTheFixtureCorpus) {
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
+  std::ifstream in(fixture("tokenized.json"));
+  nlohmann::json reference = nlohmann::json::parse(in);
+  const int64_t max_length = reference["max_length"];
+  ASSERT_GE(reference["cases"].size(), 15u);
+  for (const auto& c : reference["cases"]) {
+    Encoding e = tokenizer.encode(c["text"].get<std::string>(), max_length, /*pad=*/true);
+    EXPECT_EQ(e.input_ids, c["input_ids"].get<std::vector<int64_t>>()) << c["text"];
+    EXPECT_EQ(e.attention_mask, c["attention_mask"].get<std::vector<int64_t>>()) << c["text"];
+  }
+}
+
+TEST(WordPieceTest, NormalisesAndSplits) {
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
+  auto tokens = tokenizer.tokenize("Crème\t(café)");
+  ASSERT_FALSE(tokens.empty());
+  EXPECT_EQ(tokens.front().substr(0, 2), "cr");  // lowercased, accent stripped
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), "("), 1);
+  EXPECT_EQ(tokenizer.tokenize("中文").size(), 2u);  // each ideograph is a word
+  EXPECT_TRUE(tokenizer.tokenize("   ").empty());
+  EXPECT_EQ(tokenizer.tokenize(std::string(101, 'a')), (std::vector<std::string>{"[UNK]"}));
+}
+
+TEST(WordPieceTest, InvalidUtf8IsDroppedNotFatal) {
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
+  EXPECT_EQ(tokenizer.tokenize("the\xff\xfe movie"), tokenizer.tokenize("the movie"));
+}
+
+TEST(WordPieceTest, DynamicEncodingIsNotPadded) {
+  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
+  Encoding e = tokenizer.encode("the movie", 64, /*pad=*/false);
+  EXPECT_LT(e.input_ids.size(), 10u);
+  EXPECT_EQ(e.input_ids.size(), e.attention_mask.size());
+  Encoding empty = tokenizer.encode("", 64, false);
+  EXPECT_EQ(empty.input_ids.size(), 2u);  // [CLS] [SEP]
+}
+
+TEST(WordPieceTest, BadVocabularies) {
+  testing::TempDir dir;
+  auto error_of = [&](const std::string& text) {
+    try {
+      WordPieceTokenizer::from_vocab_file(dir.write("vocab.txt", text));
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of("").find("is empty"), std::string::npos);
+  EXPECT_NE(error_of("[PAD]\n[UNK]\n[CLS]\nthe\nthe\n").find("line 5 repeats token 'the' (first on line 4)"), std::string::npos);
+  EXPECT_NE(error_of("[PAD]\n[UNK]\n[CLS]\nthe\n").find("has no [SEP] token"), std::string::npos);
+  try {
+    WordPieceTokenizer::from_vocab_file((dir.path() / "absent.txt").string());
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read vocabulary"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace trainyard
