@@ -1,7 +1,10 @@
 #include "components/builtin.h"
 
 #include "components/data/cifar10.h"
+#include "components/data/imdb.h"
 #include "components/data/synthetic_images.h"
+#include "components/data/synthetic_text.h"
+#include "components/models/distilbert.h"
 #include "components/models/vit.h"
 #include "components/optim/optimizers.h"
 #include "components/optim/schedulers.h"
@@ -12,8 +15,11 @@ namespace trainyard {
 
 void register_builtin_components(Registry& registry) {
   register_vit(registry);
+  register_distilbert(registry);
   register_cifar10(registry);
+  register_imdb(registry);
   register_synthetic_images(registry);
+  register_synthetic_text(registry);
   register_optimizers(registry);
   register_schedulers(registry);
   register_precisions(registry);

@@ -26,10 +26,10 @@ struct ComponentEntry {
   std::string name;
   std::string help;
   std::vector<OptionInfo> options;
-  // Validates a config section ("model.*" without the prefix, "name" excluded) and returns every
-  // option with its value, defaults included.
-  std::function<ConfigTree(const ConfigTree& section, const std::string& prefix,
-                           const Origin& section_origin, Diagnostics&)>
+  // Validates a config section ("model.*" without the prefix) and returns every option with its
+  // value, defaults included. "name" and the `reserved` keys belong to the caller.
+  std::function<ConfigTree(const ConfigTree& section, const std::string& prefix, const Origin& section_origin,
+                           const std::vector<std::string>& reserved, Diagnostics&)>
       resolve;
   std::any factory;  // std::function<Product(const ConfigTree& resolved, Args...)>
 };
@@ -68,9 +68,11 @@ class Registry {
   void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options, Build build) {
     std::string where = std::string(to_string(kind)) + " '" + name + "'";
     ComponentEntry entry{kind, name, std::move(help), options.describe(), {}, {}};
-    entry.resolve = [options, where](const ConfigTree& section, const std::string& prefix,
-                                     const Origin& origin, Diagnostics& diagnostics) {
-      Opts opts = options.decode(section, prefix, where, origin, diagnostics, {"name"});
+    entry.resolve = [options, where](const ConfigTree& section, const std::string& prefix, const Origin& origin,
+                                     const std::vector<std::string>& reserved, Diagnostics& diagnostics) {
+      std::vector<std::string> ignore = reserved;
+      ignore.push_back("name");
+      Opts opts = options.decode(section, prefix, where, origin, diagnostics, ignore);
       return options.encode(opts, "", origin);
     };
     entry.factory = Factory<Signature>::make(options, std::move(build), where);

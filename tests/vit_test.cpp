@@ -55,7 +55,7 @@ TEST(VitTest, InconsistentShapesAreRejectedAtValidation) {
   ConfigTree options;
   flatten_into(options, YAML::Load("{image_size: 30, patch_size: 8}"), "exp.yaml");
   Diagnostics d;
-  entry->resolve(options, "model", {"exp.yaml", 3, 1}, d);
+  entry->resolve(options, "model", {"exp.yaml", 3, 1}, {}, d);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d.items()[0].message, "model 'vit': image_size 30 is not a multiple of patch_size 8");
 }

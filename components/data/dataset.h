@@ -2,6 +2,7 @@
 // Each dataset is one file that registers itself in components/builtin.cpp.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,11 +29,14 @@ struct DataSplits {
   DatasetPtr validation;
   DatasetPtr test;
   int64_t num_classes = 0;
+  int64_t vocab_size = 0;  // of the tokenizer, for text; 0 for images
 };
 
 // What a dataset learns from the rest of the run when it is built.
 struct DataContext {
-  int64_t image_size = 0;  // the model's input resolution; 0 when the model has none
+  int64_t image_size = 0;     // the model's input resolution; 0 when the model has none
+  int64_t max_positions = 0;  // the model's longest sequence; 0 when the model has none
+  std::function<void(const std::string&)> log;  // progress worth a line in the run's log
 };
 
 

@@ -1,6 +1,7 @@
 #include "components/models/vit.h"
 
 #include <cmath>
+#include <regex>
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional.h>
@@ -98,6 +99,27 @@ struct Encoder : torch::nn::Module {
   torch::nn::LayerNorm ln{nullptr};
 };
 
+std::string timm_to_torchvision(const std::string& name) {
+  static const std::vector<std::pair<std::string, std::string>> top = {
+      {"patch_embed.proj.", "conv_proj."}, {"cls_token", "class_token"}, {"pos_embed", "encoder.pos_embedding"},
+      {"norm.", "encoder.ln."},           {"head.", "heads.head."}};
+  static const std::vector<std::pair<std::string, std::string>> block = {
+      {"norm1.", "ln_1."}, {"norm2.", "ln_2."}, {"attn.qkv.weight", "self_attention.in_proj_weight"},
+      {"attn.qkv.bias", "self_attention.in_proj_bias"}, {"attn.proj.", "self_attention.out_proj."},
+      {"mlp.fc1.", "mlp.0."}, {"mlp.fc2.", "mlp.3."}};
+  static const std::regex block_name(R"(^blocks\.(\d+)\.(.*)$)");
+  std::smatch match;
+  if (std::regex_match(name, match, block_name)) {
+    std::string rest = match[2];
+    for (const auto& [from, to] : block)
+      if (rest.rfind(from, 0) == 0) return "encoder.layers.encoder_layer_" + match[1].str() + "." + to + rest.substr(from.size());
+    return name;  // an unknown block tensor: reported unexpected
+  }
+  for (const auto& [from, to] : top)
+    if (name.rfind(from, 0) == 0) return to + name.substr(from.size());
+  return name;
+}
+
 class VisionTransformer : public Model {
  public:
   explicit VisionTransformer(const VitOptions& o) : options_(o) {
@@ -133,6 +155,21 @@ class VisionTransformer : public Model {
     x = encoder_->forward(x);
     return head_(x.select(1, 0));  // the class token
   }
+
+  // torchvision's names are this model's; timm's are renamed (same tensors: timm's fused qkv is
+  // torchvision's in_proj, q, k, v in the same order). A "module." prefix (DDP) is dropped.
+  std::function<std::string(const std::string&)> checkpoint_names_mapper(
+      const std::vector<std::string>& names) const override {
+    bool timm = std::find(names.begin(), names.end(), "patch_embed.proj.weight") != names.end() ||
+                std::find(names.begin(), names.end(), "module.patch_embed.proj.weight") != names.end();
+    return [timm](std::string name) {
+      if (name.rfind("module.", 0) == 0) name = name.substr(7);
+      return timm ? timm_to_torchvision(name) : name;
+    };
+  }
+
+  bool is_head(const std::string& name) const override { return name.rfind("heads.head.", 0) == 0; }
+  void reset_head() override { head_->reset_parameters(); }  // PyTorch's default Linear init
 
  private:
   VitOptions options_;

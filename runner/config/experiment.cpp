@@ -14,6 +14,18 @@ namespace trainyard {
 
 namespace fs = std::filesystem;
 
+const OptionSet<WeightsOptions>& weights_option_set() {
+  static const OptionSet<WeightsOptions> set = [] {
+    OptionSet<WeightsOptions> s;
+    s.add("weights", &WeightsOptions::weights,
+          "safetensors file to initialise the model from; empty = random initialisation")
+        .add("strict", &WeightsOptions::strict,
+             "fail when checkpoint and model do not match (besides the classification head)");
+    return s;
+  }();
+  return set;
+}
+
 const OptionSet<TrainOptions>& train_option_set() {
   static const OptionSet<TrainOptions> set = [] {
     OptionSet<TrainOptions> s;
@@ -83,13 +95,14 @@ const std::vector<std::string> kTopLevelKeys = {"extends", "name",    "descripti
 struct ComponentSection {
   const char* path;
   ComponentKind kind;
-  const char* default_name;  // nullptr: required
+  const char* default_name;          // nullptr: required
+  std::vector<std::string> reserved;  // keys of the section that are not the component's own
 };
 const ComponentSection kComponentSections[] = {
-    {"model", ComponentKind::model, nullptr},
-    {"dataset", ComponentKind::dataset, nullptr},
-    {"train.optimizer", ComponentKind::optimizer, "adam"},
-    {"train.scheduler", ComponentKind::scheduler, "none"},
+    {"model", ComponentKind::model, nullptr, {"weights", "strict"}},
+    {"dataset", ComponentKind::dataset, nullptr, {}},
+    {"train.optimizer", ComponentKind::optimizer, "adam", {}},
+    {"train.scheduler", ComponentKind::scheduler, "none", {}},
 };
 
 // `model: vit` is shorthand for `model: {name: vit}`.
@@ -323,7 +336,7 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
   const ComponentEntry* entry =
       lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics);
   if (entry == nullptr) return;
-  choice.options = entry->resolve(options, path, origin, diagnostics);
+  choice.options = entry->resolve(options, path, origin, section.reserved, diagnostics);
   resolved.set(path + ".name", {YAML::Node(choice.name), origin, origin});
   for (const auto& [key, value] : choice.options.entries()) resolved.set(path + "." + key, value);
 }
@@ -334,6 +347,12 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   ConfigTree resolved;
   Origin fallback = file_origin(file);
   resolve_component(tree, kComponentSections[0], registry, fallback, run.model, resolved, diagnostics);
+  ConfigTree model_section = tree.subtree("model");
+  ConfigTree weights_section;
+  for (const auto& key : kComponentSections[0].reserved)
+    if (const ConfigValue* value = model_section.find(key)) weights_section.set(key, *value);
+  run.weights = weights_option_set().decode(weights_section, "model", "model", fallback, diagnostics);
+  resolved.merge(weights_option_set().encode(run.weights, "model", fallback));
   resolve_component(tree, kComponentSections[1], registry, fallback, run.dataset, resolved, diagnostics);
 
   ConfigTree train = tree.subtree("train");

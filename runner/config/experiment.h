@@ -20,6 +20,12 @@ struct ComponentChoice {
   ConfigTree options;
 };
 
+// The options every model section has besides its own: where its weights come from.
+struct WeightsOptions {
+  std::string weights;  // a safetensors file; empty: random initialisation
+  bool strict = true;   // false: load what fits, list what did not, go on
+};
+
 struct TrainOptions {
   int64_t epochs = 3;
   int64_t batch_size = 16;       // per device
@@ -48,6 +54,7 @@ struct ReportOptions {
                                       "samples_per_s"};
 };
 
+const OptionSet<WeightsOptions>& weights_option_set();
 const OptionSet<TrainOptions>& train_option_set();
 const OptionSet<RuntimeOptions>& runtime_option_set();
 const OptionSet<ReportOptions>& report_option_set();
@@ -56,6 +63,7 @@ const OptionSet<ReportOptions>& report_option_set();
 struct RunSpec {
   std::string variant;  // "default" when the experiment has no sweep
   ComponentChoice model;
+  WeightsOptions weights;  // of the model
   ComponentChoice dataset;
   ComponentChoice optimizer;
   ComponentChoice scheduler;

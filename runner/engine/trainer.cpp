@@ -22,6 +22,7 @@
 #include "components/optim/schedulers.h"
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
+#include "components/weights/load_weights.h"
 #include "runner/engine/engine.h"
 
 namespace trainyard {
@@ -152,8 +153,13 @@ void Trainer::build() {
   device_ = torch::Device(device.type == "cuda" ? torch::kCUDA : torch::kCPU, 0);
   torch::manual_seed(static_cast<uint64_t>(train.seed));
 
+  // The dataset adapts to the model's input: images resized to its image_size, sequences no longer
+  // than its max_positions.
   DataContext data_context;
   if (const ConfigValue* size = run_.model.options.find("image_size")) data_context.image_size = size->node.as<int64_t>();
+  if (const ConfigValue* positions = run_.model.options.find("max_positions"))
+    data_context.max_positions = positions->node.as<int64_t>();
+  data_context.log = [this](const std::string& line) { context_.observer.on_log(line); };
   data_ = build_dataset(context_.registry, run_.dataset, data_context);
   const int64_t eval_batch = train.eval_batch_size > 0 ? train.eval_batch_size : train.batch_size;
   const auto seed = static_cast<uint64_t>(train.seed);
@@ -166,7 +172,11 @@ void Trainer::build() {
                                 "lower train.batch_size",
                                 data_.train->size(), train.batch_size));
 
-  model_ = build_model(context_.registry, run_.model, ModelContext{data_.num_classes});
+  model_ = build_model(context_.registry, run_.model, ModelContext{data_.num_classes, data_.vocab_size});
+  if (!run_.weights.weights.empty()) {
+    WeightsReport report = load_weights(*model_, run_.weights.weights, run_.weights.strict);
+    log("weights {}: {}", run_.weights.weights, report.summary());
+  }
   precision_ = build_precision(context_.registry, run_.runtime.precision, {device_.type()});
   strategy_ = build_strategy(context_.registry, run_.runtime.strategy);
   strategy_->setup(*model_, device_, precision_->param_dtype());

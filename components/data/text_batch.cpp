@@ -1,0 +1,71 @@
+#include "components/data/text_batch.h"
+
+#include <algorithm>
+#include <random>
+
+namespace trainyard {
+
+void TokenizedTexts::add(const std::vector<int64_t>& sequence, int64_t label) {
+  for (int64_t id : sequence) ids.push_back(static_cast<int32_t>(id));
+  offsets.push_back(static_cast<int64_t>(ids.size()));
+  labels.push_back(label);
+}
+
+TextDataset::TextDataset(std::shared_ptr<const TokenizedTexts> texts, std::vector<int64_t> indices,
+                         int64_t max_length, bool dynamic_padding, int64_t pad_id)
+    : texts_(std::move(texts)), indices_(std::move(indices)), max_length_(max_length),
+      dynamic_padding_(dynamic_padding), pad_id_(pad_id) {}
+
+Batch TextDataset::get_batch(const std::vector<int64_t>& indices) const {
+  const auto count = static_cast<int64_t>(indices.size());
+  int64_t length = max_length_;
+  if (dynamic_padding_) {
+    length = 1;
+    for (int64_t i : indices) {
+      int64_t s = indices_.at(static_cast<size_t>(i));
+      length = std::max(length, texts_->offsets[s + 1] - texts_->offsets[s]);
+    }
+  }
+  Batch batch;
+  batch.inputs = torch::full({count, length}, pad_id_, torch::kLong);
+  batch.attention_mask = torch::zeros({count, length}, torch::kLong);
+  batch.targets = torch::empty({count}, torch::kLong);
+  auto ids = batch.inputs.accessor<int64_t, 2>();
+  auto mask = batch.attention_mask.accessor<int64_t, 2>();
+  auto targets = batch.targets.accessor<int64_t, 1>();
+  for (int64_t row = 0; row < count; ++row) {
+    int64_t s = indices_.at(static_cast<size_t>(indices[static_cast<size_t>(row)]));
+    int64_t begin = texts_->offsets[s], n = std::min(texts_->offsets[s + 1] - begin, length);
+    for (int64_t t = 0; t < n; ++t) {
+      ids[row][t] = texts_->ids[static_cast<size_t>(begin + t)];
+      mask[row][t] = 1;
+    }
+    targets[row] = texts_->labels[static_cast<size_t>(s)];
+  }
+  return batch;
+}
+
+std::vector<int64_t> numpy_permutation(uint32_t seed, int64_t n) {
+  // numpy's legacy RandomState seeds MT19937 with init_genrand(seed), as std::mt19937(seed) does,
+  // and shuffles from the back, drawing j in [0, i] by masked rejection sampling.
+  std::mt19937 generator(seed);
+  std::vector<int64_t> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = i;
+  for (int64_t i = n - 1; i >= 1; --i) {
+    auto max = static_cast<uint32_t>(i);
+    uint32_t mask = max;
+    mask |= mask >> 1;
+    mask |= mask >> 2;
+    mask |= mask >> 4;
+    mask |= mask >> 8;
+    mask |= mask >> 16;
+    uint32_t j;
+    do {
+      j = static_cast<uint32_t>(generator()) & mask;
+    } while (j > max);
+    std::swap(x[static_cast<size_t>(i)], x[j]);
+  }
+  return x;
+}
+
+}  // namespace trainyard

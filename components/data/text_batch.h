@@ -1,0 +1,40 @@
+// Tokenised texts held as one flat id buffer with offsets, collated into padded batches:
+// `max_length` pads every sequence to the same length (as the reference studies do), `dynamic` pads
+// each batch to its longest sequence (fewer wasted tokens, same results).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "components/data/dataset.h"
+
+namespace trainyard {
+
+struct TokenizedTexts {
+  std::vector<int32_t> ids;        // all sequences, back to back ([CLS] ... [SEP], no padding)
+  std::vector<int64_t> offsets{0};  // sequence i is ids[offsets[i], offsets[i + 1])
+  std::vector<int64_t> labels;
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  void add(const std::vector<int64_t>& sequence, int64_t label);
+};
+
+class TextDataset : public Dataset {
+ public:
+  // `texts` is shared between the splits; `indices` picks this split's sequences.
+  TextDataset(std::shared_ptr<const TokenizedTexts> texts, std::vector<int64_t> indices, int64_t max_length,
+              bool dynamic_padding, int64_t pad_id);
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  Batch get_batch(const std::vector<int64_t>& indices) const override;
+
+ private:
+  std::shared_ptr<const TokenizedTexts> texts_;
+  std::vector<int64_t> indices_;
+  int64_t max_length_;
+  bool dynamic_padding_;
+  int64_t pad_id_;
+};
+
+// numpy.random.RandomState(seed).permutation(n), exactly: the reference studies' shuffle.
+std::vector<int64_t> numpy_permutation(uint32_t seed, int64_t n);
+
+}  // namespace trainyard

@@ -1,0 +1,27 @@
+// Loads a safetensors checkpoint into a model: names mapped by the model (torchvision, timm or
+// Hugging Face layouts), dtypes converted to the parameter's, shapes checked. Missing, unexpected
+// and mis-shaped tensors are listed; with `strict` any of them (besides the classification head) is
+// a UserError naming the file and the tensors. A head the checkpoint lacks, or has with another
+// shape, is initialised afresh, as fine-tuning on a new label set needs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "components/models/model.h"
+
+namespace trainyard {
+
+struct WeightsReport {
+  int64_t loaded = 0;                   // tensors copied into the model
+  std::vector<std::string> missing;     // model tensors the checkpoint lacks (head excluded)
+  std::vector<std::string> unexpected;  // checkpoint tensors the model lacks
+  std::vector<std::string> mismatched;  // same name, other shape: "name: checkpoint [..] vs model [..]"
+  std::vector<std::string> dropped;     // checkpoint tensors the model declines (pretraining heads)
+  bool head_reset = false;              // the classification head was initialised afresh
+  std::string summary() const;          // one line for the run's log
+};
+
+WeightsReport load_weights(Model& model, const std::string& path, bool strict);
+
+}  // namespace trainyard
