@@ -66,14 +66,18 @@ std::vector<std::string> Registry::names(ComponentKind kind) const {
 
 const ComponentEntry* lookup_component(const Registry& registry, ComponentKind kind,
                                        const std::string& name, const std::string& key,
-                                       const Origin& origin, Diagnostics& diagnostics) {
+                                       const Origin& origin, Diagnostics& diagnostics,
+                                       std::string* planned) {
   if (const ComponentEntry* entry = registry.find(kind, name)) return entry;
-  if (const PlannedComponent* planned = registry.find_planned(kind, name)) {
-    diagnostics.error(origin, "'" + key + "': " + to_string(kind) + " '" + name +
-                                  "' is not supported yet (" + planned->reason + ")");
+  if (const PlannedComponent* later = registry.find_planned(kind, name)) {
+    std::string sentence = std::string(to_string(kind)) + " " + name + " is not supported yet (" + later->reason + ")";
+    if (planned) *planned = sentence;
+    else diagnostics.error(origin, "'" + key + "': " + sentence);
     return nullptr;
   }
   std::vector<std::string> known = registry.names(kind);
+  for (const auto& later : registry.planned())
+    if (later.kind == kind) known.push_back(later.name);
   std::string message = "'" + key + "': unknown " + to_string(kind) + " '" + name + "'";
   std::string guess = closest_match(name, known);
   if (!guess.empty()) message += " (did you mean '" + guess + "'?)";

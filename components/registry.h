@@ -106,10 +106,12 @@ class Registry {
 };
 
 // Checks that `name` is a registered component of `kind`. On failure adds a diagnostic at `origin`:
-// "not supported yet" with the reason for planned names, otherwise "unknown" with the known names
-// and a "did you mean". Returns the entry or nullptr.
+// "unknown" with the known names and a "did you mean" — or, for a planned name, "not supported yet"
+// with the reason. When `planned` is given, a planned name is no error: `*planned` receives the
+// "not supported yet" sentence instead, so the caller can skip the run. Returns the entry or nullptr.
 const ComponentEntry* lookup_component(const Registry& registry, ComponentKind kind,
                                        const std::string& name, const std::string& key,
-                                       const Origin& origin, Diagnostics& diagnostics);
+                                       const Origin& origin, Diagnostics& diagnostics,
+                                       std::string* planned = nullptr);
 
 }  // namespace trainyard

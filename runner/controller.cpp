@@ -99,11 +99,12 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
       ++summary.already_completed;
       continue;
     }
-    DeviceInfo device = resolve_device(run.runtime);
-    if (!device.unavailable_reason.empty()) {
+    std::string reason = run.unavailable_reason;
+    if (reason.empty()) reason = resolve_device(run.runtime).unavailable_reason;
+    if (!reason.empty()) {
       int64_t id = store_.queue_run(experiment_id, queued);
-      store_.end_run(id, RunStatus::skipped, device.unavailable_reason);
-      fmt::print(stderr, "- {}: skipped: {}\n", run.variant, device.unavailable_reason);
+      store_.end_run(id, RunStatus::skipped, reason);
+      fmt::print(stderr, "- {}: skipped: {}\n", run.variant, reason);
       ++summary.skipped;
       continue;
     }

@@ -130,10 +130,14 @@ TEST_F(ConfigTest, UnknownComponentNameListsTheKnownOnes) {
   EXPECT_TRUE(has(d, "unknown model 'tyo' (did you mean 'toy'?)"));
 }
 
-TEST_F(ConfigTest, PlannedPrecisionAndStrategyAreNotSupportedYet) {
-  Diagnostics d = errors(std::string(kValid) + "  precision: 16-mixed\n  strategy: ddp\n");
-  EXPECT_TRUE(has(d, "precision '16-mixed' is not supported yet"));
-  EXPECT_TRUE(has(d, "strategy 'ddp' is not supported yet"));
+TEST_F(ConfigTest, PlannedPrecisionOrStrategyValidatesButMarksTheRunUnavailable) {
+  Experiment e = load(std::string(kValid) + "  precision: 16-mixed\n");
+  EXPECT_EQ(e.runs[0].unavailable_reason, "precision 16-mixed is not supported yet (planned)");
+  e = load(std::string(kValid) + "  strategy: ddp\n  devices: 4\n");
+  EXPECT_EQ(e.runs[0].unavailable_reason, "strategy ddp is not supported yet (planned: multi-process)");
+  EXPECT_TRUE(load(kValid).runs[0].unavailable_reason.empty());
+  // A typo is still an error.
+  EXPECT_TRUE(has(errors(std::string(kValid) + "  precision: 16-mixd\n"), "unknown precision '16-mixd' (did you mean '16-mixed'?)"));
 }
 
 TEST_F(ConfigTest, SeveralDevicesNeedAMultiDeviceStrategy) {

@@ -41,7 +41,7 @@ TEST(RegistryTest, LookupExplainsUnknownAndPlannedNames) {
   EXPECT_EQ(lookup_component(r, ComponentKind::optimizer, "sdg", "train.optimizer.name", {}, d), nullptr);
   EXPECT_NE(lookup_component(r, ComponentKind::optimizer, "sgd", "train.optimizer.name", {}, d), nullptr);
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d.items()[0].message, "'runtime.precision': precision '16-mixed' is not supported yet (planned)");
+  EXPECT_EQ(d.items()[0].message, "'runtime.precision': precision 16-mixed is not supported yet (planned)");
   EXPECT_EQ(d.items()[1].message,
             "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, sgd");
 }

@@ -45,7 +45,7 @@ void register_precisions(Registry& registry) {
   add("32-true", "float32 everywhere", c10::ScalarType::Float, std::nullopt);
   add("bf16-mixed", "float32 parameters, bfloat16 autocast for the forward pass and loss",
       c10::ScalarType::Float, c10::ScalarType::BFloat16);
-  const char* reason = "planned: every precision and the CUDA path";
+  const char* reason = "planned with the fp16 loss scaler and the CUDA path";
   registry.plan(ComponentKind::precision, "16-mixed", reason);
   registry.plan(ComponentKind::precision, "16-true", reason);
   registry.plan(ComponentKind::precision, "bf16-true", reason);

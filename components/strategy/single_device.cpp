@@ -30,7 +30,7 @@ void register_strategies(Registry& registry) {
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "single", "one process on one device", OptionSet<NoOptions>(),
       [](const NoOptions&, const StrategyContext&) -> StrategyPtr { return std::make_shared<SingleDevice>(); });
-  const char* reason = "planned: multi-process training with the built-in launcher";
+  const char* reason = "planned with the multi-process launcher";
   registry.plan(ComponentKind::strategy, "ddp", reason);
   registry.plan(ComponentKind::strategy, "fsdp", reason);
   registry.plan(ComponentKind::strategy, "zero2", reason);

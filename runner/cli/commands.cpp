@@ -52,6 +52,9 @@ int validate_command(const std::vector<std::string>& args) {
       Experiment experiment = load_experiment(file, overrides, builtin_registry());
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name, experiment.runs.size(),
                  experiment.runs.size() == 1 ? "" : "s");
+      for (const auto& run : experiment.runs)
+        if (!run.unavailable_reason.empty())
+          fmt::print("  {} will be skipped: {}\n", run.variant, run.unavailable_reason);
     } catch (const ConfigError& e) {
       fmt::print(stderr, "{}\n", e.what());
       ++failures;

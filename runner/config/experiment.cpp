@@ -371,11 +371,15 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
       const ConfigValue* v = runtime.find(key);
       return v ? v->origin : fallback;
     };
+    // A precision or strategy that is planned but not built yet is no error: the run is kept and
+    // recorded as skipped with the reason, so the reference experiment files validate everywhere.
+    std::string precision_later, strategy_later;
     lookup_component(registry, ComponentKind::precision, run.runtime.precision, "runtime.precision",
-                     origin_for("precision"), diagnostics);
+                     origin_for("precision"), diagnostics, &precision_later);
     const ComponentEntry* strategy =
         lookup_component(registry, ComponentKind::strategy, run.runtime.strategy,
-                         "runtime.strategy", origin_for("strategy"), diagnostics);
+                         "runtime.strategy", origin_for("strategy"), diagnostics, &strategy_later);
+    run.unavailable_reason = !precision_later.empty() ? precision_later : strategy_later;
     if (strategy && run.runtime.strategy == "single" && run.runtime.devices > 1)
       diagnostics.error(origin_for("devices"),
                         fmt::format("'runtime.devices' is {}, but strategy 'single' trains on one "

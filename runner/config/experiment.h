@@ -69,6 +69,9 @@ struct RunSpec {
   ComponentChoice scheduler;
   TrainOptions train;
   RuntimeOptions runtime;
+  // Why this run cannot execute with this build ("precision 16-mixed is not supported yet (...)");
+  // empty when it can. Such runs are recorded as skipped rather than failing validation.
+  std::string unavailable_reason;
   std::string config_yaml;  // the resolved config, stored with the run
   std::string config_hash;  // stable hash of config_yaml: "already completed?" is keyed by it
 };
