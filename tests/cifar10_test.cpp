@@ -58,6 +58,12 @@ TEST_F(Cifar10Test, ReadsRecordsExactly) {
   EXPECT_EQ(images[3][2][31][31].item<uint8_t>(), 5);  // record 3, blue channel: (3 + 2) % 256
 }
 
+// A batch as the model sees it: the dataset's uint8 rows through its transform.
+Batch model_input(const DataSplits& splits, const DatasetPtr& split, std::vector<int64_t> indices, bool training = false) {
+  Batch batch = split->get_batch(indices);
+  return (training ? splits.train_transform : splits.eval_transform)(batch, 0);
+}
+
 TEST_F(Cifar10Test, ReferenceSplitIsLastImagesForValidation) {
   DataSplits splits = load(32);
   EXPECT_EQ(splits.train->size(), 15);  // 20 training images - 5
@@ -65,17 +71,31 @@ TEST_F(Cifar10Test, ReferenceSplitIsLastImagesForValidation) {
   EXPECT_EQ(splits.test->size(), 6);
   EXPECT_EQ(splits.num_classes, 10);
   // The first validation image is training image 15: the 4th record (index 3) of data_batch_4.
-  Batch batch = splits.validation->get_batch({0});
+  Batch batch = model_input(splits, splits.validation, {0});
   EXPECT_EQ(batch.targets[0].item<int64_t>(), (3 + 4) % 10);
   EXPECT_NEAR(batch.inputs[0][0][0][0].item<float>(), 3.0f / 255.0f, 1e-6);
 }
 
 TEST_F(Cifar10Test, ImagesAreScaledToUnitRangeAndResized) {
-  Batch batch = load(224).train->get_batch({0, 1});
+  DataSplits splits = load(224);
+  EXPECT_EQ(splits.train->get_batch({0}).inputs.scalar_type(), torch::kUInt8);  // stored as read
+  Batch batch = model_input(splits, splits.train, {0, 1});
   EXPECT_EQ(batch.inputs.sizes(), (std::vector<int64_t>{2, 3, 224, 224}));
   EXPECT_EQ(batch.inputs.dtype(), torch::kFloat);
   // A constant channel stays constant under bilinear resizing.
   EXPECT_NEAR(batch.inputs[1][1][100][7].item<float>(), 2.0f / 255.0f, 1e-6);
+}
+
+TEST_F(Cifar10Test, NormalisationAndAugmentation) {
+  ComponentChoice choice{"cifar10", {}};
+  flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', val_size: 5, normalize: imagenet, augment: flip}"), "t");
+  DataSplits splits = build_dataset(builtin_registry(), choice, {32});
+  Batch eval = model_input(splits, splits.train, {1});
+  EXPECT_NEAR(eval.inputs[0][0][5][5].item<float>(), (1.0f / 255.0f - 0.485f) / 0.229f, 1e-5);
+  // Flips are decided by the batch seed: the same seed, the same batch.
+  Batch raw = splits.train->get_batch({0, 1, 2, 3, 4, 5, 6, 7});
+  auto a = splits.train_transform(raw, 7).inputs, b = splits.train_transform(raw, 7).inputs;
+  EXPECT_TRUE(torch::equal(a, b));
 }
 
 TEST_F(Cifar10Test, MissingFileNamesItAndTheExpectedLayout) {

@@ -17,21 +17,17 @@ constexpr int64_t kRecordBytes = 1 + kImageBytes;
 constexpr int64_t kClasses = 10;
 
 // Images and labels held in memory as read from the files (170 MB for all of CIFAR-10).
+// uint8 images as stored; image_transform() makes them model input.
 class Cifar10Images : public Dataset {
  public:
-  Cifar10Images(torch::Tensor images, torch::Tensor labels, int64_t image_size)
-      : images_(std::move(images)), labels_(std::move(labels)), image_size_(image_size) {}
+  Cifar10Images(torch::Tensor images, torch::Tensor labels) : images_(std::move(images)), labels_(std::move(labels)) {}
   int64_t size() const override { return images_.size(0); }
   Batch get_batch(const std::vector<int64_t>& indices) const override {
-    Batch batch;
-    batch.inputs = gather_images(images_, indices, image_size_);
-    batch.targets = labels_.index_select(0, torch::tensor(indices, torch::kLong));
-    return batch;
+    return {gather_rows(images_, indices), gather_rows(labels_, indices), {}};
   }
 
  private:
   torch::Tensor images_, labels_;
-  int64_t image_size_;
 };
 
 std::string data_hint(const std::string& root) {
@@ -83,7 +79,11 @@ void register_cifar10(Registry& registry) {
       .add("val_size", &Cifar10Options::val_size,
            "last training images held out for validation (the studies: 5000)", at_least(1))
       .add("image_size", &Cifar10Options::image_size,
-           "resize images to this size (bilinear); 0 = the model's image_size", at_least(0));
+           "resize images to this size (bilinear); 0 = the model's image_size", at_least(0))
+      .add("normalize", &Cifar10Options::normalize, "none: pixels in [0, 1], as the studies; imagenet: ImageNet mean/std",
+           one_of({"none", "imagenet"}))
+      .add("augment", &Cifar10Options::augment, "training augmentation: none (the studies), flip, crop-flip",
+           one_of({"none", "flip", "crop-flip"}));
   registry.add<DataSplits(const DataContext&)>(
       ComponentKind::dataset, "cifar10", "CIFAR-10, binary version; the reference studies' split",
       options, [](const Cifar10Options& o, const DataContext& context) {
@@ -107,8 +107,7 @@ void register_cifar10(Registry& registry) {
         torch::Tensor test_images, test_labels;
         read_cifar10_file(test_path, test_images, test_labels);
 
-        const int64_t size = o.image_size > 0 ? o.image_size : context.image_size;
-        auto train_all = std::make_shared<Cifar10Images>(torch::cat(images), torch::cat(labels), size);
+        auto train_all = std::make_shared<Cifar10Images>(torch::cat(images), torch::cat(labels));
         const int64_t n = train_all->size();
         if (o.val_size >= n)
           throw UserError(fmt::format("cifar10: val_size {} leaves no training images: the training "
@@ -117,8 +116,11 @@ void register_cifar10(Registry& registry) {
         DataSplits splits;
         splits.train = std::make_shared<Subset>(train_all, index_range(0, n - o.val_size));
         splits.validation = std::make_shared<Subset>(train_all, index_range(n - o.val_size, n));
-        splits.test = std::make_shared<Cifar10Images>(test_images, test_labels, size);
+        splits.test = std::make_shared<Cifar10Images>(test_images, test_labels);
         splits.num_classes = kClasses;
+        const ImageOptions image{o.image_size > 0 ? o.image_size : context.image_size, o.normalize, o.augment};
+        splits.train_transform = image_transform(image, /*training=*/true);
+        splits.eval_transform = image_transform(image, /*training=*/false);
         return splits;
       });
 }

@@ -15,6 +15,8 @@ struct Cifar10Options {
   std::string root;
   int64_t val_size = 5000;
   int64_t image_size = 0;  // 0: the model's image_size
+  std::string normalize = "none";
+  std::string augment = "none";
 };
 
 // Reads one CIFAR-10 binary file into `images` (uint8 [N, 3, 32, 32]) and `labels` (int64 [N]).

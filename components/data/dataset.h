@@ -23,6 +23,11 @@ class Dataset {
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
 
+// Per-batch work a dataset asks for (decode, resize, normalise, augment), done where it is cheapest:
+// on the GPU after the copy for CUDA runs, in the loader's threads for CPU runs. `seed` is the
+// batch's own (DataLoader::batch_seed), so random augmentation repeats run to run.
+using BatchTransform = std::function<Batch(Batch batch, uint64_t seed)>;
+
 // The three splits the engine trains, validates and tests on.
 struct DataSplits {
   DatasetPtr train;
@@ -30,6 +35,8 @@ struct DataSplits {
   DatasetPtr test;
   int64_t num_classes = 0;
   int64_t vocab_size = 0;  // of the tokenizer, for text; 0 for images
+  BatchTransform train_transform;  // empty: batches are model input as they are
+  BatchTransform eval_transform;
 };
 
 // What a dataset learns from the rest of the run when it is built.

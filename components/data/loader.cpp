@@ -4,9 +4,6 @@
 #include <numeric>
 #include <random>
 
-#include <ATen/ATen.h>
-
-#include "components/data/image_batch.h"
 
 namespace trainyard {
 
@@ -16,38 +13,92 @@ std::vector<int64_t> index_range(int64_t begin, int64_t end) {
   return indices;
 }
 
-torch::Tensor gather_images(const torch::Tensor& images, const std::vector<int64_t>& indices,
-                            int64_t size) {
-  auto index = torch::tensor(indices, torch::kLong);
-  auto batch = images.index_select(0, index).to(torch::kFloat).div_(255.0);
-  if (size > 0 && (batch.size(2) != size || batch.size(3) != size))
-    batch = at::upsample_bilinear2d(batch, {size, size}, /*align_corners=*/false);
-  return batch;
-}
+DataLoader::DataLoader(DatasetPtr dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed,
+                       LoaderOptions options)
+    : dataset_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed),
+      options_(std::move(options)) {}
 
-DataLoader::DataLoader(DatasetPtr dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed)
-    : dataset_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), drop_last_(drop_last),
-      seed_(seed), order_(index_range(0, dataset_->size())) {
-  set_epoch(0);
-}
-
-void DataLoader::set_epoch(int64_t epoch) {
-  order_ = index_range(0, dataset_->size());
-  if (shuffle_) {
-    std::mt19937_64 generator(seed_ * 1000003 + static_cast<uint64_t>(epoch));
-    std::shuffle(order_.begin(), order_.end(), generator);
-  }
-}
+DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::num_batches() const {
   int64_t n = dataset_->size();
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
-Batch DataLoader::batch(int64_t index) const {
+uint64_t DataLoader::batch_seed(int64_t epoch, int64_t index) const {
+  return (seed_ * 1000003u + static_cast<uint64_t>(epoch)) * 1000003u + static_cast<uint64_t>(index);
+}
+
+void DataLoader::stop_workers() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  for (auto& worker : workers_) worker.join();
+  workers_.clear();
+}
+
+void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
+  stop_workers();
+  order_ = index_range(0, dataset_->size());
+  if (shuffle_) {
+    std::mt19937_64 generator(seed_ * 1000003u + static_cast<uint64_t>(epoch));
+    std::shuffle(order_.begin(), order_.end(), generator);
+  }
+  epoch_ = epoch;
+  batches_ = std::min(batches, num_batches());
+  delivered_ = claimed_ = 0;
+  ready_.clear();
+  error_ = nullptr;
+  stopping_ = false;
+  for (int64_t w = 0; w < options_.workers; ++w) workers_.emplace_back([this] { work(); });
+}
+
+Batch DataLoader::build(int64_t index) const {
   auto begin = order_.begin() + index * batch_size_;
   auto end = order_.begin() + std::min<int64_t>((index + 1) * batch_size_, dataset_->size());
-  return dataset_->get_batch(std::vector<int64_t>(begin, end));
+  Batch batch = dataset_->get_batch(std::vector<int64_t>(begin, end));
+  if (options_.transform) batch = options_.transform(std::move(batch), batch_seed(epoch_, index));
+  if (options_.pin_memory) {
+    batch.inputs = batch.inputs.pin_memory();
+    batch.targets = batch.targets.pin_memory();
+    if (batch.attention_mask.defined()) batch.attention_mask = batch.attention_mask.pin_memory();
+  }
+  return batch;
+}
+
+void DataLoader::work() {
+  while (true) {
+    int64_t index;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || claimed_ >= batches_ || claimed_ < delivered_ + options_.prefetch; });
+      if (stopping_ || claimed_ >= batches_ || error_) return;
+      index = claimed_++;
+    }
+    try {
+      Batch batch = build(index);
+      std::lock_guard lock(mutex_);
+      ready_.emplace(index, std::move(batch));
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    changed_.notify_all();
+  }
+}
+
+Batch DataLoader::next() {
+  if (options_.workers == 0) return build(delivered_++);
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return error_ || ready_.count(delivered_) > 0; });
+  if (error_) std::rethrow_exception(error_);
+  Batch batch = std::move(ready_.at(delivered_));
+  ready_.erase(delivered_++);
+  lock.unlock();
+  changed_.notify_all();
+  return batch;
 }
 
 }  // namespace trainyard

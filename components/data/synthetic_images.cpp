@@ -18,10 +18,7 @@ class SyntheticImages : public Dataset {
   }
   int64_t size() const override { return images_.size(0); }
   Batch get_batch(const std::vector<int64_t>& indices) const override {
-    Batch batch;
-    batch.inputs = gather_images(images_, indices, 0);
-    batch.targets = labels_.index_select(0, torch::tensor(indices, torch::kLong));
-    return batch;
+    return {gather_rows(images_, indices), gather_rows(labels_, indices), {}};
   }
 
  private:
@@ -57,6 +54,7 @@ void register_synthetic_images(Registry& registry) {
         splits.validation = std::make_shared<SyntheticImages>(patterns, o.val_size, o.noise, seed * 3 + 2);
         splits.test = std::make_shared<SyntheticImages>(patterns, o.test_size, o.noise, seed * 3 + 3);
         splits.num_classes = o.num_classes;
+        splits.train_transform = splits.eval_transform = image_transform({side, "none", "none"}, false);
         return splits;
       });
 }

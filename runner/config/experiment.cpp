@@ -64,7 +64,10 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
         .add("strategy", &RuntimeOptions::strategy,
              "how parameters, gradients and optimizer state live across devices", Rule{})
         .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
-             at_least(0));
+             at_least(0))
+        .add("data_workers", &RuntimeOptions::data_workers,
+             "threads building batches in the background; 0 = in the training loop", at_least(0))
+        .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1));
     return s;
   }();
   return set;

@@ -122,6 +122,12 @@ class Trainer {
   void set_learning_rate(double lr) {
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   }
+  // The loader's next batch on the training device, with the dataset's per-batch work done.
+  Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index) {
+    Batch batch = loader.next().to(device_, /*non_blocking=*/device_.is_cuda());
+    if (device_.is_cuda() && transform) batch = transform(std::move(batch), loader.batch_seed(epoch, index));
+    return batch;
+  }
   std::vector<torch::Tensor> snapshot_weights();
   void restore_weights(const std::vector<torch::Tensor>& weights);
 
@@ -163,9 +169,15 @@ void Trainer::build() {
   data_ = build_dataset(context_.registry, run_.dataset, data_context);
   const int64_t eval_batch = train.eval_batch_size > 0 ? train.eval_batch_size : train.batch_size;
   const auto seed = static_cast<uint64_t>(train.seed);
-  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, true, true, seed);
-  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, false, false, seed);
-  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, false, false, seed);
+  // Per-batch image work runs in the loader's threads on CPU runs, on the GPU after the copy on
+  // CUDA runs (fetch()); pinned host memory lets that copy run asynchronously.
+  const bool on_cpu = device_.is_cpu();
+  auto loader_options = [&](const BatchTransform& transform) {
+    return LoaderOptions{run_.runtime.data_workers, run_.runtime.prefetch, !on_cpu, on_cpu ? transform : BatchTransform()};
+  };
+  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, true, true, seed, loader_options(data_.train_transform));
+  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, false, false, seed, loader_options(data_.eval_transform));
+  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, false, false, seed, loader_options(data_.eval_transform));
   train_batches_ = limited(train_loader_->num_batches(), train.limit_train_batches);
   if (train_batches_ == 0)
     throw UserError(fmt::format("the training split has {} samples, fewer than one batch of {}; "
@@ -197,13 +209,13 @@ void Trainer::build() {
 double Trainer::train_epoch(int64_t epoch) {
   const TrainOptions& train = run_.train;
   model_->train();
-  train_loader_->set_epoch(epoch);
+  train_loader_->start_epoch(epoch, train_batches_);
   Accumulator metrics(device_);
   const auto start = Clock::now();
   for (int64_t b = 0; b < train_batches_; ++b) {
     check_stop();
     const auto wait_start = Clock::now();
-    Batch batch = train_loader_->batch(b).to(device_);
+    Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b);
     data_wait_seconds_ += seconds_since(wait_start);
 
     torch::Tensor logits, loss;
@@ -241,9 +253,10 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
   model_->eval();
   Accumulator metrics(device_);
   const int64_t batches = limited(loader.num_batches(), run_.train.limit_eval_batches);
+  loader.start_epoch(0, batches);
   for (int64_t b = 0; b < batches; ++b) {
     check_stop();
-    Batch batch = loader.batch(b).to(device_);
+    Batch batch = fetch(loader, data_.eval_transform, 0, b);
     Precision::AutocastScope autocast(*precision_, device_.type());
     auto logits = model_->forward(batch);
     auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
