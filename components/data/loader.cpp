@@ -4,6 +4,8 @@
 #include <numeric>
 #include <random>
 
+#include <ATen/Parallel.h>
+
 
 namespace trainyard {
 
@@ -69,6 +71,9 @@ Batch DataLoader::build(int64_t index) const {
 }
 
 void DataLoader::work() {
+  // One thread per worker: a worker's own tensor work must not fan out over the cores the training
+  // step is using (OpenMP's thread count is per calling thread, so this leaves the trainer's alone).
+  at::set_num_threads(1);
   while (true) {
     int64_t index;
     {
