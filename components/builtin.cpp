@@ -1,6 +1,7 @@
 #include "components/builtin.h"
 
 #include "components/data/cifar10.h"
+#include "components/data/imagefolder.h"
 #include "components/data/imdb.h"
 #include "components/data/synthetic_images.h"
 #include "components/data/synthetic_text.h"
@@ -17,6 +18,7 @@ void register_builtin_components(Registry& registry) {
   register_vit(registry);
   register_distilbert(registry);
   register_cifar10(registry);
+  register_imagefolder(registry);
   register_imdb(registry);
   register_synthetic_images(registry);
   register_synthetic_text(registry);
