@@ -113,6 +113,33 @@ TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
   }
 }
 
+TEST_F(EngineTest, DistilBertLearnsSyntheticText) {
+  std::string file = dir.write("text.yaml", R"(
+model: {name: distilbert, vocab_size: 64, max_positions: 32, dim: 32, layers: 1, heads: 2, hidden_dim: 64}
+dataset: {name: synthetic-text, vocab_size: 64, train_size: 256, val_size: 64, test_size: 128, min_length: 8, max_length: 32}
+train: {epochs: 3, batch_size: 16, optimizer: {name: adam, lr: 2.0e-3}, log_every: 1000}
+runtime: {accelerator: cpu, threads: 1}
+)");
+  Recorder recorder;
+  MetricValues m = train(load_experiment(file, {}, builtin_registry()).runs.at(0), recorder);
+  EXPECT_GT(m.at("test_acc"), 0.8) << "2 classes: chance is 0.5";
+}
+
+TEST_F(EngineTest, WeightsFromTheRunConfigAreLoaded) {
+  std::string file = dir.write("vit.yaml", std::string(R"(
+model: {name: vit, image_size: 32, patch_size: 8, depth: 2, width: 32, heads: 4, mlp_dim: 64, num_classes: 10,
+        weights: ')") + TRAINYARD_SOURCE_DIR + R"(/tests/fixtures/vit_torchvision.safetensors'}
+dataset: {name: synthetic-images, train_size: 32, val_size: 16, test_size: 16}
+train: {epochs: 1, batch_size: 16, log_every: 1000}
+runtime: {accelerator: cpu}
+)");
+  Recorder recorder;
+  train(load_experiment(file, {}, builtin_registry()).runs.at(0), recorder);
+  bool logged = false;
+  for (const auto& line : recorder.lines) logged = logged || line.find("32 tensors loaded") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
 TEST_F(EngineTest, TooFewSamplesForOneBatch) {
   Recorder recorder;
   EXPECT_THROW(train(spec({"train.batch_size=512"}), recorder), UserError);
