@@ -83,12 +83,19 @@ int list_command(const std::vector<std::string>& args) {
   for (auto kind : all_component_kinds()) {
     if (!kind_filter.empty() && kind_filter != to_string(kind)) continue;
     fmt::print("{}s\n", to_string(kind));
-    for (const auto* entry : registry.entries(kind)) {
-      fmt::print("  {:<18} {}\n", entry->name, entry->help);
-      for (const auto& option : entry->options)
+    auto print_options = [](const std::vector<OptionInfo>& options) {
+      for (const auto& option : options)
         fmt::print("      {:<20} {:<7} {:<10} {}{}\n", option.key, option.type,
                    option.default_value.empty() ? "-" : option.default_value, option.help,
                    option.rule.empty() ? "" : " [" + option.rule + "]");
+    };
+    for (const auto* entry : registry.entries(kind)) {
+      fmt::print("  {:<18} {}\n", entry->name, entry->help);
+      print_options(entry->options);
+    }
+    if (kind == ComponentKind::model) {
+      fmt::print("  every model also takes:\n");
+      print_options(weights_option_set().describe());
     }
     for (const auto& planned : registry.planned())
       if (planned.kind == kind) fmt::print("  {:<18} not supported yet ({})\n", planned.name, planned.reason);
