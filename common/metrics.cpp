@@ -34,6 +34,8 @@ const std::vector<MetricInfo>& metric_vocabulary() {
       {metric::kCudaPeakAllocated, "CUDA peak allocated", bytes, B::lower, S::final, "peak memory allocated to tensors on the GPU"},
       {metric::kParameters, "parameters", count, B::neither, S::final, "trainable parameters of the model"},
       {metric::kSteps, "steps", count, B::neither, S::final, "optimizer steps taken"},
+      {metric::kSkippedSteps, "skipped steps", count, B::lower, S::final,
+       "steps skipped by the fp16 loss scaler because the gradients overflowed"},
       {metric::kSpeedup, "speedup", ratio, B::higher, S::derived, "baseline training time / this variant's training time"},
   };
   return vocabulary;

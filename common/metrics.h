@@ -56,6 +56,7 @@ inline constexpr const char* kCudaPeakReserved = "cuda_peak_reserved_bytes";
 inline constexpr const char* kCudaPeakAllocated = "cuda_peak_allocated_bytes";
 inline constexpr const char* kParameters = "parameters";
 inline constexpr const char* kSteps = "steps";
+inline constexpr const char* kSkippedSteps = "skipped_steps";
 inline constexpr const char* kSpeedup = "speedup";
 }  // namespace metric
 

@@ -61,6 +61,15 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, key)
     );
     )sql",
+    // 2: facts about a run known once it is set up (the dtypes actually used, ...).
+    R"sql(
+    CREATE TABLE run_attributes (
+      run_id INTEGER NOT NULL REFERENCES runs(id),
+      key TEXT NOT NULL,
+      value TEXT NOT NULL,
+      PRIMARY KEY (run_id, key)
+    );
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -224,6 +233,24 @@ void Store::record_epoch(int64_t run_id, int64_t epoch, const std::map<std::stri
     s.reset();
   }
   transaction.commit();
+}
+
+void Store::record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes) {
+  sql::Transaction transaction(db_);
+  auto s = db_.prepare("INSERT OR REPLACE INTO run_attributes (run_id, key, value) VALUES (?, ?, ?)");
+  for (const auto& [key, value] : attributes) {
+    s.bind(1, run_id).bind(2, key).bind(3, value).run();
+    s.reset();
+  }
+  transaction.commit();
+}
+
+std::map<std::string, std::string> Store::attributes(int64_t run_id) {
+  std::map<std::string, std::string> out;
+  auto s = db_.prepare("SELECT key, value FROM run_attributes WHERE run_id = ?");
+  s.bind(1, run_id);
+  while (s.step()) out[s.column_text(0)] = s.column_text(1);
+  return out;
 }
 
 void Store::complete_run(int64_t run_id, const std::map<std::string, double>& metrics) {

@@ -73,7 +73,7 @@ struct QueuedRun {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   explicit Store(const std::string& path);
@@ -92,6 +92,8 @@ class Store {
   int64_t queue_run(int64_t experiment_id, const QueuedRun& run);
   void start_run(int64_t run_id, const RunEnvironment& environment);
   void record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values);
+  void record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes);
+  std::map<std::string, std::string> attributes(int64_t run_id);
   // Final metrics and status `completed`, in one transaction.
   void complete_run(int64_t run_id, const std::map<std::string, double>& metrics);
   void end_run(int64_t run_id, RunStatus status, const std::string& error);

@@ -23,6 +23,9 @@ class StoreObserver : public RunObserver {
   StoreObserver(Store& store, int64_t run_id, std::shared_ptr<spdlog::logger> log)
       : store_(store), run_id_(run_id), log_(std::move(log)) {}
   void on_log(const std::string& line) override { log_->info(line); }
+  void on_setup(const std::map<std::string, std::string>& attributes) override {
+    store_.record_attributes(run_id_, attributes);
+  }
   void on_epoch(int64_t epoch, const MetricValues& values) override { store_.record_epoch(run_id_, epoch, values); }
 
  private:

@@ -183,10 +183,11 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
   Store store(db());
   auto runs = store.runs("distilbert_imdb");
   ASSERT_EQ(runs.size(), 5u) << run.output;
-  EXPECT_EQ(runs[1].status, RunStatus::skipped);
-  EXPECT_EQ(runs[1].error, "precision 16-mixed is not supported yet (planned with the fp16 loss scaler and the CUDA path)");
+  EXPECT_EQ(runs[2].status, RunStatus::skipped);
+  EXPECT_EQ(runs[2].error, "strategy ddp is not supported yet (planned with the multi-process launcher)");
   if (runs[0].status == RunStatus::skipped) {  // no GPU here
     EXPECT_EQ(runs[0].error, "needs a CUDA device; this machine has none");
+    EXPECT_EQ(runs[1].error, "needs a CUDA device; this machine has none");
     EXPECT_EQ(run.exit_code, 0) << run.output;
   }
 }
@@ -200,7 +201,7 @@ TEST_F(CliTest, ValidateListAndHelp) {
   EXPECT_EQ(list.exit_code, 0);
   for (const char* name : {"vit", "cifar10", "synthetic-images", "adamw", "cosine", "bf16-mixed", "single"})
     EXPECT_NE(list.output.find(name), std::string::npos) << name;
-  EXPECT_NE(list.output.find("16-mixed           not supported yet"), std::string::npos);
+  EXPECT_NE(list.output.find("ddp                not supported yet"), std::string::npos);
 
   EXPECT_EQ(trainyard("list modle").exit_code, 2);
   EXPECT_NE(trainyard("rnu").output.find("did you mean 'run'"), std::string::npos);

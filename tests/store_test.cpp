@@ -29,6 +29,24 @@ TEST_F(StoreTest, NewDatabaseIsMigratedToTheCurrentSchemaInWalMode) {
   EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
 }
 
+TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
+  {
+    Store store(path);
+    int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "", "");
+    store.queue_run(experiment, queued("a", "h1"));
+  }
+  {  // turn it back into a version-1 database
+    sql::Database db(path);
+    db.exec("DROP TABLE run_attributes; PRAGMA user_version = 1");
+  }
+  Store store(path);
+  EXPECT_EQ(store.schema_version(), 2);
+  ASSERT_EQ(store.runs("exp").size(), 1u);
+  int64_t run = store.runs("exp")[0].id;
+  store.record_attributes(run, {{"param_dtype", "Float"}, {"loss_scaling", "dynamic"}});
+  EXPECT_EQ(store.attributes(run).at("loss_scaling"), "dynamic");
+}
+
 TEST_F(StoreTest, DatabaseFromANewerTrainyardIsRefused) {
   { sql::Database db(path); db.exec("PRAGMA user_version = 99"); }
   try {

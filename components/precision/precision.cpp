@@ -24,9 +24,18 @@ Precision::AutocastScope::~AutocastScope() {
   at::autocast::set_autocast_dtype(device_, previous_dtype_);
 }
 
+std::map<std::string, std::string> Precision::attributes() const {
+  return {{"param_dtype", c10::toString(param_dtype_)},
+          {"compute_dtype", c10::toString(compute_dtype())},
+          {"grad_dtype", c10::toString(grad_dtype())},
+          {"reduce_dtype", c10::toString(reduce_dtype())},
+          {"loss_scaling", loss_scaling_ ? "dynamic" : "none"}};
+}
+
 std::string Precision::describe() const {
-  return fmt::format("params {}, compute {}, grads {}", c10::toString(param_dtype_),
-                     c10::toString(compute_dtype()), c10::toString(grad_dtype()));
+  return fmt::format("params {}, compute {}, grads {}, reduce {}, loss scaling {}", c10::toString(param_dtype_),
+                     c10::toString(compute_dtype()), c10::toString(grad_dtype()), c10::toString(reduce_dtype()),
+                     loss_scaling_ ? "dynamic" : "none");
 }
 
 namespace {
@@ -35,20 +44,23 @@ struct NoOptions {};
 
 void register_precisions(Registry& registry) {
   auto add = [&](const char* name, const char* help, c10::ScalarType param_dtype,
-                 std::optional<c10::ScalarType> autocast_dtype) {
+                 std::optional<c10::ScalarType> autocast_dtype, bool loss_scaling) {
     registry.add<PrecisionPtr(const PrecisionContext&)>(
         ComponentKind::precision, name, help, OptionSet<NoOptions>(),
         [=](const NoOptions&, const PrecisionContext&) {
-          return std::make_shared<const Precision>(name, param_dtype, autocast_dtype);
+          return std::make_shared<const Precision>(name, param_dtype, autocast_dtype, loss_scaling);
         });
   };
-  add("32-true", "float32 everywhere", c10::ScalarType::Float, std::nullopt);
-  add("bf16-mixed", "float32 parameters, bfloat16 autocast for the forward pass and loss",
-      c10::ScalarType::Float, c10::ScalarType::BFloat16);
-  const char* reason = "planned with the fp16 loss scaler and the CUDA path";
-  registry.plan(ComponentKind::precision, "16-mixed", reason);
-  registry.plan(ComponentKind::precision, "16-true", reason);
-  registry.plan(ComponentKind::precision, "bf16-true", reason);
+  using c10::ScalarType;
+  add("32-true", "float32 everywhere", ScalarType::Float, std::nullopt, false);
+  add("bf16-mixed", "float32 parameters, bfloat16 autocast for the forward pass and loss", ScalarType::Float,
+      ScalarType::BFloat16, false);
+  add("16-mixed", "float32 parameters, float16 autocast, dynamic loss scaling", ScalarType::Float,
+      ScalarType::Half, true);
+  add("bf16-true", "bfloat16 parameters, gradients and optimizer state; no autocast", ScalarType::BFloat16,
+      std::nullopt, false);
+  add("16-true", "float16 parameters, gradients and optimizer state; no autocast, no loss scaling",
+      ScalarType::Half, std::nullopt, false);
 }
 
 }  // namespace trainyard

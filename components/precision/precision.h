@@ -3,6 +3,7 @@
 // the same thing under every one. Names are Lightning's: 32-true, bf16-mixed, ...
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,14 +18,19 @@ namespace trainyard {
 class Precision {
  public:
   // `autocast_dtype`: the compute dtype of autocast regions; nullopt runs everything in
-  // `param_dtype`.
-  Precision(std::string name, c10::ScalarType param_dtype, std::optional<c10::ScalarType> autocast_dtype)
-      : name_(std::move(name)), param_dtype_(param_dtype), autocast_dtype_(autocast_dtype) {}
+  // `param_dtype`. `loss_scaling`: fp16 gradients need a dynamic loss scale (LossScaler).
+  Precision(std::string name, c10::ScalarType param_dtype, std::optional<c10::ScalarType> autocast_dtype,
+            bool loss_scaling)
+      : name_(std::move(name)), param_dtype_(param_dtype), autocast_dtype_(autocast_dtype), loss_scaling_(loss_scaling) {}
 
   const std::string& name() const { return name_; }
   c10::ScalarType param_dtype() const { return param_dtype_; }
   c10::ScalarType compute_dtype() const { return autocast_dtype_.value_or(param_dtype_); }
   c10::ScalarType grad_dtype() const { return param_dtype_; }
+  // Gradients are reduced across ranks in float32 unless the strategy is told otherwise.
+  c10::ScalarType reduce_dtype() const { return c10::ScalarType::Float; }
+  bool autocast() const { return autocast_dtype_.has_value(); }
+  bool loss_scaling() const { return loss_scaling_; }
 
   // Autocast on `device` for as long as the scope lives (forward pass and loss), restoring the
   // previous state after; does nothing for precisions without autocast. Not thread-safe: autocast
@@ -43,13 +49,16 @@ class Precision {
     c10::ScalarType previous_dtype_ = c10::ScalarType::Float;
   };
 
-  // "params float32, compute bfloat16, grads float32": logged and stored with the run.
+  // "params Float, compute BFloat16, grads Float, reduce Float, loss scaling none": logged.
   std::string describe() const;
+  // The same, as key/value pairs stored with the run (param_dtype, compute_dtype, ...).
+  std::map<std::string, std::string> attributes() const;
 
  private:
   std::string name_;
   c10::ScalarType param_dtype_;
   std::optional<c10::ScalarType> autocast_dtype_;
+  bool loss_scaling_;
 };
 
 using PrecisionPtr = std::shared_ptr<const Precision>;

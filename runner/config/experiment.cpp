@@ -65,6 +65,9 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              "how parameters, gradients and optimizer state live across devices", Rule{})
         .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
              at_least(0))
+        .add("matmul_precision", &RuntimeOptions::matmul_precision,
+             "float32 matrix products: highest (full fp32), high (TF32 on GPUs that have it), medium",
+             one_of({"highest", "high", "medium"}))
         .add("data_workers", &RuntimeOptions::data_workers,
              "threads building batches in the background; 0 = in the training loop", at_least(0))
         .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1));
@@ -383,6 +386,19 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
         lookup_component(registry, ComponentKind::strategy, run.runtime.strategy,
                          "runtime.strategy", origin_for("strategy"), diagnostics, &strategy_later);
     run.unavailable_reason = !precision_later.empty() ? precision_later : strategy_later;
+    // A combination that cannot work: in float16 parameters Adam's default eps (1e-8) rounds to 0,
+    // and the first step divides zero by zero.
+    const ConfigValue* eps = run.optimizer.options.find("eps");
+    double eps_value = 0;
+    std::string expected;
+    if (run.runtime.precision == "16-true" && eps && decode_value(eps->node, eps_value, expected) && eps_value < 6e-8) {
+      const ConfigValue* written = tree.find("train.optimizer.eps");
+      diagnostics.error(written ? written->origin : origin_for("precision"),
+                        fmt::format("precision 16-true keeps optimizer state in float16, where "
+                                    "train.optimizer.eps {} rounds to 0 and {} divides by zero; set "
+                                    "train.optimizer.eps: 1.0e-4 or use 16-mixed",
+                                    eps_value, run.optimizer.name));
+    }
     if (strategy && run.runtime.strategy == "single" && run.runtime.devices > 1)
       diagnostics.error(origin_for("devices"),
                         fmt::format("'runtime.devices' is {}, but strategy 'single' trains on one "

@@ -45,6 +45,7 @@ struct RuntimeOptions {
   std::string precision = "32-true";
   std::string strategy = "single";
   int64_t threads = 0;  // intra-op CPU threads; 0: LibTorch's default
+  std::string matmul_precision = "highest";  // float32 matmuls: highest, high (TF32), medium
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop
 };

@@ -23,6 +23,8 @@ class RunObserver {
  public:
   virtual ~RunObserver() = default;
   virtual void on_log(const std::string& line) = 0;
+  // Facts about the run known once it is set up: the dtypes actually used, the device, ...
+  virtual void on_setup(const std::map<std::string, std::string>& attributes) {}
   virtual void on_epoch(int64_t epoch, const MetricValues& values) = 0;
 };
 

@@ -20,6 +20,7 @@
 #include "components/data/loader.h"
 #include "components/optim/optimizers.h"
 #include "components/optim/schedulers.h"
+#include "components/precision/loss_scaler.h"
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
@@ -126,6 +127,8 @@ class Trainer {
   Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index) {
     Batch batch = loader.next().to(device_, /*non_blocking=*/device_.is_cuda());
     if (device_.is_cuda() && transform) batch = transform(std::move(batch), loader.batch_seed(epoch, index));
+    // bf16-true and 16-true: float inputs in the parameters' dtype (autocast casts them itself).
+    if (!precision_->autocast() && batch.inputs.is_floating_point()) batch.inputs = batch.inputs.to(precision_->param_dtype());
     return batch;
   }
   std::vector<torch::Tensor> snapshot_weights();
@@ -138,6 +141,7 @@ class Trainer {
   DataSplits data_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_, test_loader_;
   PrecisionPtr precision_;
+  std::unique_ptr<LossScaler> scaler_;  // 16-mixed only
   StrategyPtr strategy_;
   OptimizerPtr optimizer_;
   LrSchedule schedule_;
@@ -154,6 +158,7 @@ class Trainer {
 void Trainer::build() {
   const TrainOptions& train = run_.train;
   if (run_.runtime.threads > 0) at::set_num_threads(static_cast<int>(run_.runtime.threads));
+  at::globalContext().setFloat32MatmulPrecision(run_.runtime.matmul_precision);
   DeviceInfo device = resolve_device(run_.runtime);
   if (!device.unavailable_reason.empty()) throw UserError(device.unavailable_reason);
   device_ = torch::Device(device.type == "cuda" ? torch::kCUDA : torch::kCPU, 0);
@@ -192,6 +197,10 @@ void Trainer::build() {
   precision_ = build_precision(context_.registry, run_.runtime.precision, {device_.type()});
   strategy_ = build_strategy(context_.registry, run_.runtime.strategy);
   strategy_->setup(*model_, device_, precision_->param_dtype());
+  if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
+  std::map<std::string, std::string> attributes = precision_->attributes();
+  attributes["matmul_precision"] = run_.runtime.matmul_precision;
+  context_.observer.on_setup(attributes);
   optimizer_ = build_optimizer(context_.registry, run_.optimizer, model_->parameters());
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
@@ -224,15 +233,19 @@ double Trainer::train_epoch(int64_t epoch) {
       logits = model_->forward(batch);
       loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
     }
-    strategy_->backward(train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss);
+    torch::Tensor backward_loss = train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
+    strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss);
     metrics.add(loss, logits, batch.targets);
     train_samples_ += batch.size();
 
     const bool last = b + 1 == train_batches_;
     if ((b + 1) % train.grad_accum == 0 || last) {
       set_learning_rate(base_lr_ * schedule_(step_));
+      if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
       if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*model_, train.clip_grad_norm);
-      strategy_->step(*optimizer_);
+      if (!scaler_ || scaler_->step_allowed()) strategy_->step(*optimizer_);
+      else optimizer_->zero_grad(/*set_to_none=*/true);  // overflow: skip the step, lower the scale
+      if (scaler_) scaler_->update();
       ++step_;
       if (step_ % train.log_every == 0 || step_ == total_steps_) {
         const double elapsed = seconds_since(run_start_);
@@ -329,7 +342,8 @@ MetricValues Trainer::run() {
                           {metric::kSamplesPerSecond, static_cast<double>(train_samples_) / train_loop_seconds},
                           {metric::kDataWait, data_wait_seconds_ / train_loop_seconds},
                           {metric::kParameters, static_cast<double>(count_parameters(*model_))},
-                          {metric::kSteps, static_cast<double>(step_)}};
+                          {metric::kSteps, static_cast<double>(step_)},
+                          {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
   memory.record(metrics);
   return metrics;
 }

@@ -1,0 +1,49 @@
+// Dynamic loss scaling for fp16 training (`16-mixed`), the C++ counterpart of torch.amp.GradScaler,
+// which LibTorch lacks. The loss is multiplied by the scale before backward so small fp16 gradients
+// do not flush to zero; the gradients are divided by it before clipping and the step; a step whose
+// gradients hold inf or NaN is skipped and the scale halved; after `growth_interval` clean steps in
+// a row the scale doubles. Built on ATen's own kernels (_amp_foreach_non_finite_check_and_unscale_,
+// _amp_update_scale_), so the scale never leaves the device.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
+
+namespace trainyard {
+
+struct LossScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
+class LossScaler {
+ public:
+  LossScaler(const torch::Device& device, LossScalerOptions options = {});
+
+  torch::Tensor scale(const torch::Tensor& loss) const { return loss * scale_; }
+
+  // Divides every gradient of `optimizer` by the scale and records whether any is inf or NaN.
+  // Call once per step, after backward and before clipping.
+  void unscale(torch::optim::Optimizer& optimizer);
+
+  // Whether the step may be taken: false when the gradients overflowed. Reads one flag from the
+  // device (a host synchronisation); on a GPU, fused optimizers can take found_inf instead.
+  bool step_allowed() const;
+
+  // Grows or backs off the scale for the next step, and counts a skipped step.
+  void update();
+
+  double current_scale() const { return scale_.item<double>(); }
+  int64_t skipped_steps() const { return skipped_; }
+
+ private:
+  LossScalerOptions options_;
+  torch::Tensor scale_;           // float32 [1]
+  torch::Tensor growth_tracker_;  // int32 [1]: clean steps in a row
+  torch::Tensor found_inf_;       // float32 [1]: 1 when this step's gradients overflowed
+  int64_t skipped_ = 0;
+};
+
+}  // namespace trainyard

@@ -1,0 +1,106 @@
+// Every precision with CPU kernels trains on the CPU; the fp16 loss scaler skips overflowing steps,
+// backs off and grows its scale like torch.amp.GradScaler.
+#include <gtest/gtest.h>
+
+#include <torch/optim/sgd.h>
+
+#include "components/builtin.h"
+#include "components/precision/loss_scaler.h"
+#include "runner/engine/engine.h"
+#include "tests/test_support.h"
+
+namespace trainyard {
+namespace {
+
+TEST(LossScalerTest, ScalesUnscalesAndSkipsOverflowingSteps) {
+  auto w = torch::ones({2}, torch::requires_grad());
+  torch::optim::SGD optimizer({w}, torch::optim::SGDOptions(0.1));
+  LossScaler scaler(torch::kCPU, {8.0, 2.0, 0.5, 2});
+  EXPECT_EQ(scaler.scale(torch::ones({})).item<float>(), 8.0f);
+
+  // A clean step: gradients come back unscaled, the step is allowed.
+  scaler.scale(w.sum()).backward();
+  EXPECT_EQ(w.grad()[0].item<float>(), 8.0f);
+  scaler.unscale(optimizer);
+  EXPECT_EQ(w.grad()[0].item<float>(), 1.0f);
+  EXPECT_TRUE(scaler.step_allowed());
+  scaler.update();
+  EXPECT_EQ(scaler.current_scale(), 8.0);  // one clean step of the two needed to grow
+
+  // An overflow: the step is refused, counted, and the scale halves.
+  optimizer.zero_grad();
+  w.mutable_grad() = torch::tensor({1.0f, std::numeric_limits<float>::infinity()});
+  scaler.unscale(optimizer);
+  EXPECT_FALSE(scaler.step_allowed());
+  scaler.update();
+  EXPECT_EQ(scaler.current_scale(), 4.0);
+  EXPECT_EQ(scaler.skipped_steps(), 1);
+
+  // Two clean steps in a row: the scale doubles.
+  for (int i = 0; i < 2; ++i) {
+    w.mutable_grad() = torch::ones({2});
+    scaler.unscale(optimizer);
+    scaler.update();
+  }
+  EXPECT_EQ(scaler.current_scale(), 8.0);
+}
+
+const char* const kTiny = R"(
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 128, val_size: 32, test_size: 64, num_classes: 4, noise: 0.3}
+train: {epochs: 2, batch_size: 16, optimizer: {name: adam, lr: 3.0e-3}, log_every: 1000}
+runtime: {accelerator: cpu, threads: 1}
+)";
+
+struct Recorder : RunObserver {
+  void on_log(const std::string&) override {}
+  void on_setup(const std::map<std::string, std::string>& a) override { attributes = a; }
+  void on_epoch(int64_t, const MetricValues&) override {}
+  std::map<std::string, std::string> attributes;
+};
+
+class PrecisionTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string, std::string>> {};
+
+TEST_P(PrecisionTest, TrainsOnTheCpuAndReportsItsDtypes) {
+  auto [precision, param, compute, scaling] = GetParam();
+  testing::TempDir dir;
+  std::vector<std::string> overrides = {"runtime.precision=" + precision};
+  if (precision == "16-true") overrides.push_back("train.optimizer.eps=1.0e-4");
+  RunSpec run = load_experiment(dir.write("p.yaml", kTiny), overrides, builtin_registry()).runs[0];
+  ASSERT_TRUE(run.unavailable_reason.empty()) << run.unavailable_reason;
+  Recorder recorder;
+  MetricValues m = train_run(run, RunContext{builtin_registry(), recorder, nullptr});
+  EXPECT_TRUE(std::isfinite(m.at("test_loss")));
+  EXPECT_GT(m.at("test_acc"), 0.3) << precision;  // 4 classes: chance is 0.25
+  EXPECT_EQ(recorder.attributes.at("param_dtype"), param);
+  EXPECT_EQ(recorder.attributes.at("compute_dtype"), compute);
+  EXPECT_EQ(recorder.attributes.at("grad_dtype"), param);
+  EXPECT_EQ(recorder.attributes.at("reduce_dtype"), "Float");
+  EXPECT_EQ(recorder.attributes.at("loss_scaling"), scaling);
+  EXPECT_EQ(m.count("skipped_steps"), 1u);
+}
+
+TEST(PrecisionValidationTest, FloatSixteenWithAdamsDefaultEpsIsRejected) {
+  testing::TempDir dir;
+  try {
+    load_experiment(dir.write("p.yaml", kTiny), {"runtime.precision=16-true"}, builtin_registry());
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.optimizer.eps 1e-08 rounds to 0 and adam divides by zero"), std::string::npos)
+        << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryPrecision, PrecisionTest,
+    ::testing::Values(std::tuple{"32-true", "Float", "Float", "none"}, std::tuple{"bf16-mixed", "Float", "BFloat16", "none"},
+                      std::tuple{"16-mixed", "Float", "Half", "dynamic"}, std::tuple{"bf16-true", "BFloat16", "BFloat16", "none"},
+                      std::tuple{"16-true", "Half", "Half", "none"}),
+    [](const auto& info) {
+      std::string name = std::get<0>(info.param);
+      for (auto& c : name) if (c == '-') c = '_';
+      return "p" + name;
+    });
+
+}  // namespace
+}  // namespace trainyard
