@@ -42,6 +42,7 @@ inline constexpr const char* kValLoss = "val_loss";
 inline constexpr const char* kValAcc = "val_acc";
 inline constexpr const char* kEpochSeconds = "epoch_seconds";
 inline constexpr const char* kLearningRate = "lr";
+inline constexpr const char* kEpochSamplesPerSecond = "epoch_samples_per_s";
 inline constexpr const char* kTrainSeconds = "train_seconds";
 inline constexpr const char* kTestSeconds = "test_seconds";
 inline constexpr const char* kTestLoss = "test_loss";
@@ -57,6 +58,8 @@ inline constexpr const char* kCudaPeakAllocated = "cuda_peak_allocated_bytes";
 inline constexpr const char* kParameters = "parameters";
 inline constexpr const char* kSteps = "steps";
 inline constexpr const char* kSkippedSteps = "skipped_steps";
+inline constexpr const char* kTflops = "tflops";
+inline constexpr const char* kMfu = "mfu";
 inline constexpr const char* kSpeedup = "speedup";
 }  // namespace metric
 

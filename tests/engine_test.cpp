@@ -50,10 +50,19 @@ TEST_F(EngineTest, LearnsAndReportsEveryEpochAndTheFinalFigures) {
   EXPECT_GT(m.at("samples_per_s"), 0);
   EXPECT_GT(m.at("peak_rss_bytes"), 1e6);
   EXPECT_EQ(m.at("peak_memory_bytes"), m.at("peak_rss_bytes"));
+  EXPECT_GT(m.at("tflops"), 0);
+  EXPECT_EQ(m.count("mfu"), 0u);  // no peak is known for a CPU: no MFU rather than a guess
+  EXPECT_GT(recorder.epochs[1].second.at("epoch_samples_per_s"), 0);
   double best = 0;
   for (const auto& [epoch, values] : recorder.epochs) best = std::max(best, values.at("val_acc"));
   EXPECT_DOUBLE_EQ(m.at("best_val_acc"), best);
   EXPECT_FALSE(recorder.lines.empty());
+}
+
+TEST(PeakTest, KnownDevicesOnly) {
+  EXPECT_EQ(peak_tflops("NVIDIA H200", "BFloat16"), 790);
+  EXPECT_EQ(peak_tflops("NVIDIA H200", "Float"), 0);
+  EXPECT_EQ(peak_tflops("Intel(R) Xeon(R) (2 threads)", "Float"), 0);
 }
 
 TEST_F(EngineTest, SameSeedSameNumbers) {

@@ -74,3 +74,20 @@ TEST(VitTest, WrongImageSizeIsAClearError) {
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+TEST(FlopsTest, ReferenceModelsMatchThePublishedTrainingFlops) {
+  // ViT-B/16 at 224 px: 105.4 GFLOP per image; distilbert-base at 512 tokens: 145 GFLOP.
+  ModelPtr vit = build_model(builtin_registry(), ComponentChoice{"vit", {}}, {1000});
+  Batch images{torch::zeros({2, 3, 1, 1}), torch::zeros({2}, torch::kLong), {}};
+  EXPECT_NEAR(vit->training_flops(images) / 2 / 1e9, 105.4, 0.6);
+  ComponentChoice bert{"distilbert", {}};
+  ModelPtr distilbert = build_model(builtin_registry(), bert, {2, 30522});
+  Batch text{torch::zeros({3, 512}, torch::kLong), torch::zeros({3}, torch::kLong), {}};
+  EXPECT_NEAR(distilbert->training_flops(text) / 3 / 1e9, 145.0, 1.5);
+}
+
+}  // namespace
+}  // namespace trainyard

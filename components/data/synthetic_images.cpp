@@ -35,6 +35,9 @@ void register_synthetic_images(Registry& registry) {
       .add("num_classes", &SyntheticImagesOptions::num_classes, "classes", at_least(2))
       .add("image_size", &SyntheticImagesOptions::image_size,
            "side of the square RGB images; 0 = the model's image_size", at_least(0))
+      .add("source_size", &SyntheticImagesOptions::source_size,
+           "generate images this size and resize each batch to image_size (as CIFAR-10's 32 -> 224); 0 = image_size",
+           at_least(0))
       .add("noise", &SyntheticImagesOptions::noise, "per-pixel noise (std); higher is harder", at_least(0))
       .add("seed", &SyntheticImagesOptions::seed, "seed of the data (fixed across runs)", at_least(0));
   registry.add<DataSplits(const DataContext&)>(
@@ -46,8 +49,9 @@ void register_synthetic_images(Registry& registry) {
           throw UserError("dataset 'synthetic-images': set dataset.image_size (the model has no image_size)");
         torch::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(o.seed));
         // Smooth patterns: random 4x4 colour grids upsampled, so classes differ in layout and colour.
+        const int64_t stored = o.source_size > 0 ? o.source_size : side;
         auto coarse = torch::rand({o.num_classes, 3, 4, 4}, generator);
-        auto patterns = at::upsample_bilinear2d(coarse, {side, side}, false);
+        auto patterns = at::upsample_bilinear2d(coarse, {stored, stored}, false);
         const auto seed = static_cast<uint64_t>(o.seed);
         DataSplits splits;
         splits.train = std::make_shared<SyntheticImages>(patterns, o.train_size, o.noise, seed * 3 + 1);

@@ -144,6 +144,15 @@ class DistilBertClassifier : public Model {
     return name.rfind("pre_classifier.", 0) == 0 || name.rfind("classifier.", 0) == 0;
   }
 
+  // distilbert-base at 512 tokens: 145 GFLOP per sequence.
+  double training_flops(const Batch& batch) const override {
+    const DistilBertOptions& o = options_;
+    const double tokens = static_cast<double>(batch.inputs.size(1)), dim = static_cast<double>(o.dim);
+    const double block = 2 * tokens * (4 * dim * dim + 2 * dim * o.hidden_dim) + 2 * 2 * tokens * tokens * dim;
+    const double forward = static_cast<double>(o.layers) * block + 2 * (dim * dim + dim * o.num_classes);
+    return 3 * forward * static_cast<double>(batch.size());
+  }
+
   void reset_head() override {
     torch::NoGradGuard no_grad;
     for (auto* linear : {pre_classifier_.get(), classifier_.get()}) {

@@ -33,6 +33,11 @@ class Model : public torch::nn::Module {
   virtual bool is_head(const std::string& name) const { return false; }
   // Re-initialises the classification head as a fresh nn.Linear would be.
   virtual void reset_head() {}
+
+  // Training FLOPs (forward + backward, about 3x forward) for `batch`, counting matrix products
+  // and attention as 2 FLOPs per multiply-add; padding tokens count, since they are computed.
+  // Drives the achieved TFLOP/s and MFU figures; 0 when unknown.
+  virtual double training_flops(const Batch& batch) const { return 0; }
 };
 
 using ModelPtr = std::shared_ptr<Model>;

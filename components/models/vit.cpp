@@ -169,6 +169,18 @@ class VisionTransformer : public Model {
   }
 
   bool is_head(const std::string& name) const override { return name.rfind("heads.head.", 0) == 0; }
+
+  // ViT-B/16 at 224 px: 105.4 GFLOP per image.
+  double training_flops(const Batch& batch) const override {
+    const VitOptions& o = options_;
+    const double patches = static_cast<double>((o.image_size / o.patch_size) * (o.image_size / o.patch_size));
+    const double tokens = patches + 1, width = static_cast<double>(o.width);
+    const double block = 2 * tokens * (4 * width * width + 2 * width * o.mlp_dim)  // projections and MLP
+                         + 2 * 2 * tokens * tokens * width;                        // scores and weighted sum
+    const double forward = 2 * patches * 3.0 * o.patch_size * o.patch_size * width  // patch embedding
+                           + static_cast<double>(o.depth) * block + 2 * width * o.num_classes;
+    return 3 * forward * static_cast<double>(batch.size());
+  }
   void reset_head() override { head_->reset_parameters(); }  // PyTorch's default Linear init
 
  private:

@@ -51,4 +51,20 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
 
 std::string torch_version() { return TORCH_VERSION; }
 
+double peak_tflops(const std::string& device_name, const std::string& dtype) {
+  // Dense tensor-core peaks. H200: as measured on the machine this project benchmarks on (an
+  // 8192^3 bf16 matrix product through PyTorch); A100 and H100: the vendor's dense figures.
+  struct Peak {
+    const char* device;
+    double bf16, fp32;
+  };
+  static const Peak peaks[] = {{"H200", 790, 0}, {"H100", 989, 0}, {"A100", 312, 19.5}};
+  for (const auto& p : peaks) {
+    if (device_name.find(p.device) == std::string::npos) continue;
+    if (dtype == "BFloat16" || dtype == "Half") return p.bf16;
+    if (dtype == "Float") return p.fp32;
+  }
+  return 0;
+}
+
 }  // namespace trainyard

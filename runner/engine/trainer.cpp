@@ -150,9 +150,12 @@ class Trainer {
   int64_t total_steps_ = 0;  // optimizer steps in the run
   int64_t train_batches_ = 0;
   double data_wait_seconds_ = 0;
+  double training_flops_ = 0;  // model FLOPs of the training steps so far
+  std::string device_name_;
   int64_t train_samples_ = 0;
   Clock::time_point run_start_;
   SplitResult epoch_train_;  // the last epoch's training loss and accuracy
+  double epoch_samples_per_s_ = 0;
 };
 
 void Trainer::build() {
@@ -161,6 +164,7 @@ void Trainer::build() {
   at::globalContext().setFloat32MatmulPrecision(run_.runtime.matmul_precision);
   DeviceInfo device = resolve_device(run_.runtime);
   if (!device.unavailable_reason.empty()) throw UserError(device.unavailable_reason);
+  device_name_ = device.name;
   device_ = torch::Device(device.type == "cuda" ? torch::kCUDA : torch::kCPU, 0);
   torch::manual_seed(static_cast<uint64_t>(train.seed));
 
@@ -237,6 +241,7 @@ double Trainer::train_epoch(int64_t epoch) {
     strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss);
     metrics.add(loss, logits, batch.targets);
     train_samples_ += batch.size();
+    training_flops_ += model_->training_flops(batch);
 
     const bool last = b + 1 == train_batches_;
     if ((b + 1) % train.grad_accum == 0 || last) {
@@ -258,6 +263,7 @@ double Trainer::train_epoch(int64_t epoch) {
   }
   const double seconds = seconds_since(start);
   epoch_train_ = metrics.result();
+  epoch_samples_per_s_ = static_cast<double>(metrics.samples) / seconds;
   return seconds;
 }
 
@@ -314,7 +320,8 @@ MetricValues Trainer::run() {
     }
     MetricValues values = {{metric::kTrainLoss, epoch_train_.loss},  {metric::kTrainAcc, epoch_train_.accuracy},
                            {metric::kValLoss, val.loss},             {metric::kValAcc, val.accuracy},
-                           {metric::kEpochSeconds, epoch_seconds},   {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)}};
+                           {metric::kEpochSeconds, epoch_seconds},   {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
+                           {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
     log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%",
               epoch + 1, train.epochs, format_duration(epoch_seconds), epoch_train_.loss,
               100 * epoch_train_.accuracy, val.loss, 100 * val.accuracy);
@@ -344,6 +351,13 @@ MetricValues Trainer::run() {
                           {metric::kParameters, static_cast<double>(count_parameters(*model_))},
                           {metric::kSteps, static_cast<double>(step_)},
                           {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
+  const double tflops = training_flops_ / train_loop_seconds / 1e12;
+  if (tflops > 0) {
+    metrics[metric::kTflops] = tflops;
+    const double peak = peak_tflops(device_name_, c10::toString(precision_->compute_dtype()));
+    // Above 100% means the peak table is wrong for this device, not a fast run: say nothing.
+    if (peak > 0 && tflops <= peak) metrics[metric::kMfu] = tflops / peak;
+  }
   memory.record(metrics);
   return metrics;
 }
