@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# GPU benchmark, in ONE device call of at most 8 minutes on the H200 machine (../shared/device/README.md).
+#
+# Here, first:   ../shared/device/pack libicu-dev libicu72 libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16
+# Device call:   carry [".devdeps"], timeout_s 540,
+#                command: set -o pipefail; bash bench/gpu.sh 2>&1 | tee $OUT/log
+#
+# Builds Trainyard against the machine's LibTorch (CUDA), trains ViT-B/16 at 224 px (batch 16 and 256)
+# and DistilBERT at 512 tokens (batch 12 and 64) in 32-true, bf16-mixed and 16-mixed, runs the same
+# steps in PyTorch eager and Lightning Fabric, and writes the comparison to $OUT/summary.md (samples/s,
+# MFU, peak memory, Trainyard's ratio to each). Commit $OUT's files under bench/results/gpu-<date>/.
+set -euo pipefail
+out=${OUT:-bench/results/gpu-local}
+mkdir -p "$out"
+start=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
+
+stamp "build"
+bash .devdeps/build.sh -DTRAINYARD_TESTS=OFF
+dev="$PWD/.devdeps/root"
+site=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+export LD_LIBRARY_PATH="$dev/usr/lib/x86_64-linux-gnu:$site/torch/lib:${LD_LIBRARY_PATH:-}"
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/gpu: /'
+  python3 -c 'import torch; print("torch:", torch.__version__, "cuda:", torch.version.cuda)'
+  nvcc --version | tail -1 | sed 's/^/nvcc: /'
+} > "$out/environment.txt"
+cat "$out/environment.txt"
+
+db="$out/gpu.db"
+for experiment in bench/gpu/vit_throughput.yaml bench/gpu/distilbert_throughput.yaml; do
+  stamp "trainyard: $experiment"
+  build-gpu/trainyard run "$experiment" --db "$db" || true  # a failed row is recorded; go on
+done
+build-gpu/trainyard report --db "$db" -o "$out/trainyard.md"
+
+stamp "baselines: PyTorch eager and Lightning Fabric"
+python3 bench/gpu/baselines.py --out "$out/baselines.json"
+
+python3 bench/gpu/compare.py "$db" "$out/baselines.json" | tee "$out/summary.md"
+stamp "done"

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""The same training steps as bench/gpu/*_throughput.yaml in plain PyTorch eager and in Lightning
+Fabric, on the same GPU, for Trainyard's ratios (bench/gpu.sh). Prints and writes samples/s.
+
+Each step: forward, cross-entropy, backward, Adam(5e-5) step, on a batch already on the device
+(Trainyard's figures include its input pipeline, so the comparison favours the baselines).
+
+    python3 bench/gpu/baselines.py --out baselines.json          # on the GPU machine
+    python3 bench/gpu/baselines.py --device cpu --quick          # a smoke test anywhere
+"""
+import argparse
+import json
+import time
+
+import torch
+
+PRECISIONS = ["32-true", "bf16-mixed", "16-mixed"]
+
+
+def make_model(name, quick):
+    if name == "vit_b16":
+        from torchvision.models.vision_transformer import VisionTransformer
+        if quick:
+            return VisionTransformer(image_size=32, patch_size=8, num_layers=1, num_heads=2, hidden_dim=32,
+                                     mlp_dim=64, num_classes=10)
+        return VisionTransformer(image_size=224, patch_size=16, num_layers=12, num_heads=12, hidden_dim=768,
+                                 mlp_dim=3072, num_classes=10)
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+    config = DistilBertConfig(num_labels=2, attn_implementation="sdpa")
+    if quick:
+        config = DistilBertConfig(vocab_size=100, max_position_embeddings=64, dim=32, n_layers=1, n_heads=2,
+                                  hidden_dim=64, num_labels=2, attn_implementation="sdpa")
+    return DistilBertForSequenceClassification(config)
+
+
+def make_batch(name, batch, device, quick):
+    if name == "vit_b16":
+        size = 32 if quick else 224
+        return {"x": torch.rand(batch, 3, size, size, device=device)}, torch.randint(0, 10, (batch,), device=device)
+    length, vocab = (32, 100) if quick else (512, 30522)
+    ids = torch.randint(0, vocab, (batch, length), device=device)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}, torch.randint(0, 2, (batch,), device=device)
+
+
+def logits_of(model, inputs):
+    if "x" in inputs:
+        return model(inputs["x"])
+    return model(**inputs).logits
+
+
+def run_eager(name, batch, precision, args):
+    device = torch.device(args.device)
+    model = make_model(name, args.quick).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-5)
+    inputs, targets = make_batch(name, batch, device, args.quick)
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "16-mixed")
+
+    def step():
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = torch.nn.functional.cross_entropy(logits_of(model, inputs).float(), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    return timed(step, batch, args)
+
+
+def run_fabric(name, batch, precision, args):
+    import lightning as L
+    fabric = L.Fabric(accelerator=args.device, devices=1, precision=precision)
+    model = make_model(name, args.quick)
+    optimizer = torch.optim.Adam(model.parameters(), lr=5e-5)
+    model, optimizer = fabric.setup(model, optimizer)
+    inputs, targets = make_batch(name, batch, fabric.device, args.quick)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(logits_of(model, inputs).float(), targets)
+        fabric.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return timed(step, batch, args)
+
+
+def timed(step, batch, args):
+    cuda = args.device == "cuda"
+    for _ in range(args.warmup):
+        step()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_reserved() if cuda else 0
+    return {"samples_per_s": batch * args.steps / seconds, "peak_reserved_bytes": peak}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="tiny models: a smoke test of this script")
+    parser.add_argument("--out", default="")
+    parser.add_argument("--frameworks", default="eager,fabric")
+    args = parser.parse_args()
+    if args.quick:
+        args.steps, args.warmup = 2, 1
+    configs = [("vit_b16", b) for b in (16, 256)] + [("distilbert", b) for b in (12, 64)]
+    if args.quick:
+        configs = [("vit_b16", 4), ("distilbert", 4)]
+    precisions = PRECISIONS if args.device == "cuda" else ["32-true", "bf16-mixed"]
+    results = []
+    for framework in args.frameworks.split(","):
+        run = run_eager if framework == "eager" else run_fabric
+        for name, batch in configs:
+            for precision in precisions:
+                torch.manual_seed(0)
+                result = run(name, batch, precision, args)
+                result.update(framework=framework, model=name, batch=batch, precision=precision)
+                results.append(result)
+                print(f"{framework:7s} {name:11s} batch {batch:4d} {precision:10s} "
+                      f"{result['samples_per_s']:10.1f} samples/s", flush=True)
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
