@@ -4,6 +4,8 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include "components/optim/fused_adam.h"
+
 namespace trainyard {
 
 namespace {
@@ -14,6 +16,7 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  bool fused = true;
 };
 
 struct AdamWOptions {
@@ -22,6 +25,7 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;  // PyTorch's AdamW default
+  bool fused = true;
 };
 
 struct SgdOptions {
@@ -38,7 +42,9 @@ OptionSet<Opts> adam_family_options() {
       .add("beta1", &Opts::beta1, "decay of the first-moment average", between(0, 1))
       .add("beta2", &Opts::beta2, "decay of the second-moment average", between(0, 1))
       .add("eps", &Opts::eps, "term added to the denominator", greater_than(0))
-      .add("weight_decay", &Opts::weight_decay, "weight decay", at_least(0));
+      .add("weight_decay", &Opts::weight_decay, "weight decay", at_least(0))
+      .add("fused", &Opts::fused,
+           "ATen's fused kernel: one pass over all parameters per step, step counts on the device");
   return options;
 }
 
@@ -48,14 +54,19 @@ void register_optimizers(Registry& registry) {
   registry.add<OptimizerPtr(const Parameters&)>(
       ComponentKind::optimizer, "adam", "Adam (Kingma & Ba); L2 weight decay added to the gradient",
       adam_family_options<AdamOptions>(), [](const AdamOptions& o, const Parameters& parameters) {
+        if (o.fused)
+          return OptimizerPtr(std::make_unique<FusedAdam>(
+              parameters, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay),
+              /*decoupled_weight_decay=*/false));
         return OptimizerPtr(std::make_unique<torch::optim::Adam>(
             parameters, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay)));
       });
   registry.add<OptimizerPtr(const Parameters&)>(
       ComponentKind::optimizer, "adamw", "AdamW: Adam with decoupled weight decay",
       adam_family_options<AdamWOptions>(), [](const AdamWOptions& o, const Parameters& parameters) {
-        return OptimizerPtr(std::make_unique<torch::optim::AdamW>(
-            parameters, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay)));
+        auto options = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
+        if (o.fused) return OptimizerPtr(std::make_unique<FusedAdam>(parameters, options, /*decoupled_weight_decay=*/true));
+        return OptimizerPtr(std::make_unique<torch::optim::AdamW>(parameters, options));
       });
   OptionSet<SgdOptions> sgd;
   sgd.add("lr", &SgdOptions::lr, "learning rate", greater_than(0))

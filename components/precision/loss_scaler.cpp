@@ -8,7 +8,8 @@ LossScaler::LossScaler(const torch::Device& device, LossScalerOptions options)
     : options_(options),
       scale_(torch::full({1}, options.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device))),
       growth_tracker_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(device))),
-      found_inf_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))) {}
+      found_inf_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      skipped_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))) {}
 
 void LossScaler::unscale(torch::optim::Optimizer& optimizer) {
   found_inf_.zero_();
@@ -23,7 +24,7 @@ void LossScaler::unscale(torch::optim::Optimizer& optimizer) {
 bool LossScaler::step_allowed() const { return found_inf_.item<float>() == 0.0f; }
 
 void LossScaler::update() {
-  if (!step_allowed()) ++skipped_;
+  skipped_ += found_inf_;
   at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor, options_.backoff_factor,
                          options_.growth_interval);
 }

@@ -28,22 +28,24 @@ class LossScaler {
   // Call once per step, after backward and before clipping.
   void unscale(torch::optim::Optimizer& optimizer);
 
-  // Whether the step may be taken: false when the gradients overflowed. Reads one flag from the
-  // device (a host synchronisation); on a GPU, fused optimizers can take found_inf instead.
+  // 1 when the last unscale() found inf or NaN, else 0 (float32 [1], on the device). Strategies
+  // skip the step on it; fused optimizers without reading it back to the host.
+  const torch::Tensor& found_inf() const { return found_inf_; }
+  // The same as a bool: one host synchronisation.
   bool step_allowed() const;
 
-  // Grows or backs off the scale for the next step, and counts a skipped step.
+  // Grows or backs off the scale for the next step, and counts a skipped step (on the device).
   void update();
 
   double current_scale() const { return scale_.item<double>(); }
-  int64_t skipped_steps() const { return skipped_; }
+  int64_t skipped_steps() const { return static_cast<int64_t>(skipped_.item<float>()); }
 
  private:
   LossScalerOptions options_;
   torch::Tensor scale_;           // float32 [1]
   torch::Tensor growth_tracker_;  // int32 [1]: clean steps in a row
   torch::Tensor found_inf_;       // float32 [1]: 1 when this step's gradients overflowed
-  int64_t skipped_ = 0;
+  torch::Tensor skipped_;         // float32 [1]: steps skipped so far
 };
 
 }  // namespace trainyard

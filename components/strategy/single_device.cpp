@@ -1,6 +1,7 @@
 // The `single` strategy: one process, one device, nothing shared.
 #include <torch/nn/utils/clip_grad.h>
 
+#include "components/optim/fused_adam.h"
 #include "components/strategy/strategy.h"
 
 namespace trainyard {
@@ -16,8 +17,10 @@ class SingleDevice : public Strategy {
   double clip_grad_norm(Model& model, double max_norm) override {
     return torch::nn::utils::clip_grad_norm_(model.parameters(), max_norm);
   }
-  void step(torch::optim::Optimizer& optimizer) override {
-    optimizer.step();
+  void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) override {
+    if (!found_inf.defined()) optimizer.step();
+    else if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) fused->step_unless(found_inf);
+    else if (found_inf.item<float>() == 0.0f) optimizer.step();
     optimizer.zero_grad(/*set_to_none=*/true);
   }
 };

@@ -20,8 +20,10 @@ class Strategy {
   virtual void backward(const torch::Tensor& loss) = 0;
   // Clips the global gradient norm to `max_norm`; returns the norm before clipping.
   virtual double clip_grad_norm(Model& model, double max_norm) = 0;
-  // One optimizer step, then clears the gradients.
-  virtual void step(torch::optim::Optimizer& optimizer) = 0;
+  // One optimizer step, then clears the gradients. `found_inf` (from the fp16 loss scaler; undefined
+  // otherwise) is 1 when the gradients overflowed: the step is then skipped — on the device for
+  // fused optimizers, after one host read for the others.
+  virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) = 0;
   virtual int world_size() const { return 1; }
   virtual int rank() const { return 0; }
 };

@@ -248,8 +248,7 @@ double Trainer::train_epoch(int64_t epoch) {
       set_learning_rate(base_lr_ * schedule_(step_));
       if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
       if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*model_, train.clip_grad_norm);
-      if (!scaler_ || scaler_->step_allowed()) strategy_->step(*optimizer_);
-      else optimizer_->zero_grad(/*set_to_none=*/true);  // overflow: skip the step, lower the scale
+      strategy_->step(*optimizer_, scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
       if (scaler_) scaler_->update();
       ++step_;
       if (step_ % train.log_every == 0 || step_ == total_steps_) {

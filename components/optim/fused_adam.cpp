@@ -1,0 +1,53 @@
+#include "components/optim/fused_adam.h"
+
+#include <ATen/ATen.h>
+
+namespace trainyard {
+
+FusedAdam::FusedAdam(const std::vector<torch::Tensor>& parameters, const torch::optim::AdamWOptions& options,
+                     bool decoupled_weight_decay)
+    : torch::optim::Optimizer({torch::optim::OptimizerParamGroup(parameters)},
+                              std::make_unique<torch::optim::AdamWOptions>(options)),
+      decoupled_(decoupled_weight_decay) {
+  TORCH_CHECK(!options.amsgrad(), "FusedAdam does not support amsgrad");
+}
+
+torch::Tensor FusedAdam::step(LossClosure closure) {
+  TORCH_CHECK(!closure, "FusedAdam takes no closure");
+  step_unless(std::nullopt);
+  return {};
+}
+
+void FusedAdam::step_unless(const std::optional<torch::Tensor>& found_inf) {
+  torch::NoGradGuard no_grad;
+  for (auto& group : param_groups()) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs, steps;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      auto [it, created] = moments_.try_emplace(p.unsafeGetTensorImpl());
+      if (created)
+        it->second = {torch::zeros_like(p, torch::MemoryFormat::Preserve), torch::zeros_like(p, torch::MemoryFormat::Preserve),
+                      torch::zeros({}, p.options().dtype(torch::kFloat))};
+      params.push_back(p);
+      grads.push_back(p.grad());
+      exp_avgs.push_back(it->second.exp_avg);
+      exp_avg_sqs.push_back(it->second.exp_avg_sq);
+      steps.push_back(it->second.step);
+    }
+    if (params.empty()) continue;
+    at::_foreach_add_(steps, 1);  // as torch.optim does before the fused kernel
+    auto [beta1, beta2] = o.betas();
+    const double weight_decay = o.weight_decay(), eps = o.eps(), lr = o.lr();
+    if (decoupled_)
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                        /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
+    else
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+                       /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
+    if (found_inf)  // a skipped step does not count
+      at::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf->reshape({})));
+  }
+}
+
+}  // namespace trainyard

@@ -1,0 +1,35 @@
+// Adam and AdamW on ATen's fused kernels (_fused_adam_, _fused_adamw_): one pass over all parameters
+// per step instead of a dozen small kernels per parameter, with the step counts kept on the device,
+// so a step never waits for the host. With the fp16 loss scaler, step_unless(found_inf) skips the
+// update on the device when the gradients overflowed — again without a host synchronisation.
+#pragma once
+
+#include <optional>
+#include <unordered_map>
+
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+
+namespace trainyard {
+
+class FusedAdam : public torch::optim::Optimizer {
+ public:
+  // decoupled_weight_decay: AdamW (decay applied to the weights) rather than Adam (L2 added to the
+  // gradient). amsgrad is not supported.
+  FusedAdam(const std::vector<torch::Tensor>& parameters, const torch::optim::AdamWOptions& options,
+            bool decoupled_weight_decay);
+
+  torch::Tensor step(LossClosure closure = nullptr) override;
+
+  // A step that leaves parameters, moments and step counts unchanged where found_inf is 1.
+  void step_unless(const std::optional<torch::Tensor>& found_inf);
+
+ private:
+  struct Moments {
+    torch::Tensor exp_avg, exp_avg_sq, step;  // step: float32 scalar on the parameter's device
+  };
+  bool decoupled_;
+  std::unordered_map<c10::TensorImpl*, Moments> moments_;
+};
+
+}  // namespace trainyard
