@@ -122,6 +122,9 @@ std::string charts(const ExperimentReport& section) {
 
 std::string epoch_tables(const ExperimentReport& section) {
   const std::vector<std::string> keys = metric_keys(MetricScope::epoch);
+  bool any = false;
+  for (const auto& row : section.rows) any = any || !row.epochs.empty();
+  if (!any) return "";
   std::string html = "<details><summary>Per-epoch metrics</summary>";
   for (const auto& row : section.rows) {
     if (row.epochs.empty()) continue;
