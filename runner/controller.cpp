@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -10,6 +11,7 @@
 
 #include "common/text.h"
 #include "runner/engine/engine.h"
+#include "runner/launcher.h"
 
 namespace trainyard {
 
@@ -127,27 +129,33 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
 }
 
 void Controller::execute(const Experiment& experiment, int64_t run_id, const RunSpec& run, BatchSummary& summary) {
-  fs::path log_path = fs::path(log_dir_) / safe_file_name(experiment.name) /
-                      fmt::format("run-{}-{}.log", run_id, safe_file_name(run.variant));
-  fs::create_directories(log_path.parent_path());
+  const fs::path stem = fs::path(log_dir_) / safe_file_name(experiment.name) /
+                        fmt::format("run-{}-{}", run_id, safe_file_name(run.variant));
+  fs::create_directories(stem.parent_path());
+  const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
+  std::ofstream(config_path) << run.config_yaml;  // what every rank reads
   DeviceInfo device = resolve_device(run.runtime);
-  store_.start_run(run_id, {git_revision_of(experiment.file), torch_version(), device.name, log_path.string()});
-  auto log = run_logger(run.variant, log_path.string());
+  store_.start_run(run_id, {git_revision_of(experiment.file), torch_version(), device.name, log_path});
+  auto log = run_logger(run.variant, log_path);
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
-  RunContext context{registry_, observer, &stop_requested_};
-  try {
-    MetricValues metrics = train_run(run, context);
-    store_.complete_run(run_id, metrics);
-    ++summary.completed;
-  } catch (const Interrupted&) {
-    log->warn("interrupted");
-    store_.end_run(run_id, RunStatus::interrupted, "interrupted by a signal (Ctrl-C or SIGTERM)");
-    summary.interrupted = true;
-  } catch (const std::exception& e) {
-    log->error("run failed: {}", e.what());
-    store_.end_run(run_id, RunStatus::failed, e.what());
-    ++summary.failed;
+  LaunchSpec spec{config_path, run.variant, static_cast<int>(run.runtime.devices), stem.string()};
+  LaunchResult result = launch_run(spec, observer, stop_requested_);
+  switch (result.outcome) {
+    case LaunchOutcome::completed:
+      store_.complete_run(run_id, result.metrics);
+      ++summary.completed;
+      break;
+    case LaunchOutcome::interrupted:
+      log->warn("interrupted");
+      store_.end_run(run_id, RunStatus::interrupted, result.error);
+      summary.interrupted = true;
+      break;
+    case LaunchOutcome::failed:
+      log->error("run failed: {}", result.error);
+      store_.end_run(run_id, RunStatus::failed, result.error);
+      ++summary.failed;
+      break;
   }
 }
 

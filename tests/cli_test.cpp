@@ -192,6 +192,68 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
   }
 }
 
+// The pids of the direct children of `parent`, from /proc.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST_F(CliTest, AKilledRankFailsItsRunAndTheBatchGoesOn) {
+  std::string file = dir.write("kill.yaml", R"(
+name: kill
+model: {name: vit, image_size: 32, patch_size: 8, depth: 2, width: 64, heads: 4, mlp_dim: 128, num_classes: 10}
+dataset: {name: synthetic-images, train_size: 100000, val_size: 32, test_size: 32}
+train: {epochs: 5, batch_size: 16}
+runtime: {accelerator: cpu}
+sweep:
+  variants:
+    - name: victim
+    - name: next
+      set: {dataset.train_size: 64}
+)");
+  pid_t controller = fork();
+  if (controller == 0) {
+    freopen("/dev/null", "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    execl(TRAINYARD_EXE, TRAINYARD_EXE, "run", file.c_str(), "--db", db().c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 600 && workers.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    workers = children_of(controller);
+  }
+  ASSERT_EQ(workers.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  auto killed_at = std::chrono::steady_clock::now();
+  kill(workers[0], SIGKILL);
+  int status = 0;
+  waitpid(controller, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 1);  // a run failed
+  Store store(db());
+  auto runs = store.runs("kill");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, RunStatus::failed);
+  EXPECT_NE(runs[0].error.find("rank 0 was killed by signal 9"), std::string::npos) << runs[0].error;
+  EXPECT_NE(runs[0].error.find("-rank0.log"), std::string::npos) << runs[0].error;  // where to look
+  EXPECT_EQ(runs[1].status, RunStatus::completed);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(60));
+}
+
 TEST_F(CliTest, ValidateListAndHelp) {
   Result validate = trainyard("validate " + source("experiments/quickstart.yaml"));
   EXPECT_EQ(validate.exit_code, 0) << validate.output;

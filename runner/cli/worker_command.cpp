@@ -1,0 +1,60 @@
+// `trainyard worker`: one rank of a run, started by the launcher (runner/launcher.h), never by hand.
+// It reads the run's resolved config, trains, and reports to the controller over its pipe; the exit
+// code says how it ended (0 completed, 2 bad input, 1 failure, 130 stopped).
+#include <atomic>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "components/builtin.h"
+#include "runner/cli/commands.h"
+#include "runner/cli/options.h"
+#include "runner/launcher.h"
+
+namespace trainyard {
+
+namespace po = boost::program_options;
+
+namespace {
+
+std::atomic<bool> g_worker_stop{false};
+
+extern "C" void on_worker_stop(int) { g_worker_stop.store(true); }
+
+}  // namespace
+
+int worker_command(const std::vector<std::string>& args) {
+  po::options_description options("trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
+  std::string config, variant;
+  options.add_options()("help,h", "show this help")("config", po::value(&config), "resolved run config")(
+      "variant", po::value(&variant), "variant name");
+  po::variables_map vm;
+  if (!parse_command_line(args, options, {}, vm)) return kExitOk;
+  std::unique_ptr<RunObserver> channel = launcher_channel();
+  if (!channel) throw UserError("worker: an internal command, started by `trainyard run` for each rank");
+  std::signal(SIGTERM, on_worker_stop);  // the controller stops ranks with SIGTERM, then SIGKILL
+
+  try {
+    std::ifstream in(config);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) throw UserError("worker: cannot read " + config);
+    RunSpec run = parse_resolved_run(text.str(), variant, builtin_registry());
+    MetricValues metrics = train_run(run, RunContext{builtin_registry(), *channel, &g_worker_stop});
+    send_result(metrics);
+    return kExitOk;
+  } catch (const UserError& e) {
+    send_error(e.what());
+    return kExitUserError;
+  } catch (const Interrupted&) {
+    send_error("interrupted");
+    return kExitInterrupted;
+  } catch (const std::exception& e) {
+    send_error(e.what());
+    return kExitFailure;
+  }
+}
+
+}  // namespace trainyard

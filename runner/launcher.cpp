@@ -1,0 +1,255 @@
+#include "runner/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace trainyard {
+
+namespace {
+
+constexpr int kChannelFd = 3;  // the worker's end of its pipe, as the launcher hands it over
+const char* const kChannelVariable = "TRAINYARD_CHANNEL_FD";
+
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  int port = 29500;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    port = ntohs(address.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+std::string self_executable() {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw std::runtime_error("cannot find the trainyard executable (/proc/self/exe)");
+  return std::string(path, static_cast<size_t>(n));
+}
+
+std::string last_lines(const std::string& path, size_t count) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (lines.size() > count) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += "\n  " + l;
+  return out;
+}
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  int channel = -1;  // read end of the pipe
+  std::string buffer;
+  std::string log_path;
+  bool exited = false;
+  int status = 0;
+  std::string error;  // what the rank itself reported before failing
+};
+
+// Starts rank `r`: its output goes to its log file, its reports to the pipe on fd 3.
+void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int port) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (log < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", r.log_path, std::strerror(errno)));
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the controller
+    if (getppid() != parent) _exit(1);
+    signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the controller, which stops the ranks itself
+    dup2(log, STDOUT_FILENO);
+    dup2(log, STDERR_FILENO);
+    dup2(fds[1], kChannelFd);
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"RANK", std::to_string(r.rank)}, {"WORLD_SIZE", std::to_string(spec.world_size)},
+        {"LOCAL_RANK", std::to_string(r.rank)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.world_size)},
+        {"NODE_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
+        {kChannelVariable, std::to_string(kChannelFd)}};
+    for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
+    execl(executable.c_str(), executable.c_str(), "worker", "--config", spec.config_path.c_str(), "--variant",
+          spec.variant.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  close(log);
+  r.pid = pid;
+  r.channel = fds[0];
+}
+
+std::string describe_exit(const Rank& r) {
+  if (WIFSIGNALED(r.status))
+    return fmt::format("rank {} was killed by signal {} ({})", r.rank, WTERMSIG(r.status), strsignal(WTERMSIG(r.status)));
+  return fmt::format("rank {} exited with code {}", r.rank, WEXITSTATUS(r.status));
+}
+
+bool failed(const Rank& r) { return r.exited && !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0); }
+
+}  // namespace
+
+LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std::atomic<bool>& stop_requested) {
+  const std::string executable = self_executable();
+  const int port = free_port();
+  std::vector<Rank> ranks(static_cast<size_t>(spec.world_size));
+  for (int r = 0; r < spec.world_size; ++r) {
+    ranks[r].rank = r;
+    ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, r);
+    spawn(ranks[r], spec, executable, port);
+  }
+
+  LaunchResult result;
+  bool got_result = false, stopping = false, interrupted = false;
+  std::string first_failure;
+  auto stop_all = [&](int signal) {
+    for (auto& r : ranks)
+      if (!r.exited) kill(r.pid, signal);
+  };
+  auto deadline = std::chrono::steady_clock::time_point::max();
+
+  // Reads what rank r wrote; dispatches complete lines.
+  auto drain = [&](Rank& r) {
+    char chunk[65536];
+    ssize_t n;
+    while ((n = read(r.channel, chunk, sizeof chunk)) > 0) {
+      r.buffer.append(chunk, static_cast<size_t>(n));
+      size_t newline;
+      while ((newline = r.buffer.find('\n')) != std::string::npos) {
+        std::string line = r.buffer.substr(0, newline);
+        r.buffer.erase(0, newline + 1);
+        nlohmann::json message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (message.is_discarded()) continue;
+        if (message.contains("error")) r.error = message["error"].get<std::string>();
+        if (r.rank != 0) continue;
+        if (message.contains("log")) observer.on_log(message["log"].get<std::string>());
+        if (message.contains("setup")) observer.on_setup(message["setup"].get<std::map<std::string, std::string>>());
+        if (message.contains("epoch")) observer.on_epoch(message["epoch"].get<int64_t>(), message["values"].get<MetricValues>());
+        if (message.contains("result")) {
+          result.metrics = message["result"].get<MetricValues>();
+          got_result = true;
+        }
+      }
+    }
+    return n;  // 0 at end of file
+  };
+
+  for (auto& r : ranks) fcntl(r.channel, F_SETFL, O_NONBLOCK);
+  while (true) {
+    std::vector<pollfd> polls;
+    for (auto& r : ranks)
+      if (r.channel >= 0) polls.push_back({r.channel, POLLIN, 0});
+    if (!polls.empty()) poll(polls.data(), polls.size(), 100);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (auto& r : ranks) {
+      if (r.channel >= 0 && drain(r) == 0) {
+        close(r.channel);
+        r.channel = -1;
+      }
+    }
+    for (auto& r : ranks) {
+      if (r.exited) continue;
+      if (waitpid(r.pid, &r.status, WNOHANG) == r.pid) {
+        r.exited = true;
+        if (failed(r) && !stopping) {
+          std::string reported = r.error.empty() ? "" : ": " + r.error;
+          first_failure = describe_exit(r) + reported + "; last lines of " + r.log_path + ":" + last_lines(r.log_path, 10);
+          stopping = true;
+          stop_all(SIGTERM);
+          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
+        }
+      }
+    }
+    if (stop_requested.load() && !stopping) {
+      stopping = interrupted = true;
+      stop_all(SIGTERM);
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
+    }
+    if (stopping && std::chrono::steady_clock::now() > deadline) stop_all(SIGKILL);
+    bool all_done = true;
+    for (auto& r : ranks) all_done = all_done && r.exited && r.channel < 0;
+    if (all_done) break;
+  }
+
+  if (interrupted && first_failure.empty()) {
+    result.outcome = LaunchOutcome::interrupted;
+    result.error = "interrupted by a signal (Ctrl-C or SIGTERM)";
+  } else if (!first_failure.empty()) {
+    result.outcome = LaunchOutcome::failed;
+    // A rank that reported its own error (bad data, bad weights) says it best.
+    result.error = !ranks[0].error.empty() && ranks[0].exited && failed(ranks[0]) ? ranks[0].error : first_failure;
+  } else if (got_result) {
+    result.outcome = LaunchOutcome::completed;
+  } else {
+    result.error = "rank 0 exited without reporting a result; see " + ranks[0].log_path;
+  }
+  return result;
+}
+
+// --- the worker's end -------------------------------------------------------------------------
+
+namespace {
+
+int channel_fd() {
+  const char* value = std::getenv(kChannelVariable);
+  return value ? std::atoi(value) : -1;
+}
+
+void send(const nlohmann::json& message) {
+  int fd = channel_fd();
+  if (fd < 0) return;
+  std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  for (size_t written = 0; written < line.size();) {
+    ssize_t n = write(fd, line.data() + written, line.size() - written);
+    if (n <= 0) return;  // the controller is gone; PR_SET_PDEATHSIG ends this process
+    written += static_cast<size_t>(n);
+  }
+}
+
+class ChannelObserver : public RunObserver {
+ public:
+  void on_log(const std::string& line) override {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    send({{"log", line}});
+  }
+  void on_setup(const std::map<std::string, std::string>& attributes) override { send({{"setup", attributes}}); }
+  void on_epoch(int64_t epoch, const MetricValues& values) override { send({{"epoch", epoch}, {"values", values}}); }
+};
+
+}  // namespace
+
+std::unique_ptr<RunObserver> launcher_channel() {
+  if (channel_fd() < 0) return nullptr;
+  return std::make_unique<ChannelObserver>();
+}
+
+void send_result(const MetricValues& metrics) { send({{"result", metrics}}); }
+void send_error(const std::string& message) { send({{"error", message}}); }
+
+}  // namespace trainyard

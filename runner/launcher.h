@@ -1,0 +1,42 @@
+// The launcher: runs one run in worker processes — `trainyard worker`, one per rank — and supervises
+// them from the controller, with no MPI and no torchrun. Each rank gets torchrun's environment
+// contract (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT on a
+// free port), writes its output to its own log file, and reports to the controller over a pipe as
+// JSON lines; rank 0's reports become the run's records. When any rank exits non-zero or dies from a
+// signal, the others get SIGTERM, then SIGKILL after a grace period; a stop request (Ctrl-C) does the
+// same and marks the run interrupted. Workers die with the controller (PR_SET_PDEATHSIG): no orphans.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "runner/engine/engine.h"
+
+namespace trainyard {
+
+struct LaunchSpec {
+  std::string config_path;  // the run's resolved config, written by the controller
+  std::string variant;
+  int world_size = 1;
+  std::string log_prefix;   // rank R logs to <log_prefix>-rank<R>.log
+  int grace_seconds = 5;    // between SIGTERM and SIGKILL
+};
+
+enum class LaunchOutcome { completed, failed, interrupted };
+
+struct LaunchResult {
+  LaunchOutcome outcome = LaunchOutcome::failed;
+  MetricValues metrics;  // rank 0's final metrics, when completed
+  std::string error;     // "rank 1 exited with code 1: ...", with the last lines of its log
+};
+
+// Blocks until every rank has exited. `observer` receives rank 0's log lines, setup and epochs.
+LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std::atomic<bool>& stop_requested);
+
+// The worker's side of the pipe: `trainyard worker` writes its reports through this observer.
+// Returns nullptr when the process was not started by the launcher.
+std::unique_ptr<RunObserver> launcher_channel();
+void send_result(const MetricValues& metrics);
+void send_error(const std::string& message);
+
+}  // namespace trainyard
