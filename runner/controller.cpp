@@ -139,7 +139,8 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, const Run
   auto log = run_logger(run.variant, log_path);
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
-  LaunchSpec spec{config_path, run.variant, static_cast<int>(run.runtime.devices), stem.string()};
+  LaunchSpec spec{config_path, run.variant, static_cast<int>(run.runtime.devices), stem.string(),
+                  stem.string() + ".safetensors"};
   LaunchResult result = launch_run(spec, observer, stop_requested_);
   switch (result.outcome) {
     case LaunchOutcome::completed:

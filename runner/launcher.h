@@ -19,6 +19,7 @@ struct LaunchSpec {
   std::string variant;
   int world_size = 1;
   std::string log_prefix;   // rank R logs to <log_prefix>-rank<R>.log
+  std::string weights_path; // where rank 0 saves the weights, when the run asks for it
   int grace_seconds = 5;    // between SIGTERM and SIGKILL
 };
 

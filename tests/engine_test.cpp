@@ -2,7 +2,11 @@
 // bookkeeping (epochs, best checkpoint, gradient accumulation, interrupts) holds.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "components/builtin.h"
+#include "components/models/model.h"
+#include "components/weights/load_weights.h"
 #include "runner/engine/engine.h"
 #include "tests/test_support.h"
 
@@ -147,6 +151,22 @@ runtime: {accelerator: cpu}
   bool logged = false;
   for (const auto& line : recorder.lines) logged = logged || line.find("32 tensors loaded") != std::string::npos;
   EXPECT_TRUE(logged);
+}
+
+TEST_F(EngineTest, SavedWeightsLoadBackIntoTheSameModel) {
+  Recorder recorder;
+  RunSpec run = spec({"train.save_weights=true", "train.epochs=1"});
+  std::string path = (dir.path() / "kept.safetensors").string();
+  RunContext context{builtin_registry(), recorder, nullptr, path};
+  train_run(run, context);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  ModelPtr fresh = build_model(builtin_registry(), run.model, {4});
+  WeightsReport report = load_weights(*fresh, path, /*strict=*/true);
+  EXPECT_EQ(report.loaded, 1 * 12 + 8);
+  EXPECT_FALSE(report.head_reset);
+  // A later run can start from them: model.weights takes the file.
+  RunSpec again = spec({"model.weights=" + path, "train.epochs=1"});
+  EXPECT_EQ(again.weights.weights, path);
 }
 
 TEST_F(EngineTest, TooFewSamplesForOneBatch) {

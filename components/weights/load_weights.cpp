@@ -108,4 +108,32 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
   return report;
 }
 
+namespace {
+SafetensorsDtype safetensors_dtype(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat64: return SafetensorsDtype::F64;
+    case torch::kFloat16: return SafetensorsDtype::F16;
+    case torch::kBFloat16: return SafetensorsDtype::BF16;
+    case torch::kInt64: return SafetensorsDtype::I64;
+    case torch::kInt32: return SafetensorsDtype::I32;
+    case torch::kBool: return SafetensorsDtype::BOOL;
+    default: return SafetensorsDtype::F32;
+  }
+}
+}  // namespace
+
+void save_weights(const Model& model, const std::string& path) {
+  std::vector<torch::Tensor> keep;  // CPU copies that outlive the write
+  std::vector<SafetensorsTensor> tensors;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    torch::Tensor cpu = t.detach().to(torch::kCPU).contiguous();
+    if (safetensors_dtype(cpu.scalar_type()) == SafetensorsDtype::F32) cpu = cpu.to(torch::kFloat);
+    keep.push_back(cpu);
+    tensors.push_back({name, safetensors_dtype(cpu.scalar_type()), cpu.sizes().vec(), cpu.data_ptr(), cpu.nbytes()});
+  };
+  for (const auto& item : model.named_parameters(true)) add(item.key(), item.value());
+  for (const auto& item : model.named_buffers(true)) add(item.key(), item.value());
+  write_safetensors(path, tensors, {{"format", "pt"}, {"written_by", "trainyard"}});
+}
+
 }  // namespace trainyard

@@ -24,4 +24,8 @@ struct WeightsReport {
 
 WeightsReport load_weights(Model& model, const std::string& path, bool strict);
 
+// Writes every parameter and buffer of `model` (its own names, which are torchvision's or Hugging
+// Face's, in their dtypes) to a safetensors file that model.weights can load again.
+void save_weights(const Model& model, const std::string& path);
+
 }  // namespace trainyard

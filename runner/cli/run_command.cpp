@@ -66,7 +66,7 @@ int run_command(const std::vector<std::string>& args) {
   Store store(db_path);
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  std::string log_dir = (db.has_parent_path() ? db.parent_path() / "logs" : fs::path("logs")).string();
+  std::string log_dir = fs::absolute(db.has_parent_path() ? db.parent_path() / "logs" : fs::path("logs")).string();
   Controller controller(store, builtin_registry(), log_dir, g_stop_requested);
   BatchSummary summary = controller.run_experiment(experiment, vm.count("force") > 0);
 

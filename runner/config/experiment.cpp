@@ -46,7 +46,9 @@ const OptionSet<TrainOptions>& train_option_set() {
         .add("limit_train_batches", &TrainOptions::limit_train_batches,
              "train on at most this many batches per epoch; 0 = all", at_least(0))
         .add("limit_eval_batches", &TrainOptions::limit_eval_batches,
-             "evaluate at most this many batches of validation and test; 0 = all", at_least(0));
+             "evaluate at most this many batches of validation and test; 0 = all", at_least(0))
+        .add("save_weights", &TrainOptions::save_weights,
+             "write the tested weights (safetensors, loadable by model.weights) beside the run's log");
     return s;
   }();
   return set;

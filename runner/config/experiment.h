@@ -37,6 +37,7 @@ struct TrainOptions {
   int64_t log_every = 50;        // steps between progress lines
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
   int64_t limit_eval_batches = 0;   // 0: all; else evaluate this many batches per split
+  bool save_weights = false;        // write the tested weights beside the run's log
 };
 
 struct RuntimeOptions {

@@ -47,6 +47,7 @@ struct RunContext {
   const Registry& registry;
   RunObserver& observer;
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: throws Interrupted
+  std::string weights_path;  // where train.save_weights writes the tested weights
 };
 
 // Throws UserError for bad data or options found while building, Interrupted when stopped,

@@ -333,6 +333,12 @@ MetricValues Trainer::run() {
   }
   if (train.checkpoint == "last") best_epoch = train.epochs;
 
+  if (train.save_weights && !context_.weights_path.empty()) {
+    save_weights(*model_, context_.weights_path);
+    context_.observer.on_setup({{"weights_path", context_.weights_path}});
+    log("weights of epoch {} written to {}", best_epoch, context_.weights_path);
+  }
+
   const auto test_start = Clock::now();
   SplitResult test = evaluate(*test_loader_);
   const double test_seconds = seconds_since(test_start);
