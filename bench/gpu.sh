@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU benchmark, in ONE device call of at most 8 minutes on the H200 machine (../shared/device/README.md).
 #
-# Here, first:   ../shared/device/pack libicu-dev libicu72 libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16
+# Here, first:   ../shared/device/pack libicu-dev libicu72 libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 libgloo-dev
 # Device call:   carry [".devdeps"], timeout_s 540,
 #                command: set -o pipefail; bash bench/gpu.sh 2>&1 | tee $OUT/log
 #

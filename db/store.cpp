@@ -160,11 +160,16 @@ void Store::migrate() {
     throw std::runtime_error("database " + path() + " has schema version " +
                              std::to_string(version) + ", newer than this trainyard's (" +
                              std::to_string(kSchemaVersion) + "); use a newer trainyard");
-  for (int v = version; v < kSchemaVersion; ++v) {
+  while (version < kSchemaVersion) {
+    // Under the write lock, read the version again: another process opening the same new database
+    // (a report, `trainyard runs`) may have migrated it since the first read.
     sql::Transaction transaction(db_);
-    db_.exec(kMigrations[v]);
-    db_.exec("PRAGMA user_version = " + std::to_string(v + 1));
+    version = schema_version();
+    if (version >= kSchemaVersion) break;
+    db_.exec(kMigrations[version]);
+    db_.exec("PRAGMA user_version = " + std::to_string(version + 1));
     transaction.commit();
+    ++version;
   }
 }
 

@@ -47,6 +47,29 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   EXPECT_EQ(store.attributes(run).at("loss_scaling"), "dynamic");
 }
 
+TEST_F(StoreTest, ProcessesOpeningANewDatabaseTogetherMigrateItOnce) {
+  // Regression: a report opened the database while `trainyard run` was creating it, and both ran
+  // the first migration ("table experiments already exists").
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    pid_t child = fork();
+    if (child == 0) {
+      try {
+        Store store(path);
+        _exit(store.schema_version() == Store::kSchemaVersion ? 0 : 1);
+      } catch (...) {
+        _exit(2);
+      }
+    }
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+}
+
 TEST_F(StoreTest, DatabaseFromANewerTrainyardIsRefused) {
   { sql::Database db(path); db.exec("PRAGMA user_version = 99"); }
   try {

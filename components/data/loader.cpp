@@ -23,7 +23,8 @@ DataLoader::DataLoader(DatasetPtr dataset, int64_t batch_size, bool shuffle, boo
 DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::num_batches() const {
-  int64_t n = dataset_->size();
+  // Every rank gets the same number of samples (as DistributedSampler with drop_last).
+  int64_t n = dataset_->size() / options_.world_size;
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
@@ -44,9 +45,17 @@ void DataLoader::stop_workers() {
 void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
   stop_workers();
   order_ = index_range(0, dataset_->size());
-  if (shuffle_) {
+  if (shuffle_) {  // the same permutation on every rank: the seed is the run's
     std::mt19937_64 generator(seed_ * 1000003u + static_cast<uint64_t>(epoch));
     std::shuffle(order_.begin(), order_.end(), generator);
+  }
+  if (options_.world_size > 1) {
+    // Rank r takes samples r, r + world, ...: step k's batches over all ranks are the
+    // consecutive samples a single process with the global batch would take.
+    std::vector<int64_t> mine;
+    const int64_t per_rank = dataset_->size() / options_.world_size;
+    for (int64_t i = 0; i < per_rank; ++i) mine.push_back(order_[static_cast<size_t>(i * options_.world_size + options_.rank)]);
+    order_ = std::move(mine);
   }
   epoch_ = epoch;
   batches_ = std::min(batches, num_batches());
@@ -59,7 +68,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
 
 Batch DataLoader::build(int64_t index) const {
   auto begin = order_.begin() + index * batch_size_;
-  auto end = order_.begin() + std::min<int64_t>((index + 1) * batch_size_, dataset_->size());
+  auto end = order_.begin() + std::min<int64_t>((index + 1) * batch_size_, static_cast<int64_t>(order_.size()));
   Batch batch = dataset_->get_batch(std::vector<int64_t>(begin, end));
   if (options_.transform) batch = options_.transform(std::move(batch), batch_seed(epoch_, index));
   if (options_.pin_memory) {

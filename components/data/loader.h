@@ -21,6 +21,8 @@ struct LoaderOptions {
   int64_t prefetch = 4;     // batches built ahead of the training loop
   bool pin_memory = false;  // page-locked host memory, so copies to the GPU run asynchronously
   BatchTransform transform;  // applied to each batch in the workers (CPU runs); empty: none
+  int rank = 0;              // this rank's share of every epoch: samples rank, rank + world, ...
+  int world_size = 1;
 };
 
 class DataLoader {

@@ -33,8 +33,8 @@ void register_strategies(Registry& registry) {
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "single", "one process on one device", OptionSet<NoOptions>(),
       [](const NoOptions&, const StrategyContext&) -> StrategyPtr { return std::make_shared<SingleDevice>(); });
-  const char* reason = "planned with the multi-process launcher";
-  registry.plan(ComponentKind::strategy, "ddp", reason);
+  const char* reason = "planned: sharded parameters, gradients and optimizer state";
+  register_ddp(registry);
   registry.plan(ComponentKind::strategy, "fsdp", reason);
   registry.plan(ComponentKind::strategy, "zero2", reason);
 }

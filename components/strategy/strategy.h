@@ -24,6 +24,8 @@ class Strategy {
   // otherwise) is 1 when the gradients overflowed: the step is then skipped — on the device for
   // fused optimizers, after one host read for the others.
   virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) = 0;
+  // Sums `tensor` over the ranks, in place (nothing to do with one rank).
+  virtual void all_reduce_sum(torch::Tensor& tensor) {}
   virtual int world_size() const { return 1; }
   virtual int rank() const { return 0; }
 };
@@ -38,5 +40,6 @@ inline StrategyPtr build_strategy(const Registry& registry, const std::string& n
 }
 
 void register_strategies(Registry& registry);
+void register_ddp(Registry& registry);
 
 }  // namespace trainyard

@@ -388,6 +388,8 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
         lookup_component(registry, ComponentKind::strategy, run.runtime.strategy,
                          "runtime.strategy", origin_for("strategy"), diagnostics, &strategy_later);
     run.unavailable_reason = !precision_later.empty() ? precision_later : strategy_later;
+    if (run.unavailable_reason.empty() && run.runtime.strategy == "ddp" && run.runtime.accelerator == "cuda")
+      run.unavailable_reason = "strategy ddp on CUDA (NCCL) is not supported yet; it runs on CPU over Gloo";
     // A combination that cannot work: in float16 parameters Adam's default eps (1e-8) rounds to 0,
     // and the first step divides zero by zero.
     const ConfigValue* eps = run.optimizer.options.find("eps");

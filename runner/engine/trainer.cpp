@@ -184,7 +184,13 @@ void Trainer::build() {
   auto loader_options = [&](const BatchTransform& transform) {
     return LoaderOptions{run_.runtime.data_workers, run_.runtime.prefetch, !on_cpu, on_cpu ? transform : BatchTransform()};
   };
-  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, true, true, seed, loader_options(data_.train_transform));
+  // Training data are split across ranks (global batch = batch_size x ranks); every rank
+  // evaluates the whole validation and test splits, so their figures agree without a reduction.
+  strategy_ = build_strategy(context_.registry, run_.runtime.strategy);
+  LoaderOptions train_options = loader_options(data_.train_transform);
+  train_options.rank = strategy_->rank();
+  train_options.world_size = strategy_->world_size();
+  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, true, true, seed, train_options);
   val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, false, false, seed, loader_options(data_.eval_transform));
   test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, false, false, seed, loader_options(data_.eval_transform));
   train_batches_ = limited(train_loader_->num_batches(), train.limit_train_batches);
@@ -199,7 +205,6 @@ void Trainer::build() {
     log("weights {}: {}", run_.weights.weights, report.summary());
   }
   precision_ = build_precision(context_.registry, run_.runtime.precision, {device_.type()});
-  strategy_ = build_strategy(context_.registry, run_.runtime.strategy);
   strategy_->setup(*model_, device_, precision_->param_dtype());
   if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
   std::map<std::string, std::string> attributes = precision_->attributes();
@@ -261,6 +266,13 @@ double Trainer::train_epoch(int64_t epoch) {
     }
   }
   const double seconds = seconds_since(start);
+  if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
+    auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
+    strategy_->all_reduce_sum(metrics.loss_sum);
+    strategy_->all_reduce_sum(metrics.correct);
+    strategy_->all_reduce_sum(samples);
+    metrics.samples = static_cast<int64_t>(samples.item<double>());
+  }
   epoch_train_ = metrics.result();
   epoch_samples_per_s_ = static_cast<double>(metrics.samples) / seconds;
   return seconds;
@@ -333,7 +345,7 @@ MetricValues Trainer::run() {
   }
   if (train.checkpoint == "last") best_epoch = train.epochs;
 
-  if (train.save_weights && !context_.weights_path.empty()) {
+  if (train.save_weights && !context_.weights_path.empty() && strategy_->rank() == 0) {
     save_weights(*model_, context_.weights_path);
     context_.observer.on_setup({{"weights_path", context_.weights_path}});
     log("weights of epoch {} written to {}", best_epoch, context_.weights_path);
@@ -351,14 +363,15 @@ MetricValues Trainer::run() {
                           {metric::kTestAcc, test.accuracy},
                           {metric::kBestValAcc, best_val_acc},
                           {metric::kBestEpoch, static_cast<double>(best_epoch)},
-                          {metric::kSamplesPerSecond, static_cast<double>(train_samples_) / train_loop_seconds},
+                          {metric::kSamplesPerSecond,
+                           static_cast<double>(train_samples_) * strategy_->world_size() / train_loop_seconds},
                           {metric::kDataWait, data_wait_seconds_ / train_loop_seconds},
                           {metric::kParameters, static_cast<double>(count_parameters(*model_))},
                           {metric::kSteps, static_cast<double>(step_)},
                           {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
-  const double tflops = training_flops_ / train_loop_seconds / 1e12;
+  const double tflops = training_flops_ / train_loop_seconds / 1e12;  // this rank's
   if (tflops > 0) {
-    metrics[metric::kTflops] = tflops;
+    metrics[metric::kTflops] = tflops * strategy_->world_size();
     const double peak = peak_tflops(device_name_, c10::toString(precision_->compute_dtype()));
     // Above 100% means the peak table is wrong for this device, not a fast run: say nothing.
     if (peak > 0 && tflops <= peak) metrics[metric::kMfu] = tflops / peak;
