@@ -55,6 +55,18 @@ struct KillOnExit {
   }
 };
 
+// Starts `trainyard run FILE --db DB` in the background, its output discarded.
+pid_t start_run(const std::string& file, const std::string& db) {
+  pid_t child = fork();
+  if (child == 0) {
+    freopen("/dev/null", "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    execl(TRAINYARD_EXE, TRAINYARD_EXE, "run", file.c_str(), "--db", db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return child;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   std::string db() const { return (dir.path() / "runs" / "t.db").string(); }
@@ -157,12 +169,7 @@ dataset: {name: synthetic-images, train_size: 100000, val_size: 32, test_size: 3
 train: {epochs: 5, batch_size: 16}
 runtime: {accelerator: cpu}
 )");
-  pid_t child = fork();
-  if (child == 0) {
-    freopen("/dev/null", "w", stderr);
-    execl(TRAINYARD_EXE, TRAINYARD_EXE, "run", file.c_str(), "--db", db().c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  pid_t child = start_run(file, db());
   KillOnExit guard{child};
   // Wait until the run is training, then press Ctrl-C.
   bool running = false;
@@ -237,13 +244,7 @@ sweep:
     - name: next
       set: {dataset.train_size: 64}
 )");
-  pid_t controller = fork();
-  if (controller == 0) {
-    freopen("/dev/null", "w", stderr);
-    freopen("/dev/null", "w", stdout);
-    execl(TRAINYARD_EXE, TRAINYARD_EXE, "run", file.c_str(), "--db", db().c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  pid_t controller = start_run(file, db());
   KillOnExit guard{controller};
   std::vector<pid_t> workers;
   for (int i = 0; i < 600 && workers.empty(); ++i) {

@@ -14,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include "components/optim/fused_adam.h"
 #include "components/strategy/strategy.h"
 
 namespace trainyard {
@@ -92,10 +91,7 @@ class DistributedDataParallel : public Strategy {
       std::vector<torch::Tensor> flag = {found_inf};
       group_->allreduce(flag, c10d::AllreduceOptions{c10d::ReduceOp::MAX})->wait();
     }
-    if (!found_inf.defined()) optimizer.step();
-    else if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) fused->step_unless(found_inf);
-    else if (found_inf.item<float>() == 0.0f) optimizer.step();
-    optimizer.zero_grad(/*set_to_none=*/true);
+    step_unless_overflowed(optimizer, found_inf);
   }
 
   void all_reduce_sum(torch::Tensor& tensor) override {

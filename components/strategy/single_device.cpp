@@ -18,16 +18,20 @@ class SingleDevice : public Strategy {
     return torch::nn::utils::clip_grad_norm_(model.parameters(), max_norm);
   }
   void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) override {
-    if (!found_inf.defined()) optimizer.step();
-    else if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) fused->step_unless(found_inf);
-    else if (found_inf.item<float>() == 0.0f) optimizer.step();
-    optimizer.zero_grad(/*set_to_none=*/true);
+    step_unless_overflowed(optimizer, found_inf);
   }
 };
 
 struct NoOptions {};
 
 }  // namespace
+
+void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
+  if (!found_inf.defined()) optimizer.step();
+  else if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) fused->step_unless(found_inf);
+  else if (found_inf.item<float>() == 0.0f) optimizer.step();
+  optimizer.zero_grad(/*set_to_none=*/true);
+}
 
 void register_strategies(Registry& registry) {
   registry.add<StrategyPtr(const StrategyContext&)>(

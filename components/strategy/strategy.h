@@ -32,6 +32,10 @@ class Strategy {
 
 using StrategyPtr = std::shared_ptr<Strategy>;
 
+// optimizer.step(), unless `found_inf` (the loss scaler's flag; undefined: no scaler) is 1 — decided
+// on the device for fused optimizers, after one host read for the others — then zero_grad().
+void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
+
 struct StrategyContext {};
 
 inline StrategyPtr build_strategy(const Registry& registry, const std::string& name) {
