@@ -27,12 +27,11 @@ int env_int(const char* name, int fallback) {
 
 struct DdpOptions {
   double bucket_mb = 25.0;
-  int64_t timeout_s = 600;
 };
 
 class DistributedDataParallel : public Strategy {
  public:
-  explicit DistributedDataParallel(const DdpOptions& options) : options_(options) {
+  DistributedDataParallel(const DdpOptions& options, int64_t timeout_s) : options_(options) {
     rank_ = env_int("RANK", -1);
     world_size_ = env_int("WORLD_SIZE", -1);
     const char* address = std::getenv("MASTER_ADDR");
@@ -44,10 +43,10 @@ class DistributedDataParallel : public Strategy {
     store_options.isServer = rank_ == 0;
     store_options.numWorkers = world_size_;
     store_options.waitWorkers = true;
-    store_options.timeout = std::chrono::seconds(options.timeout_s);
+    store_options.timeout = std::chrono::seconds(timeout_s);
     auto store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
     auto gloo = c10d::ProcessGroupGloo::Options::create();
-    gloo->timeout = std::chrono::seconds(options.timeout_s);
+    gloo->timeout = std::chrono::seconds(timeout_s);
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, world_size_, gloo);
   }
@@ -99,6 +98,11 @@ class DistributedDataParallel : public Strategy {
     group_->allreduce(t)->wait();
   }
 
+  void all_reduce_max(torch::Tensor& tensor) override {
+    std::vector<torch::Tensor> t = {tensor};
+    group_->allreduce(t, c10d::AllreduceOptions{c10d::ReduceOp::MAX})->wait();
+  }
+
   int world_size() const override { return world_size_; }
   int rank() const override { return rank_; }
 
@@ -131,13 +135,11 @@ class DistributedDataParallel : public Strategy {
 
 void register_ddp(Registry& registry) {
   OptionSet<DdpOptions> options;
-  options.add("bucket_mb", &DdpOptions::bucket_mb, "gradients reduced together, in MiB", greater_than(0))
-      .add("timeout_s", &DdpOptions::timeout_s, "seconds a rendezvous or collective may take before the run fails",
-           at_least(1));
+  options.add("bucket_mb", &DdpOptions::bucket_mb, "gradients reduced together, in MiB", greater_than(0));
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "ddp", "data parallel: the whole model on every rank, gradients averaged (Gloo on CPU)",
-      options, [](const DdpOptions& o, const StrategyContext&) -> StrategyPtr {
-        return std::make_shared<DistributedDataParallel>(o);
+      options, [](const DdpOptions& o, const StrategyContext& context) -> StrategyPtr {
+        return std::make_shared<DistributedDataParallel>(o, context.timeout_s);
       });
 }
 

@@ -24,8 +24,9 @@ class Strategy {
   // otherwise) is 1 when the gradients overflowed: the step is then skipped — on the device for
   // fused optimizers, after one host read for the others.
   virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) = 0;
-  // Sums `tensor` over the ranks, in place (nothing to do with one rank).
+  // Sums `tensor` over the ranks, in place (nothing to do with one rank); the same for the maximum.
   virtual void all_reduce_sum(torch::Tensor& tensor) {}
+  virtual void all_reduce_max(torch::Tensor& tensor) {}
   virtual int world_size() const { return 1; }
   virtual int rank() const { return 0; }
 };
@@ -36,11 +37,12 @@ using StrategyPtr = std::shared_ptr<Strategy>;
 // on the device for fused optimizers, after one host read for the others — then zero_grad().
 void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
 
-struct StrategyContext {};
+struct StrategyContext {
+  int64_t timeout_s = 600;  // runtime.timeout_s: how long a rendezvous or collective may take
+};
 
-inline StrategyPtr build_strategy(const Registry& registry, const std::string& name) {
-  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, name, {},
-                                                             StrategyContext{});
+inline StrategyPtr build_strategy(const Registry& registry, const std::string& name, const StrategyContext& context) {
+  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, name, {}, context);
 }
 
 void register_strategies(Registry& registry);

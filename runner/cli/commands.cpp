@@ -83,7 +83,9 @@ int list_command(const std::vector<std::string>& args) {
   }
   for (auto kind : all_component_kinds()) {
     if (!kind_filter.empty() && kind_filter != to_string(kind)) continue;
-    fmt::print("{}s\n", to_string(kind));
+    std::string heading = to_string(kind);
+    heading = heading.back() == 'y' ? heading.substr(0, heading.size() - 1) + "ies" : heading + "s";
+    fmt::print("{}\n", heading);
     auto print_options = [](const std::vector<OptionInfo>& options) {
       for (const auto& option : options)
         fmt::print("      {:<20} {:<7} {:<10} {}{}\n", option.key, option.type,

@@ -72,7 +72,9 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              one_of({"highest", "high", "medium"}))
         .add("data_workers", &RuntimeOptions::data_workers,
              "threads building batches in the background; 0 = in the training loop", at_least(0))
-        .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1));
+        .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1))
+        .add("timeout_s", &RuntimeOptions::timeout_s,
+             "seconds a rendezvous or collective between ranks may take before the run fails", at_least(1));
     return s;
   }();
   return set;

@@ -49,6 +49,7 @@ struct RuntimeOptions {
   std::string matmul_precision = "highest";  // float32 matmuls: highest, high (TF32), medium
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop
+  int64_t timeout_s = 600;   // a rendezvous or collective that takes longer fails the run
 };
 
 struct ReportOptions {

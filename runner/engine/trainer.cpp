@@ -186,7 +186,7 @@ void Trainer::build() {
   };
   // Training data are split across ranks (global batch = batch_size x ranks); every rank
   // evaluates the whole validation and test splits, so their figures agree without a reduction.
-  strategy_ = build_strategy(context_.registry, run_.runtime.strategy);
+  strategy_ = build_strategy(context_.registry, run_.runtime.strategy, {run_.runtime.timeout_s});
   LoaderOptions train_options = loader_options(data_.train_transform);
   train_options.rank = strategy_->rank();
   train_options.world_size = strategy_->world_size();
@@ -377,6 +377,12 @@ MetricValues Trainer::run() {
     if (peak > 0 && tflops <= peak) metrics[metric::kMfu] = tflops / peak;
   }
   memory.record(metrics);
+  for (const char* key : {metric::kPeakMemory, metric::kPeakRss, metric::kCudaPeakReserved, metric::kCudaPeakAllocated}) {
+    if (!metrics.count(key)) continue;
+    auto peak = torch::tensor({metrics[key]}, torch::kDouble);
+    strategy_->all_reduce_max(peak);  // the busiest rank's
+    metrics[key] = peak.item<double>();
+  }
   return metrics;
 }
 
