@@ -98,7 +98,7 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     QueuedRun queued{run.variant, static_cast<int64_t>(i), run.config_yaml, run.config_hash,
-                     run.runtime.precision, run.runtime.strategy, run.runtime.devices};
+                     run.runtime.precision, run.strategy.name, run.runtime.devices};
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
       fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n", run.variant, *done);
       ++summary.already_completed;

@@ -121,9 +121,14 @@ class DistilBertClassifier : public Model {
     torch::Tensor keep;  // no mask: every token attends to every token
     if (batch.attention_mask.defined()) keep = batch.attention_mask.to(torch::kBool).view({ids.size(0), 1, 1, ids.size(1)});
     auto x = distilbert_->embeddings->forward(ids);
-    for (auto& block : distilbert_->blocks) x = block->forward(x, keep);
+    for (size_t i = 0; i < distilbert_->blocks.size(); ++i)
+      x = run_block(i, [&] { return distilbert_->blocks[i]->forward(x, keep); });
     auto pooled = torch::relu(pre_classifier_(x.select(1, 0)));  // the [CLS] token
     return classifier_(dropout_(pooled));
+  }
+
+  std::vector<std::shared_ptr<torch::nn::Module>> blocks() const override {
+    return {distilbert_->blocks.begin(), distilbert_->blocks.end()};
   }
 
   // Hugging Face's names are this model's. A bare DistilBertModel checkpoint (no "distilbert."

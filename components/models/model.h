@@ -15,6 +15,15 @@
 
 namespace trainyard {
 
+// Called around each block's forward by a sharding strategy (fsdp), which gathers the block's
+// parameters just before and frees them after.
+class BlockHooks {
+ public:
+  virtual ~BlockHooks() = default;
+  virtual void before_block(size_t index) = 0;
+  virtual void after_block(size_t index, const torch::Tensor& output) = 0;
+};
+
 class Model : public torch::nn::Module {
  public:
   // Logits [B, num_classes] for `batch` (already on the model's device).
@@ -38,6 +47,25 @@ class Model : public torch::nn::Module {
   // and attention as 2 FLOPs per multiply-add; padding tokens count, since they are computed.
   // Drives the achieved TFLOP/s and MFU figures; 0 when unknown.
   virtual double training_flops(const Batch& batch) const { return 0; }
+
+  // --- sharding (components/strategy/fsdp.cpp) ---
+  // The model's repeated blocks in forward order. fsdp shards each block's parameters as one unit;
+  // the parameters outside every block form one more unit.
+  virtual std::vector<std::shared_ptr<torch::nn::Module>> blocks() const { return {}; }
+  void set_block_hooks(BlockHooks* hooks) { block_hooks_ = hooks; }
+
+ protected:
+  // Models call each of blocks() through this, so that a sharding strategy sees it run.
+  torch::Tensor run_block(size_t index, const std::function<torch::Tensor()>& forward) {
+    if (!block_hooks_) return forward();
+    block_hooks_->before_block(index);
+    torch::Tensor output = forward();
+    block_hooks_->after_block(index, output);
+    return output;
+  }
+
+ private:
+  BlockHooks* block_hooks_ = nullptr;
 };
 
 using ModelPtr = std::shared_ptr<Model>;

@@ -86,12 +86,6 @@ struct Encoder : torch::nn::Module {
     ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width}).eps(1e-6)));
   }
 
-  torch::Tensor forward(torch::Tensor x) {
-    x = dropout(x + pos_embedding);
-    for (auto& block : blocks) x = block->forward(x);
-    return ln(x);
-  }
-
   torch::Tensor pos_embedding;
   torch::nn::Dropout dropout{nullptr};
   std::shared_ptr<torch::nn::Module> layers;
@@ -152,8 +146,15 @@ class VisionTransformer : public Model {
                 "], got ", images.sizes());
     auto x = conv_proj_(images).flatten(2).transpose(1, 2);  // [B, patches, width]
     x = torch::cat({class_token_.expand({x.size(0), -1, -1}), x}, 1);
-    x = encoder_->forward(x);
+    x = encoder_->dropout(x + encoder_->pos_embedding);
+    for (size_t i = 0; i < encoder_->blocks.size(); ++i)
+      x = run_block(i, [&] { return encoder_->blocks[i]->forward(x); });
+    x = encoder_->ln(x);
     return head_(x.select(1, 0));  // the class token
+  }
+
+  std::vector<std::shared_ptr<torch::nn::Module>> blocks() const override {
+    return {encoder_->blocks.begin(), encoder_->blocks.end()};
   }
 
   // torchvision's names are this model's; timm's are renamed (same tensors: timm's fused qkv is

@@ -50,4 +50,10 @@ void FusedAdam::step_unless(const std::optional<torch::Tensor>& found_inf) {
   }
 }
 
+std::vector<torch::Tensor> FusedAdam::state_tensors() const {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& [impl, m] : moments_) tensors.insert(tensors.end(), {m.exp_avg, m.exp_avg_sq, m.step});
+  return tensors;
+}
+
 }  // namespace trainyard

@@ -24,6 +24,9 @@ class FusedAdam : public torch::optim::Optimizer {
   // A step that leaves parameters, moments and step counts unchanged where found_inf is 1.
   void step_unless(const std::optional<torch::Tensor>& found_inf);
 
+  // Every moment and step count held, for memory accounting.
+  std::vector<torch::Tensor> state_tensors() const;
+
  private:
   struct Moments {
     torch::Tensor exp_avg, exp_avg_sq, step;  // step: float32 scalar on the parameter's device

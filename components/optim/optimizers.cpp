@@ -94,4 +94,25 @@ double base_learning_rate(const ConfigTree& optimizer_options) {
   return value;
 }
 
+double tensor_bytes(const std::vector<torch::Tensor>& tensors) {
+  double bytes = 0;
+  for (const auto& t : tensors)
+    if (t.defined()) bytes += static_cast<double>(t.numel() * t.element_size());
+  return bytes;
+}
+
+double optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
+  if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer)) return tensor_bytes(fused->state_tensors());
+  double bytes = 0;
+  for (const auto& [key, state] : optimizer.state()) {
+    if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state.get()))
+      bytes += tensor_bytes({adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
+    else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state.get()))
+      bytes += tensor_bytes({adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
+    else if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state.get()))
+      bytes += tensor_bytes({sgd->momentum_buffer()});
+  }
+  return bytes;
+}
+
 }  // namespace trainyard

@@ -23,6 +23,11 @@ inline OptimizerPtr build_optimizer(const Registry& registry, const ComponentCho
 
 void register_optimizers(Registry& registry);
 
+// Bytes of the tensors' elements (undefined tensors count 0).
+double tensor_bytes(const std::vector<torch::Tensor>& tensors);
+// Bytes of `optimizer`'s state: moments, momentum buffers, step counts.
+double optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
+
 // The learning rate every parameter group is set to (schedulers scale it per step).
 double base_learning_rate(const ConfigTree& optimizer_options);
 

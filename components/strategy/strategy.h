@@ -1,29 +1,56 @@
 // Strategy owns how parameters, gradients and optimizer state live across devices. The engine's
-// step reads the same under every strategy: forward, strategy.backward(loss), strategy.step().
+// step reads the same under every strategy: strategy.forward(model, batch), strategy.backward(loss),
+// strategy.step(optimizer).
+//
+//   single  one process, one device
+//   ddp     every rank holds the whole model; gradients are averaged while backward runs
+//   zero2   parameters replicated; gradients and optimizer state sharded (DeepSpeed stage 2)
+//   fsdp    parameters, gradients and optimizer state sharded; a block's parameters are gathered
+//           just before it runs (PyTorch FSDP, full shard)
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include <torch/optim/optimizer.h>
 
 #include "components/models/model.h"
 #include "components/registry.h"
+#include "runner/config/experiment.h"
 
 namespace trainyard {
+
+// Bytes this rank holds for training state, by the strategy's own accounting: what it keeps between
+// steps (parameters, optimizer state) and the gradients the optimizer step reads.
+struct TrainingStateBytes {
+  double parameters = 0;
+  double gradients = 0;
+  double optimizer_state = 0;
+};
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  // Moves `model` to `device` (in `param_dtype`) and prepares it; called before the optimizer is
-  // built from model.parameters().
+  // Moves `model` to `device` in `param_dtype` and prepares it (every rank starts from rank 0's
+  // weights). Called once, before optimizer_parameters().
   virtual void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) = 0;
-  virtual void backward(const torch::Tensor& loss) = 0;
-  // Clips the global gradient norm to `max_norm`; returns the norm before clipping.
-  virtual double clip_grad_norm(Model& model, double max_norm) = 0;
-  // One optimizer step, then clears the gradients. `found_inf` (from the fp16 loss scaler; undefined
-  // otherwise) is 1 when the gradients overflowed: the step is then skipped — on the device for
-  // fused optimizers, after one host read for the others.
-  virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) = 0;
+  // What the optimizer updates: the model's parameters, or this rank's shards of them.
+  virtual std::vector<torch::Tensor> optimizer_parameters(Model& model) { return model.parameters(); }
+  // The model's logits for `batch`; sharding strategies gather parameters around it.
+  virtual torch::Tensor forward(Model& model, const Batch& batch) { return model.forward(batch); }
+  // Backward of `loss`. `sync` is false on the micro-batches of a gradient-accumulation step that
+  // only accumulate (nothing is communicated then); true on the last.
+  virtual void backward(const torch::Tensor& loss, bool sync) = 0;
+  // Clips the global norm of the optimizer's gradients to `max_norm`; returns the norm before.
+  virtual double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
+  // One optimizer step, then clears the gradients. `found_inf` (from the fp16 loss scaler;
+  // undefined otherwise) is 1 when the gradients overflowed on any rank: the step is then skipped.
+  virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
+  // Calls `fn` while every parameter of the model is whole on this rank (to copy, restore or save
+  // weights); what `fn` writes into them is kept.
+  virtual void with_full_parameters(Model& model, const std::function<void()>& fn) { fn(); }
+  virtual TrainingStateBytes state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const;
+
   // Sums `tensor` over the ranks, in place (nothing to do with one rank); the same for the maximum.
   virtual void all_reduce_sum(torch::Tensor& tensor) {}
   virtual void all_reduce_max(torch::Tensor& tensor) {}
@@ -39,13 +66,16 @@ void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Ten
 
 struct StrategyContext {
   int64_t timeout_s = 600;  // runtime.timeout_s: how long a rendezvous or collective may take
+  torch::Device device{torch::kCPU};  // the training device: picks the backend (gloo or nccl)
 };
 
-inline StrategyPtr build_strategy(const Registry& registry, const std::string& name, const StrategyContext& context) {
-  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, name, {}, context);
+inline StrategyPtr build_strategy(const Registry& registry, const ComponentChoice& choice, const StrategyContext& context) {
+  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, choice.name, choice.options, context);
 }
 
 void register_strategies(Registry& registry);
 void register_ddp(Registry& registry);
+void register_zero2(Registry& registry);
+void register_fsdp(Registry& registry);
 
 }  // namespace trainyard

@@ -63,8 +63,6 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
         .add("devices", &RuntimeOptions::devices, "devices (processes) per node", at_least(1))
         .add("precision", &RuntimeOptions::precision, "numeric precision, Lightning's names",
              Rule{})
-        .add("strategy", &RuntimeOptions::strategy,
-             "how parameters, gradients and optimizer state live across devices", Rule{})
         .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
              at_least(0))
         .add("matmul_precision", &RuntimeOptions::matmul_precision,
@@ -113,6 +111,7 @@ const ComponentSection kComponentSections[] = {
     {"dataset", ComponentKind::dataset, nullptr, {}},
     {"train.optimizer", ComponentKind::optimizer, "adam", {}},
     {"train.scheduler", ComponentKind::scheduler, "none", {}},
+    {"runtime.strategy", ComponentKind::strategy, "single", {}},
 };
 
 // `model: vit` is shorthand for `model: {name: vit}`.
@@ -327,7 +326,7 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
 // Resolves one component section of `tree` into `choice`, adding its options to `resolved`.
 void resolve_component(const ConfigTree& tree, const ComponentSection& section,
                        const Registry& registry, const Origin& fallback, ComponentChoice& choice,
-                       ConfigTree& resolved, Diagnostics& diagnostics) {
+                       ConfigTree& resolved, Diagnostics& diagnostics, std::string* planned = nullptr) {
   std::string path = section.path;
   ConfigTree options = tree.subtree(path);
   const ConfigValue* name = tree.find(path + ".name");
@@ -344,7 +343,7 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
     choice.name = name->node.Scalar();
   }
   const ComponentEntry* entry =
-      lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics);
+      lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics, planned);
   if (entry == nullptr) return;
   choice.options = entry->resolve(options, path, origin, section.reserved, diagnostics);
   resolved.set(path + ".name", {YAML::Node(choice.name), origin, origin});
@@ -374,24 +373,22 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
 
   ConfigTree runtime = tree.subtree("runtime");
   size_t before = diagnostics.size();
-  run.runtime = runtime_option_set().decode(runtime, "runtime", "section 'runtime'", fallback, diagnostics);
+  run.runtime = runtime_option_set().decode(runtime, "runtime", "section 'runtime'", fallback, diagnostics,
+                                            {"strategy"});
   resolved.merge(runtime_option_set().encode(run.runtime, "runtime", fallback));
+  // A precision or strategy that is planned but not built yet is no error: the run is kept and
+  // recorded as skipped with the reason, so the reference experiment files validate everywhere.
+  std::string precision_later, strategy_later;
+  resolve_component(tree, kComponentSections[4], registry, fallback, run.strategy, resolved, diagnostics,
+                    &strategy_later);
   if (diagnostics.size() == before) {
     auto origin_for = [&](const char* key) {
       const ConfigValue* v = runtime.find(key);
       return v ? v->origin : fallback;
     };
-    // A precision or strategy that is planned but not built yet is no error: the run is kept and
-    // recorded as skipped with the reason, so the reference experiment files validate everywhere.
-    std::string precision_later, strategy_later;
     lookup_component(registry, ComponentKind::precision, run.runtime.precision, "runtime.precision",
                      origin_for("precision"), diagnostics, &precision_later);
-    const ComponentEntry* strategy =
-        lookup_component(registry, ComponentKind::strategy, run.runtime.strategy,
-                         "runtime.strategy", origin_for("strategy"), diagnostics, &strategy_later);
     run.unavailable_reason = !precision_later.empty() ? precision_later : strategy_later;
-    if (run.unavailable_reason.empty() && run.runtime.strategy == "ddp" && run.runtime.accelerator == "cuda")
-      run.unavailable_reason = "strategy ddp on CUDA (NCCL) is not supported yet; it runs on CPU over Gloo";
     // A combination that cannot work: in float16 parameters Adam's default eps (1e-8) rounds to 0,
     // and the first step divides zero by zero.
     const ConfigValue* eps = run.optimizer.options.find("eps");
@@ -405,7 +402,7 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
                                     "train.optimizer.eps: 1.0e-4 or use 16-mixed",
                                     eps_value, run.optimizer.name));
     }
-    if (strategy && run.runtime.strategy == "single" && run.runtime.devices > 1)
+    if (run.strategy.name == "single" && run.runtime.devices > 1)
       diagnostics.error(origin_for("devices"),
                         fmt::format("'runtime.devices' is {}, but strategy 'single' trains on one "
                                     "device; set runtime.devices: 1 or a multi-device strategy",

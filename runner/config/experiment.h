@@ -44,7 +44,6 @@ struct RuntimeOptions {
   std::string accelerator = "auto";  // cpu, cuda, or auto (cuda when a GPU is present)
   int64_t devices = 1;
   std::string precision = "32-true";
-  std::string strategy = "single";
   int64_t threads = 0;  // intra-op CPU threads; 0: LibTorch's default
   std::string matmul_precision = "highest";  // float32 matmuls: highest, high (TF32), medium
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
@@ -72,6 +71,7 @@ struct RunSpec {
   ComponentChoice dataset;
   ComponentChoice optimizer;
   ComponentChoice scheduler;
+  ComponentChoice strategy;  // runtime.strategy
   TrainOptions train;
   RuntimeOptions runtime;
   // Why this run cannot execute with this build ("precision 16-mixed is not supported yet (...)");

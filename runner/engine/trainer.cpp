@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include <ATen/Parallel.h>
@@ -165,7 +166,10 @@ void Trainer::build() {
   DeviceInfo device = resolve_device(run_.runtime);
   if (!device.unavailable_reason.empty()) throw UserError(device.unavailable_reason);
   device_name_ = device.name;
-  device_ = torch::Device(device.type == "cuda" ? torch::kCUDA : torch::kCPU, 0);
+  // One GPU per rank: the launcher's LOCAL_RANK picks it, as under torchrun.
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  device_ = device.type == "cuda" ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank ? std::atoi(local_rank) : 0))
+                                  : torch::Device(torch::kCPU);
   torch::manual_seed(static_cast<uint64_t>(train.seed));
 
   // The dataset adapts to the model's input: images resized to its image_size, sequences no longer
@@ -186,7 +190,7 @@ void Trainer::build() {
   };
   // Training data are split across ranks (global batch = batch_size x ranks); every rank
   // evaluates the whole validation and test splits, so their figures agree without a reduction.
-  strategy_ = build_strategy(context_.registry, run_.runtime.strategy, {run_.runtime.timeout_s});
+  strategy_ = build_strategy(context_.registry, run_.strategy, {run_.runtime.timeout_s, device_});
   LoaderOptions train_options = loader_options(data_.train_transform);
   train_options.rank = strategy_->rank();
   train_options.world_size = strategy_->world_size();
@@ -210,13 +214,13 @@ void Trainer::build() {
   std::map<std::string, std::string> attributes = precision_->attributes();
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
   context_.observer.on_setup(attributes);
-  optimizer_ = build_optimizer(context_.registry, run_.optimizer, model_->parameters());
+  optimizer_ = build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {total_steps_});
 
   log("device {} ({}), precision {} ({}), strategy {}", device.type, device.name,
-            precision_->name(), precision_->describe(), run_.runtime.strategy);
+            precision_->name(), precision_->describe(), run_.strategy.name);
   log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
             run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
             data_.test->size(), data_.num_classes);
@@ -239,20 +243,20 @@ double Trainer::train_epoch(int64_t epoch) {
     torch::Tensor logits, loss;
     {
       Precision::AutocastScope autocast(*precision_, device_.type());
-      logits = model_->forward(batch);
+      logits = strategy_->forward(*model_, batch);
       loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
     }
     torch::Tensor backward_loss = train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
-    strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss);
+    const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
+    strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
     metrics.add(loss, logits, batch.targets);
     train_samples_ += batch.size();
     training_flops_ += model_->training_flops(batch);
 
-    const bool last = b + 1 == train_batches_;
-    if ((b + 1) % train.grad_accum == 0 || last) {
+    if (step_now) {
       set_learning_rate(base_lr_ * schedule_(step_));
       if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
-      if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*model_, train.clip_grad_norm);
+      if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
       strategy_->step(*optimizer_, scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
       if (scaler_) scaler_->update();
       ++step_;
@@ -288,25 +292,31 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
     check_stop();
     Batch batch = fetch(loader, data_.eval_transform, 0, b);
     Precision::AutocastScope autocast(*precision_, device_.type());
-    auto logits = model_->forward(batch);
+    auto logits = strategy_->forward(*model_, batch);
     auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
     metrics.add(loss, logits, batch.targets);
   }
   return metrics.result();
 }
 
+// Copies of the model's state. Sharded strategies hold a rank's share of the parameters: they are
+// gathered whole for the copy, so "best" weights work the same under every strategy.
 std::vector<torch::Tensor> Trainer::snapshot_weights() {
   std::vector<torch::Tensor> weights;
-  for (const auto& p : model_->parameters()) weights.push_back(p.detach().clone());
-  for (const auto& b : model_->buffers()) weights.push_back(b.detach().clone());
+  strategy_->with_full_parameters(*model_, [&] {
+    for (const auto& p : model_->parameters()) weights.push_back(p.detach().clone());
+    for (const auto& b : model_->buffers()) weights.push_back(b.detach().clone());
+  });
   return weights;
 }
 
 void Trainer::restore_weights(const std::vector<torch::Tensor>& weights) {
-  torch::NoGradGuard no_grad;
-  size_t i = 0;
-  for (auto& p : model_->parameters()) p.copy_(weights[i++]);
-  for (auto& b : model_->buffers()) b.copy_(weights[i++]);
+  strategy_->with_full_parameters(*model_, [&] {
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& p : model_->parameters()) p.copy_(weights[i++]);
+    for (auto& b : model_->buffers()) b.copy_(weights[i++]);
+  });
 }
 
 MetricValues Trainer::run() {
@@ -345,8 +355,11 @@ MetricValues Trainer::run() {
   }
   if (train.checkpoint == "last") best_epoch = train.epochs;
 
-  if (train.save_weights && !context_.weights_path.empty() && strategy_->rank() == 0) {
-    save_weights(*model_, context_.weights_path);
+  if (train.save_weights && !context_.weights_path.empty()) {
+    // The full model whatever the strategy and world size: loadable by any run (model.weights).
+    strategy_->with_full_parameters(*model_, [&] {
+      if (strategy_->rank() == 0) save_weights(*model_, context_.weights_path);
+    });
     context_.observer.on_setup({{"weights_path", context_.weights_path}});
     log("weights of epoch {} written to {}", best_epoch, context_.weights_path);
   }
@@ -357,6 +370,7 @@ MetricValues Trainer::run() {
   log("test loss {:.4f} acc {:.2f}% ({}); training time {}", test.loss, 100 * test.accuracy,
             format_duration(test_seconds), format_duration(train_seconds));
 
+  const TrainingStateBytes state = strategy_->state_bytes(*model_, *optimizer_);  // rank 0's; ranks hold equal shares
   MetricValues metrics = {{metric::kTrainSeconds, train_seconds},
                           {metric::kTestSeconds, test_seconds},
                           {metric::kTestLoss, test.loss},
@@ -367,6 +381,9 @@ MetricValues Trainer::run() {
                            static_cast<double>(train_samples_) * strategy_->world_size() / train_loop_seconds},
                           {metric::kDataWait, data_wait_seconds_ / train_loop_seconds},
                           {metric::kParameters, static_cast<double>(count_parameters(*model_))},
+                          {metric::kParameterBytes, state.parameters},
+                          {metric::kGradientBytes, state.gradients},
+                          {metric::kOptimizerStateBytes, state.optimizer_state},
                           {metric::kSteps, static_cast<double>(step_)},
                           {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
   const double tflops = training_flops_ / train_loop_seconds / 1e12;  // this rank's

@@ -1,0 +1,147 @@
+#include "components/strategy/distributed.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef TRAINYARD_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace trainyard {
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value ? std::atoi(value) : fallback;
+}
+
+c10::ScalarType dtype_named(const std::string& name) {
+  if (name == "bfloat16") return c10::ScalarType::BFloat16;
+  if (name == "float16") return c10::ScalarType::Half;
+  return c10::ScalarType::Float;
+}
+
+// The network device Gloo listens on: the interface GLOO_SOCKET_IFNAME names (as in PyTorch); the
+// loopback when every rank is on this machine; else the address this host's name resolves to.
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_address) {
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"))
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  if (master_address == "127.0.0.1" || master_address == "localhost")
+    return c10d::ProcessGroupGloo::createDeviceForHostname(master_address);
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+}  // namespace
+
+DistributedStrategy::DistributedStrategy(const std::string& name, const DistributedOptions& options,
+                                         const StrategyContext& context)
+    : reduce_dtype_(dtype_named(options.reduce_dtype)) {
+  rank_ = env_int("RANK", -1);
+  world_size_ = env_int("WORLD_SIZE", -1);
+  const char* address = std::getenv("MASTER_ADDR");
+  if (rank_ < 0 || world_size_ < 1 || !address || !std::getenv("MASTER_PORT"))
+    throw UserError(fmt::format("strategy {}: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set; "
+                                "multi-process runs are started by `trainyard run`, which sets them for every rank",
+                                name));
+  backend_name_ = options.backend != "auto" ? options.backend : context.device.is_cuda() ? "nccl" : "gloo";
+  if (backend_name_ == "nccl" && !context.device.is_cuda())
+    throw UserError(fmt::format("strategy {}: backend nccl needs CUDA devices; this run trains on the CPU "
+                                "(set runtime.strategy.backend: gloo, or auto)", name));
+
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(env_int("MASTER_PORT", 0));
+  store_options.isServer = rank_ == 0;
+  store_options.numWorkers = world_size_;
+  store_options.waitWorkers = true;
+  store_options.timeout = std::chrono::seconds(context.timeout_s);
+  auto store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
+
+  if (backend_name_ == "gloo") {
+    auto gloo = c10d::ProcessGroupGloo::Options::create();
+    gloo->timeout = std::chrono::seconds(context.timeout_s);
+    gloo->devices.push_back(gloo_device(address));
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, world_size_, gloo);
+    return;
+  }
+#ifdef TRAINYARD_NCCL
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(context.device.index()));
+  auto nccl = c10d::ProcessGroupNCCL::Options::create();
+  nccl->timeout = std::chrono::seconds(context.timeout_s);
+  group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, world_size_, nccl);
+#else
+  throw UserError(fmt::format("strategy {}: this trainyard was built without NCCL (nccl.h was not found "
+                              "beside LibTorch); use backend gloo",
+                              name));
+#endif
+}
+
+void DistributedStrategy::setup_replicated(Model& model, const torch::Device& device, c10::ScalarType param_dtype) {
+  model.to(device, param_dtype);
+  torch::NoGradGuard no_grad;
+  for (auto& t : model.parameters()) broadcast(t);
+  for (auto& t : model.buffers()) broadcast(t);
+}
+
+void DistributedStrategy::step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
+  if (found_inf.defined()) {
+    // The loss scaler's decision is the same on every rank: skip if any rank overflowed.
+    torch::Tensor flag = found_inf;
+    all_reduce_max(flag);
+  }
+  Strategy::step(optimizer, found_inf);
+}
+
+void DistributedStrategy::all_reduce_sum(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> t = {tensor};
+  group_->allreduce(t)->wait();
+}
+
+void DistributedStrategy::all_reduce_max(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> t = {tensor};
+  group_->allreduce(t, c10d::AllreduceOptions{c10d::ReduceOp::MAX})->wait();
+}
+
+void DistributedStrategy::broadcast(torch::Tensor& tensor) {
+  std::vector<torch::Tensor> t = {tensor};
+  group_->broadcast(t)->wait();
+}
+
+double DistributedStrategy::clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& group : optimizer.param_groups())
+    for (const auto& p : group.params())
+      if (p.grad().defined()) grads.push_back(p.grad());
+  torch::Tensor squares = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(grads.empty() ? torch::kCPU : grads[0].device()));
+  for (const auto& g : grads) squares += g.to(torch::kFloat).pow(2).sum();
+  all_reduce_sum(squares);
+  torch::Tensor norm = squares.sqrt();
+  // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1.
+  torch::Tensor factor = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+  for (auto& g : grads) g.mul_(factor.to(g.dtype()));
+  return norm.item<double>();
+}
+
+void GradientReadyHooks::attach(const std::vector<torch::Tensor>& parameters, std::function<void(size_t)> ready) {
+  auto shared_ready = std::make_shared<std::function<void(size_t)>>(std::move(ready));
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(parameters[i]);
+    TORCH_CHECK(accumulator, "parameter ", i, " does not require a gradient");
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [shared_ready, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          (*shared_ready)(i);
+          return outputs;
+        }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+}  // namespace trainyard

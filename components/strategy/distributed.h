@@ -1,0 +1,62 @@
+// What the multi-process strategies (ddp, zero2, fsdp) share: joining the ranks of the run into a
+// c10d process group, the collectives the engine needs, the loss scaler's agreed skip decision,
+// and the options every one of them takes (backend, reduce_dtype).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include "components/strategy/strategy.h"
+
+namespace trainyard {
+
+// Options shared by every multi-process strategy; each strategy's option struct has these fields.
+struct DistributedOptions {
+  std::string backend = "auto";          // gloo, nccl, or auto: nccl on CUDA, gloo on CPU
+  std::string reduce_dtype = "float32";  // gradients are averaged in: float32, bfloat16, float16
+};
+
+template <class Opts>
+void add_distributed_options(OptionSet<Opts>& options) {
+  options
+      .add("backend", &Opts::backend, "collectives library: gloo (CPU), nccl (CUDA), or auto (by device)",
+           one_of({"auto", "gloo", "nccl"}))
+      .add("reduce_dtype", &Opts::reduce_dtype, "dtype gradients are averaged in across ranks",
+           one_of({"float32", "bfloat16", "float16"}));
+}
+
+class DistributedStrategy : public Strategy {
+ public:
+  // Joins the ranks named by the launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR,
+  // MASTER_PORT) through c10d's TCPStore; `name` is the strategy's, for messages.
+  DistributedStrategy(const std::string& name, const DistributedOptions& options, const StrategyContext& context);
+
+  void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) override;
+  void all_reduce_sum(torch::Tensor& tensor) override;
+  void all_reduce_max(torch::Tensor& tensor) override;
+  int world_size() const override { return world_size_; }
+  int rank() const override { return rank_; }
+
+ protected:
+  // Moves the model to the device and gives every rank rank 0's parameters and buffers.
+  void setup_replicated(Model& model, const torch::Device& device, c10::ScalarType param_dtype);
+  void broadcast(torch::Tensor& tensor);
+  // The global gradient norm when each rank holds a disjoint share of the gradients.
+  double clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
+
+  c10::intrusive_ptr<c10d::Backend> group_;
+  int rank_ = 0, world_size_ = 1;
+  c10::ScalarType reduce_dtype_ = c10::ScalarType::Float;
+  std::string backend_name_;
+};
+
+// Collects the gradient accumulators of `parameters` and calls `ready(i)` after the gradient of
+// parameters[i] has been accumulated in a backward pass (DDP's Reducer hooks the same way).
+class GradientReadyHooks {
+ public:
+  void attach(const std::vector<torch::Tensor>& parameters, std::function<void(size_t)> ready);
+
+ private:
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the tensors hold them weakly
+};
+
+}  // namespace trainyard

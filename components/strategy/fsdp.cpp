@@ -1,0 +1,208 @@
+// The `fsdp` strategy, PyTorch FSDP's full shard: each rank keeps 1/N of the parameters, of the
+// gradients and of the optimizer state. The model's blocks (Model::blocks()) are the units of
+// sharding, and everything outside them is one more, the root unit:
+//
+//   forward   the root is gathered for the step; each block is all-gathered just before its
+//             forward (BlockHooks) and, with reshard_after_forward, freed right after;
+//   backward  a hook on the block's output gathers it again before its backward; once backward has
+//             produced all of a unit's gradients they are reduce-scattered (while backward goes
+//             on), the full gradients and parameters freed;
+//   step      each rank's optimizer updates its own chunks.
+//
+// Freed parameters keep their shapes but hold no memory (FlatParameters::release()); the tensors
+// autograd saved from them share that memory and see the values gathered back before backward.
+#include <fmt/format.h>
+
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "components/optim/optimizers.h"
+#include "components/strategy/distributed.h"
+#include "components/strategy/flat_parameters.h"
+
+namespace trainyard {
+
+namespace {
+
+struct FsdpOptions {
+  bool reshard_after_forward = true;
+  std::string backend = "auto";
+  std::string reduce_dtype = "float32";
+};
+
+struct Unit {
+  std::unique_ptr<FlatParameters> flat;  // the whole parameters, allocated only while gathered
+  torch::Tensor shard;                   // this rank's chunk, its own memory: what the optimizer updates
+  size_t pending = 0;                    // gradients still to come in this backward
+  bool reduced = false;                  // this backward's gradients are on their way
+  torch::Tensor gradients;               // the flat gradients while they are reduce-scattered
+  torch::Tensor reduced_chunk;           // this rank's chunk of their sum
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
+ public:
+  FullyShardedDataParallel(const FsdpOptions& o, const StrategyContext& context)
+      : DistributedStrategy("fsdp", {o.backend, o.reduce_dtype}, context), options_(o) {}
+
+  ~FullyShardedDataParallel() override {
+    if (model_) model_->set_block_hooks(nullptr);
+  }
+
+  void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) override {
+    setup_replicated(model, device, param_dtype);
+    // Units: one per block, then the root (every parameter outside the blocks).
+    std::vector<std::vector<torch::Tensor>> groups;
+    std::set<c10::TensorImpl*> in_blocks;
+    for (const auto& block : model.blocks()) {
+      groups.push_back(block->parameters());
+      for (const auto& p : groups.back()) TORCH_CHECK(in_blocks.insert(p.unsafeGetTensorImpl()).second, "fsdp: a parameter is shared by two blocks");
+    }
+    std::vector<torch::Tensor> root;
+    for (const auto& p : model.parameters())
+      if (!in_blocks.count(p.unsafeGetTensorImpl())) root.push_back(p);
+    groups.push_back(root);
+
+    std::vector<torch::Tensor> hooked;
+    for (auto& group : groups) {
+      Unit unit;
+      if (!group.empty()) {
+        unit.flat = std::make_unique<FlatParameters>(group, rank_, world_size_);
+        unit.shard = unit.flat->chunk(unit.flat->flat()).clone();
+        unit.flat->release();
+        for (const auto& p : group) {
+          hooked.push_back(p);
+          unit_of_.push_back(units_.size());
+        }
+      }
+      units_.push_back(std::move(unit));
+    }
+    hooks_.attach(hooked, [this](size_t i) { on_gradient_ready(unit_of_[i]); });
+    model_ = &model;
+    model.set_block_hooks(this);
+  }
+
+  std::vector<torch::Tensor> optimizer_parameters(Model&) override {
+    std::vector<torch::Tensor> shards;
+    for (const auto& unit : units_)
+      if (unit.flat) shards.push_back(unit.shard);
+    return shards;
+  }
+
+  torch::Tensor forward(Model& model, const Batch& batch) override {
+    gather(root());
+    torch::Tensor logits = model.forward(batch);
+    if (!torch::GradMode::is_enabled()) reshard(root());  // no backward will follow
+    return logits;
+  }
+
+  void before_block(size_t index) override { gather(units_[index]); }
+
+  void after_block(size_t index, const torch::Tensor& output) override {
+    if (!torch::GradMode::is_enabled() || !output.requires_grad()) {
+      reshard(units_[index]);
+      return;
+    }
+    // Before backward reaches this block, its parameters must be whole again.
+    output.register_hook([this, index](const torch::Tensor&) { gather(units_[index]); });
+    if (options_.reshard_after_forward) reshard(units_[index]);
+  }
+
+  void backward(const torch::Tensor& loss, bool sync) override {
+    syncing_ = sync;
+    for (auto& unit : units_) {
+      unit.pending = unit.flat ? unit.flat->parameters().size() : 0;
+      unit.reduced = false;
+    }
+    loss.backward();
+    // Units whose parameters got no gradient in this backward (unused ones), in a fixed order.
+    for (auto& unit : units_)
+      if (unit.flat && !unit.reduced) finish_backward(unit);
+    if (!sync) return;
+    for (auto& unit : units_) {
+      if (!unit.work) continue;
+      unit.work->wait();
+      unit.reduced_chunk.div_(world_size_);
+      unit.shard.mutable_grad() = unit.reduced_chunk.to(unit.shard.dtype());
+      unit.gradients = unit.reduced_chunk = torch::Tensor();
+      unit.work.reset();
+    }
+  }
+
+  double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) override {
+    return clip_sharded_grad_norm(optimizer, max_norm);
+  }
+
+  void with_full_parameters(Model& model, const std::function<void()>& fn) override {
+    for (auto& unit : units_) gather(unit);
+    fn();
+    torch::NoGradGuard no_grad;
+    for (auto& unit : units_) {
+      if (!unit.flat) continue;
+      unit.shard.copy_(unit.flat->chunk(unit.flat->flat()));  // keep what fn wrote
+      reshard(unit);
+    }
+  }
+
+  TrainingStateBytes state_bytes(Model&, const torch::optim::Optimizer& optimizer) const override {
+    std::vector<torch::Tensor> shards;
+    for (const auto& unit : units_)
+      if (unit.flat) shards.push_back(unit.shard);
+    const double bytes = tensor_bytes(shards);
+    return {bytes, bytes, optimizer_state_bytes(optimizer)};
+  }
+
+ private:
+  Unit& root() { return units_.back(); }
+
+  void gather(Unit& unit) {
+    if (!unit.flat || unit.flat->allocated()) return;
+    unit.flat->allocate();
+    group_->_allgather_base(unit.flat->flat(), unit.shard)->wait();
+  }
+
+  void reshard(Unit& unit) {
+    if (unit.flat) unit.flat->release();
+  }
+
+  void on_gradient_ready(size_t index) {
+    Unit& unit = units_[index];
+    if (--unit.pending == 0) finish_backward(unit);
+  }
+
+  // The unit's backward is over: send its gradients on their way (when syncing) and free its
+  // parameters. Without syncing (an accumulating micro-batch) the gradients stay whole.
+  void finish_backward(Unit& unit) {
+    unit.reduced = true;
+    if (syncing_) {
+      unit.gradients = unit.flat->take_gradients(reduce_dtype_);
+      unit.reduced_chunk = torch::empty({unit.flat->chunk_numel()}, unit.gradients.options());
+      unit.work = group_->_reduce_scatter_base(unit.reduced_chunk, unit.gradients);
+    }
+    reshard(unit);
+  }
+
+  FsdpOptions options_;
+  std::vector<Unit> units_;      // the blocks', then the root's
+  std::vector<size_t> unit_of_;  // hooked parameter index -> unit
+  bool syncing_ = true;
+  GradientReadyHooks hooks_;
+  Model* model_ = nullptr;
+};
+
+}  // namespace
+
+void register_fsdp(Registry& registry) {
+  OptionSet<FsdpOptions> options;
+  options.add("reshard_after_forward", &FsdpOptions::reshard_after_forward,
+              "free each block's gathered parameters after its forward and gather them again for backward "
+              "(less memory, one more all-gather per block)");
+  add_distributed_options(options);
+  registry.add<StrategyPtr(const StrategyContext&)>(
+      ComponentKind::strategy, "fsdp",
+      "fully sharded data parallel: parameters, gradients and optimizer state sharded; blocks gathered as they run",
+      options, [](const FsdpOptions& o, const StrategyContext& context) -> StrategyPtr {
+        return std::make_shared<FullyShardedDataParallel>(o, context);
+      });
+}
+
+}  // namespace trainyard

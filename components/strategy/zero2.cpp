@@ -1,0 +1,150 @@
+// The `zero2` strategy, DeepSpeed's ZeRO stage 2: parameters are replicated as in ddp, but each rank
+// keeps only 1/N of the gradients and of the optimizer state. Parameters are grouped into buckets of
+// about `bucket_mb`, each laid out flat and split into N chunks; when backward has produced a
+// bucket's gradients they are reduce-scattered (while backward goes on), so each rank receives the
+// average of its chunk only and the full gradients are released. Each rank's optimizer updates its
+// chunks in place, and an all-gather brings every rank the others' updated chunks.
+#include <fmt/format.h>
+
+#include "components/optim/optimizers.h"
+#include "components/strategy/distributed.h"
+#include "components/strategy/flat_parameters.h"
+
+namespace trainyard {
+
+namespace {
+
+struct Zero2Options {
+  double bucket_mb = 25.0;
+  std::string backend = "auto";
+  std::string reduce_dtype = "float32";
+};
+
+struct Bucket {
+  std::unique_ptr<FlatParameters> flat;
+  torch::Tensor chunk;       // this rank's chunk of the flat parameters: what the optimizer updates
+  size_t pending = 0;        // gradients still to come in this backward
+  torch::Tensor gradients;   // the flat gradients while they are reduce-scattered
+  torch::Tensor reduced;     // this rank's chunk of their sum
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
+class ZeroStage2 : public DistributedStrategy {
+ public:
+  ZeroStage2(const Zero2Options& o, const StrategyContext& context)
+      : DistributedStrategy("zero2", {o.backend, o.reduce_dtype}, context), options_(o) {}
+
+  void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) override {
+    setup_replicated(model, device, param_dtype);
+    // Buckets of whole parameters, last first (the order backward produces their gradients).
+    std::vector<torch::Tensor> parameters = model.parameters();
+    const auto bucket_bytes = static_cast<int64_t>(options_.bucket_mb * 1024 * 1024);
+    std::vector<std::vector<torch::Tensor>> groups;
+    int64_t bytes = bucket_bytes;
+    for (auto it = parameters.rbegin(); it != parameters.rend(); ++it) {
+      if (bytes >= bucket_bytes) {
+        groups.emplace_back();
+        bytes = 0;
+      }
+      groups.back().push_back(*it);
+      bytes += it->numel() * c10::elementSize(reduce_dtype_);
+    }
+    std::vector<torch::Tensor> hooked;
+    for (auto& group : groups) {
+      Bucket bucket;
+      bucket.flat = std::make_unique<FlatParameters>(group, rank_, world_size_);
+      bucket.chunk = bucket.flat->chunk(bucket.flat->flat());
+      for (const auto& p : group) {
+        hooked.push_back(p);
+        bucket_of_.push_back(buckets_.size());
+      }
+      buckets_.push_back(std::move(bucket));
+    }
+    hooks_.attach(hooked, [this](size_t i) { on_gradient_ready(i); });
+  }
+
+  std::vector<torch::Tensor> optimizer_parameters(Model&) override {
+    std::vector<torch::Tensor> chunks;
+    for (const auto& bucket : buckets_) chunks.push_back(bucket.chunk);
+    return chunks;
+  }
+
+  void backward(const torch::Tensor& loss, bool sync) override {
+    syncing_ = sync;
+    next_launch_ = 0;
+    for (auto& bucket : buckets_) bucket.pending = bucket.flat->parameters().size();
+    loss.backward();
+    if (!sync) return;
+    for (size_t b = next_launch_; b < buckets_.size(); ++b) buckets_[b].pending = 0;  // unused parameters
+    launch_ready_buckets();
+    for (auto& bucket : buckets_) {
+      bucket.work->wait();
+      bucket.reduced.div_(world_size_);
+      bucket.chunk.mutable_grad() = bucket.reduced.to(bucket.chunk.dtype());
+      bucket.gradients = bucket.reduced = torch::Tensor();
+      bucket.work.reset();
+    }
+  }
+
+  double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) override {
+    return clip_sharded_grad_norm(optimizer, max_norm);
+  }
+
+  void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) override {
+    DistributedStrategy::step(optimizer, found_inf);
+    // Every rank updated its own chunks; bring everyone the rest.
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<torch::Tensor> sent;
+    for (auto& bucket : buckets_) {
+      sent.push_back(bucket.chunk.clone());
+      works.push_back(group_->_allgather_base(bucket.flat->flat(), sent.back()));
+    }
+    for (auto& work : works) work->wait();
+  }
+
+  TrainingStateBytes state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const override {
+    std::vector<torch::Tensor> chunks;
+    for (const auto& bucket : buckets_) chunks.push_back(bucket.chunk);
+    return {tensor_bytes(model.parameters()), tensor_bytes(chunks), optimizer_state_bytes(optimizer)};
+  }
+
+ private:
+  void on_gradient_ready(size_t i) {
+    if (!syncing_) return;
+    if (--buckets_[bucket_of_[i]].pending == 0) launch_ready_buckets();
+  }
+
+  // Starts the reduce-scatter of every complete bucket whose predecessors have started: the same
+  // collectives in the same order on every rank.
+  void launch_ready_buckets() {
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+      Bucket& bucket = buckets_[next_launch_++];
+      bucket.gradients = bucket.flat->take_gradients(reduce_dtype_);
+      bucket.reduced = torch::empty({bucket.flat->chunk_numel()}, bucket.gradients.options());
+      bucket.work = group_->_reduce_scatter_base(bucket.reduced, bucket.gradients);
+    }
+  }
+
+  Zero2Options options_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;  // hooked parameter index -> bucket
+  size_t next_launch_ = 0;
+  bool syncing_ = true;
+  GradientReadyHooks hooks_;
+};
+
+}  // namespace
+
+void register_zero2(Registry& registry) {
+  OptionSet<Zero2Options> options;
+  options.add("bucket_mb", &Zero2Options::bucket_mb, "gradients reduce-scattered together, in MiB", greater_than(0));
+  add_distributed_options(options);
+  registry.add<StrategyPtr(const StrategyContext&)>(
+      ComponentKind::strategy, "zero2",
+      "ZeRO stage 2 (DeepSpeed): parameters replicated; gradients and optimizer state sharded across ranks", options,
+      [](const Zero2Options& o, const StrategyContext& context) -> StrategyPtr {
+        return std::make_shared<ZeroStage2>(o, context);
+      });
+}
+
+}  // namespace trainyard
