@@ -81,8 +81,9 @@ std::string git_revision_of(const std::string& path) {
 }
 
 Controller::Controller(Store& store, const Registry& registry, std::string log_dir,
-                       const std::atomic<bool>& stop_requested)
-    : store_(store), registry_(registry), log_dir_(std::move(log_dir)), stop_requested_(stop_requested) {}
+                       const std::atomic<bool>& stop_requested, NodeSpec node)
+    : store_(store), registry_(registry), log_dir_(std::move(log_dir)), stop_requested_(stop_requested),
+      node_(std::move(node)) {}
 
 BatchSummary Controller::run_experiment(const Experiment& experiment, bool force) {
   BatchSummary summary;
@@ -94,6 +95,11 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
       report_option_set().encode(experiment.report, "", {}).to_yaml_text());
 
   // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
+  // Every node must launch the same runs in the same order; only node 0 knows what completed before.
+  if (node_.multi_node() && !force) {
+    fmt::print(stderr, "multi-node: every run executes (completed runs are not skipped, so the nodes stay in step)\n");
+    force = true;
+  }
   std::vector<std::pair<int64_t, const RunSpec*>> queue;
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
@@ -123,14 +129,18 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
       continue;
     }
     fmt::print(stderr, "> {} [{}/{}]\n", queue[i].second->variant, i + 1, queue.size());
-    execute(experiment, queue[i].first, *queue[i].second, summary);
+    const int ordinal = static_cast<int>(queue[i].second - experiment.runs.data());
+    execute(experiment, queue[i].first, ordinal, *queue[i].second, summary);
   }
   return summary;
 }
 
-void Controller::execute(const Experiment& experiment, int64_t run_id, const RunSpec& run, BatchSummary& summary) {
+void Controller::execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run,
+                         BatchSummary& summary) {
+  // Node K > 0 of a multi-node run keeps its logs apart from node 0's, should they share a folder.
+  const std::string node_suffix = node_.node_rank > 0 ? fmt::format("-node{}", node_.node_rank) : "";
   const fs::path stem = fs::path(log_dir_) / safe_file_name(experiment.name) /
-                        fmt::format("run-{}-{}", run_id, safe_file_name(run.variant));
+                        fmt::format("run-{}-{}{}", run_id, safe_file_name(run.variant), node_suffix);
   fs::create_directories(stem.parent_path());
   const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
   std::ofstream(config_path) << run.config_yaml;  // what every rank reads
@@ -139,8 +149,8 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, const Run
   auto log = run_logger(run.variant, log_path);
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
-  LaunchSpec spec{config_path, run.variant, static_cast<int>(run.runtime.devices), stem.string(),
-                  stem.string() + ".safetensors"};
+  LaunchSpec spec{config_path, run.variant, stem.string(), stem.string() + ".safetensors",
+                  static_cast<int>(run.runtime.devices), node_, node_.port_for_run(ordinal)};
   LaunchResult result = launch_run(spec, observer, stop_requested_);
   switch (result.outcome) {
     case LaunchOutcome::completed:

@@ -11,6 +11,7 @@
 #include "components/registry.h"
 #include "db/store.h"
 #include "runner/config/experiment.h"
+#include "runner/nodes.h"
 
 namespace trainyard {
 
@@ -26,18 +27,21 @@ struct BatchSummary {
 class Controller {
  public:
   // `log_dir`: where each run's log file goes. `stop_requested` is set by the signal handler.
+  // `node`: this controller's node; across nodes every controller runs the same runs in the same
+  // order, and only node 0's store is the record.
   Controller(Store& store, const Registry& registry, std::string log_dir,
-             const std::atomic<bool>& stop_requested);
+             const std::atomic<bool>& stop_requested, NodeSpec node = {});
 
   BatchSummary run_experiment(const Experiment& experiment, bool force);
 
  private:
-  void execute(const Experiment& experiment, int64_t run_id, const RunSpec& run, BatchSummary& summary);
+  void execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run, BatchSummary& summary);
 
   Store& store_;
   const Registry& registry_;
   std::string log_dir_;
   const std::atomic<bool>& stop_requested_;
+  NodeSpec node_;
 };
 
 // Short git revision of the repository holding `path` ("" outside git), "-dirty" when modified.

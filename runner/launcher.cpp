@@ -63,7 +63,8 @@ std::string last_lines(const std::string& path, size_t count) {
 }
 
 struct Rank {
-  int rank = 0;
+  int rank = 0;   // global
+  int local = 0;  // on this node
   pid_t pid = -1;
   int channel = -1;  // read end of the pipe
   std::string buffer;
@@ -90,9 +91,10 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
     dup2(log, STDERR_FILENO);
     dup2(fds[1], kChannelFd);
     std::vector<std::pair<std::string, std::string>> env = {
-        {"RANK", std::to_string(r.rank)}, {"WORLD_SIZE", std::to_string(spec.world_size)},
-        {"LOCAL_RANK", std::to_string(r.rank)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.world_size)},
-        {"NODE_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
+        {"RANK", std::to_string(r.rank)}, {"WORLD_SIZE", std::to_string(spec.node.nnodes * spec.devices)},
+        {"LOCAL_RANK", std::to_string(r.local)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.devices)},
+        {"NODE_RANK", std::to_string(spec.node.node_rank)}, {"MASTER_ADDR", spec.node.master_addr},
+        {"MASTER_PORT", std::to_string(port)},
         {kChannelVariable, std::to_string(kChannelFd)}};
     for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
     execl(executable.c_str(), executable.c_str(), "worker", "--config", spec.config_path.c_str(), "--variant",
@@ -117,11 +119,12 @@ bool failed(const Rank& r) { return r.exited && !(WIFEXITED(r.status) && WEXITST
 
 LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std::atomic<bool>& stop_requested) {
   const std::string executable = self_executable();
-  const int port = free_port();
-  std::vector<Rank> ranks(static_cast<size_t>(spec.world_size));
-  for (int r = 0; r < spec.world_size; ++r) {
-    ranks[r].rank = r;
-    ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, r);
+  const int port = spec.port > 0 ? spec.port : free_port();
+  std::vector<Rank> ranks(static_cast<size_t>(spec.devices));
+  for (int r = 0; r < spec.devices; ++r) {
+    ranks[r].rank = spec.node.node_rank * spec.devices + r;
+    ranks[r].local = r;
+    ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, ranks[r].rank);
     spawn(ranks[r], spec, executable, port);
   }
 
@@ -147,7 +150,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
         nlohmann::json message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
         if (message.is_discarded()) continue;
         if (message.contains("error")) r.error = message["error"].get<std::string>();
-        if (r.rank != 0) continue;
+        if (r.local != 0) continue;
         if (message.contains("log")) observer.on_log(message["log"].get<std::string>());
         if (message.contains("setup")) observer.on_setup(message["setup"].get<std::map<std::string, std::string>>());
         if (message.contains("epoch")) observer.on_epoch(message["epoch"].get<int64_t>(), message["values"].get<MetricValues>());
@@ -202,12 +205,14 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
     result.error = "interrupted by a signal (Ctrl-C or SIGTERM)";
   } else if (!first_failure.empty()) {
     result.outcome = LaunchOutcome::failed;
-    // A rank that reported its own error (bad data, bad weights) says it best.
-    result.error = !ranks[0].error.empty() && ranks[0].exited && failed(ranks[0]) ? ranks[0].error : first_failure;
+    // A single process that reported its own error (bad data, bad weights) says it best; with
+    // several ranks, which rank failed comes first.
+    const bool alone = spec.devices * spec.node.nnodes == 1;
+    result.error = alone && !ranks[0].error.empty() && failed(ranks[0]) ? ranks[0].error : first_failure;
   } else if (got_result) {
     result.outcome = LaunchOutcome::completed;
   } else {
-    result.error = "rank 0 exited without reporting a result; see " + ranks[0].log_path;
+    result.error = fmt::format("rank {} exited without reporting a result; see {}", ranks[0].rank, ranks[0].log_path);
   }
   return result;
 }

@@ -1,7 +1,7 @@
 // The launcher: runs one run in worker processes — `trainyard worker`, one per rank — and supervises
 // them from the controller, with no MPI and no torchrun. Each rank gets torchrun's environment
-// contract (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT on a
-// free port), writes its output to its own log file, and reports to the controller over a pipe as
+// contract (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT: a
+// free port on one node, the agreed one across nodes), writes its output to its own log file, and reports to the controller over a pipe as
 // JSON lines; rank 0's reports become the run's records. When any rank exits non-zero or dies from a
 // signal, the others get SIGTERM, then SIGKILL after a grace period; a stop request (Ctrl-C) does the
 // same and marks the run interrupted. Workers die with the controller (PR_SET_PDEATHSIG): no orphans.
@@ -11,15 +11,18 @@
 #include <string>
 
 #include "runner/engine/engine.h"
+#include "runner/nodes.h"
 
 namespace trainyard {
 
 struct LaunchSpec {
   std::string config_path;  // the run's resolved config, written by the controller
   std::string variant;
-  int world_size = 1;
   std::string log_prefix;   // rank R logs to <log_prefix>-rank<R>.log
   std::string weights_path; // where rank 0 saves the weights, when the run asks for it
+  int devices = 1;          // ranks on this node
+  NodeSpec node;            // this node's place; ranks are node_rank * devices + local rank
+  int port = 0;             // MASTER_PORT; 0: a free port (one node only)
   int grace_seconds = 5;    // between SIGTERM and SIGKILL
 };
 
@@ -31,7 +34,8 @@ struct LaunchResult {
   std::string error;     // "rank 1 exited with code 1: ...", with the last lines of its log
 };
 
-// Blocks until every rank has exited. `observer` receives rank 0's log lines, setup and epochs.
+// Blocks until every rank of this node has exited. `observer` receives the log lines, setup and
+// epochs of the node's first rank (rank 0 on node 0).
 LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std::atomic<bool>& stop_requested);
 
 // The worker's side of the pipe: `trainyard worker` writes its reports through this observer.

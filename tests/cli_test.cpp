@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "db/store.h"
 #include "tests/test_support.h"
@@ -55,16 +58,27 @@ struct KillOnExit {
   }
 };
 
-// Starts `trainyard run FILE --db DB` in the background, its output discarded.
-pid_t start_run(const std::string& file, const std::string& db) {
+// Starts `trainyard run FILE --db DB EXTRA...` in the background, its output discarded.
+pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {TRAINYARD_EXE, "run", file, "--db", db};
+  args.insert(args.end(), extra.begin(), extra.end());
   pid_t child = fork();
   if (child == 0) {
     freopen("/dev/null", "w", stderr);
     freopen("/dev/null", "w", stdout);
-    execl(TRAINYARD_EXE, TRAINYARD_EXE, "run", file.c_str(), "--db", db.c_str(), static_cast<char*>(nullptr));
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(TRAINYARD_EXE, argv.data());
     _exit(127);
   }
   return child;
+}
+
+int exit_code_of(pid_t child) {
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 class CliTest : public ::testing::Test {
@@ -265,33 +279,189 @@ sweep:
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(60));
 }
 
-TEST_F(CliTest, DdpOnTwoGlooRanksMatchesOneProcessWithTheGlobalBatch) {
-  std::string file = dir.write("ddp.yaml", R"(
-name: ddp
-model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+// Every strategy on 2 and 4 Gloo ranks trains as one process does with the same global batch of 16:
+// the same samples in every step, gradients averaged over the ranks. Equal up to float summation
+// order: test loss after 32 steps within 1e-4. Sharded strategies hold 1/N of the training state.
+TEST_F(CliTest, EveryStrategyOnTwoAndFourRanksMatchesOneProcessWithTheGlobalBatch) {
+  std::string yaml = R"(
+name: strategies
+model: {name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
 dataset: {name: synthetic-images, train_size: 256, val_size: 64, test_size: 64, num_classes: 4, noise: 0.3}
-train: {epochs: 2, batch_size: 8, optimizer: {name: adam, lr: 3.0e-3}, log_every: 1000}
+train: {epochs: 2, batch_size: 16, optimizer: {name: adam, lr: 3.0e-3}, log_every: 1000}
 runtime: {accelerator: cpu, threads: 1}
 sweep:
   variants:
-    - name: one-process-batch-16
-      set: {train.batch_size: 16}
-    - name: ddp-2-ranks-batch-8
-      set: {runtime.strategy: ddp, runtime.devices: 2}
-)");
-  Result run = trainyard("run " + file + " --db " + db());
+    - name: single
+)";
+  const std::vector<std::string> strategies = {"ddp", "zero2", "fsdp"};
+  for (const auto& strategy : strategies)
+    for (int ranks : {2, 4})
+      yaml += fmt::format("    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.devices: {1}, train.batch_size: {2}}}}}\n",
+                          strategy, ranks, 16 / ranks);
+  yaml += "    - {name: fsdp-2-keep-gathered, set: {runtime.strategy: {name: fsdp, reshard_after_forward: false}, "
+          "runtime.devices: 2, train.batch_size: 8}}\n";
+  Result run = trainyard("run " + dir.write("strategies.yaml", yaml) + " --db " + db());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   Store store(db());
-  auto runs = store.runs("ddp");
-  ASSERT_EQ(runs.size(), 2u);
-  auto single = store.final_metrics(runs[0].id), ddp = store.final_metrics(runs[1].id);
-  EXPECT_EQ(ddp.at("steps"), single.at("steps"));
-  // Same samples per step, gradients averaged over the ranks: the same training, up to float
-  // summation order (tolerance 1e-5).
-  EXPECT_NEAR(ddp.at("test_loss"), single.at("test_loss"), 1e-5);
-  auto single_epochs = store.epoch_metrics(runs[0].id), ddp_epochs = store.epoch_metrics(runs[1].id);
-  EXPECT_NEAR(ddp_epochs[1].values.at("train_loss"), single_epochs[1].values.at("train_loss"), 1e-5);
+  auto runs = store.runs("strategies");
+  ASSERT_EQ(runs.size(), 8u);
+  auto single = store.final_metrics(runs[0].id);
+  auto single_epochs = store.epoch_metrics(runs[0].id);
+  for (size_t i = 1; i < runs.size(); ++i) {
+    SCOPED_TRACE(runs[i].variant);
+    auto m = store.final_metrics(runs[i].id);
+    EXPECT_EQ(m.at("steps"), single.at("steps"));
+    EXPECT_NEAR(m.at("test_loss"), single.at("test_loss"), 1e-4);
+    EXPECT_NEAR(store.epoch_metrics(runs[i].id)[1].values.at("train_loss"), single_epochs[1].values.at("train_loss"), 1e-4);
+  }
+  // Per-rank training state, from the engine's accounting: ddp keeps everything on every rank; zero2
+  // 1/N of the gradients and optimizer state; fsdp 1/N of all three (up to padding to N).
+  auto per_rank = [&](const std::string& variant, const char* key) {
+    for (const auto& r : runs)
+      if (r.variant == variant) return store.final_metrics(r.id).at(key);
+    return -1.0;
+  };
+  for (const char* key : {"param_bytes_per_rank", "grad_bytes_per_rank", "optimizer_state_bytes_per_rank"}) {
+    SCOPED_TRACE(key);
+    for (int ranks : {2, 4}) {
+      const double ddp = per_rank(fmt::format("ddp-{}", ranks), key);
+      EXPECT_EQ(ddp, single.at(key));
+      // Within 2% of 1/N: shards are padded to a multiple of N, and Adam keeps one step count per
+      // tensor it updates (one per parameter under ddp, one per shard under fsdp and zero2).
+      const double fsdp = per_rank(fmt::format("fsdp-{}", ranks), key);
+      EXPECT_NEAR(fsdp, ddp / ranks, 0.02 * ddp / ranks);
+      const double zero2 = per_rank(fmt::format("zero2-{}", ranks), key);
+      if (std::string(key) == "param_bytes_per_rank") EXPECT_EQ(zero2, ddp);
+      else EXPECT_NEAR(zero2, ddp / ranks, 0.02 * ddp / ranks);
+    }
+  }
   EXPECT_TRUE(fs::exists(runs[1].environment.log_path.substr(0, runs[1].environment.log_path.size() - 4) + "-rank1.log"));
+}
+
+// Each strategy composes with the mixed precisions, gradient accumulation and clipping, and saves
+// the whole model; a 2-rank fsdp run trains as one process with the same global batch.
+TEST_F(CliTest, StrategiesComposeWithPrecisionsAccumulationAndClipping) {
+  std::string yaml = R"(
+name: compose
+model: {name: distilbert, layers: 2, dim: 32, heads: 2, hidden_dim: 64, max_positions: 64, dropout: 0, attention_dropout: 0, classifier_dropout: 0}
+dataset: {name: synthetic-text, train_size: 96, val_size: 32, test_size: 32, max_length: 32}
+train: {epochs: 1, batch_size: 4, grad_accum: 2, clip_grad_norm: 0.5, optimizer: {name: adamw, lr: 3.0e-3}, log_every: 1000, save_weights: true}
+runtime: {accelerator: cpu, threads: 1, devices: 2}
+sweep:
+  variants:
+    - {name: single-8, set: {train.batch_size: 8, runtime.devices: 1}}
+    - {name: fsdp, set: {runtime.strategy: fsdp}}
+)";
+  for (const char* strategy : {"ddp", "zero2", "fsdp"})
+    for (const char* precision : {"bf16-mixed", "16-mixed", "bf16-true"})
+      yaml += fmt::format("    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.precision: {1}}}}}\n", strategy, precision);
+  Result run = trainyard("run " + dir.write("compose.yaml", yaml) + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  auto runs = store.runs("compose");
+  ASSERT_EQ(runs.size(), 11u);
+  const double single_loss = store.final_metrics(runs[0].id).at("test_loss");
+  EXPECT_NEAR(store.final_metrics(runs[1].id).at("test_loss"), single_loss, 1e-4);
+  for (const auto& r : runs) {
+    SCOPED_TRACE(r.variant);
+    EXPECT_EQ(r.status, RunStatus::completed);
+    auto m = store.final_metrics(r.id);
+    EXPECT_TRUE(std::isfinite(m.at("test_loss")));
+    EXPECT_NEAR(m.at("test_loss"), single_loss, 0.1);  // lower precisions: close, not equal
+    EXPECT_TRUE(fs::exists(fs::path(r.environment.log_path).replace_extension(".safetensors")));
+  }
+}
+
+// The rank number a worker process was given (RANK in its environment), or -1.
+int rank_of(pid_t pid) {
+  std::string environ = read_file(fmt::format("/proc/{}/environ", pid));
+  for (size_t start = 0; start < environ.size();) {
+    size_t end = environ.find('\0', start);
+    std::string entry = environ.substr(start, end - start);
+    if (entry.rfind("RANK=", 0) == 0) return std::stoi(entry.substr(5));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return -1;
+}
+
+// A rank that stops answering (SIGSTOP: alive, silent) leaves the others waiting in a collective;
+// after runtime.timeout_s they give up, the run fails naming the rank and the timeout, the stopped
+// rank is killed, and the batch goes on.
+TEST_F(CliTest, AHangingCollectiveFailsTheRunAfterTheTimeout) {
+  std::string file = dir.write("hang.yaml", R"(
+name: hang
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 100000, val_size: 32, test_size: 32, num_classes: 4}
+train: {epochs: 5, batch_size: 8}
+runtime: {accelerator: cpu, threads: 1, strategy: ddp, devices: 2, timeout_s: 5}
+sweep:
+  variants:
+    - name: stalled
+    - name: next
+      set: {dataset.train_size: 64}
+)");
+  pid_t controller = start_run(file, db());
+  KillOnExit guard{controller};
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 600 && workers.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    workers = children_of(controller);
+  }
+  ASSERT_EQ(workers.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // training, past the rendezvous
+  const pid_t rank1 = rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+  const auto stopped_at = std::chrono::steady_clock::now();
+  kill(rank1, SIGSTOP);
+  EXPECT_EQ(exit_code_of(controller), 1);  // a run failed
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, std::chrono::seconds(60));
+  Store store(db());
+  auto runs = store.runs("hang");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, RunStatus::failed);
+  EXPECT_NE(runs[0].error.find("rank 0 exited with code"), std::string::npos) << runs[0].error;
+  EXPECT_NE(runs[0].error.find("imed out"), std::string::npos) << runs[0].error;  // Gloo: "Timed out ..."
+  EXPECT_EQ(runs[1].status, RunStatus::completed) << runs[1].error;
+  EXPECT_NE(kill(rank1, 0), 0);  // no orphan
+}
+
+// Two controllers of two ranks each, on loopback as two nodes, train as four ranks on one node do.
+TEST_F(CliTest, TwoNodesOfTwoRanksTrainAsFourRanksOnOneNode) {
+  std::string file = dir.write("nodes.yaml", R"(
+name: nodes
+model: {name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 128, val_size: 32, test_size: 32, num_classes: 4, noise: 0.3}
+train: {epochs: 1, batch_size: 4, optimizer: {name: adam, lr: 3.0e-3}}
+runtime: {accelerator: cpu, threads: 1, strategy: ddp, devices: 2}
+)");
+  const std::string one_node_db = (dir.path() / "one" / "t.db").string();
+  Result one_node = trainyard("run " + file + " --db " + one_node_db + " --set runtime.devices=4");
+  ASSERT_EQ(one_node.exit_code, 0) << one_node.output;
+
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  auto node = [&](int rank, const std::string& db_path) {
+    return start_run(file, db_path, {"--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
+                                     "--master-port", port});
+  };
+  pid_t node1 = node(1, (dir.path() / "node1" / "t.db").string());
+  KillOnExit guard1{node1};
+  pid_t node0 = node(0, db());
+  KillOnExit guard0{node0};
+  EXPECT_EQ(exit_code_of(node0), 0);
+  EXPECT_EQ(exit_code_of(node1), 0);
+  Store store(db());
+  auto runs = store.runs("nodes");
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs[0].status, RunStatus::completed) << runs[0].error;
+  Store reference(one_node_db);
+  const double four_ranks = reference.final_metrics(reference.runs("nodes")[0].id).at("test_loss");
+  EXPECT_NEAR(store.final_metrics(runs[0].id).at("test_loss"), four_ranks, 1e-5);
+  EXPECT_FALSE(fs::exists(dir.path() / "node1" / "t.db"));  // only node 0 records
+  EXPECT_TRUE(fs::exists(dir.path() / "node1" / "logs" / "nodes" / "run-1-default-node1-rank3.log"));
+
+  // Flags that cannot describe a node are refused before anything runs.
+  EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 2 --master-port 1234").exit_code, 2);
+  EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 1").exit_code, 2);  // no port
 }
 
 TEST_F(CliTest, ValidateListAndHelp) {

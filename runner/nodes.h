@@ -1,0 +1,32 @@
+// Where this controller sits in a multi-node run: how many nodes, which one this is, and where
+// rank 0's rendezvous (c10d's TCPStore) listens. From `trainyard run --nnodes N --node-rank K
+// --master-addr HOST --master-port P`, or under Slurm from its SLURM_* variables.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace trainyard {
+
+struct NodeSpec {
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: a free port per run (one node only)
+
+  bool multi_node() const { return nnodes > 1; }
+  // Run number `ordinal` of a batch rendezvouses on master_port + ordinal, so consecutive runs never
+  // meet the previous run's store; 0 lets the launcher pick a free port.
+  int port_for_run(int ordinal) const { return master_port > 0 ? master_port + ordinal : 0; }
+};
+
+// The node layout Slurm describes (SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST, SLURM_JOB_ID),
+// or nothing outside a multi-node Slurm job. MASTER_ADDR and MASTER_PORT, when set, win; else the
+// first host of the node list and a port derived from the job id (as Lightning does).
+std::optional<NodeSpec> node_spec_from_slurm(const std::function<const char*(const char*)>& getenv);
+
+// The first host of a Slurm host list: "gpu[07-09,12],cpu1" -> "gpu07".
+std::string first_slurm_host(const std::string& nodelist);
+
+}  // namespace trainyard
