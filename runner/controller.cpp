@@ -149,7 +149,7 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, int ordin
   auto log = run_logger(run.variant, log_path);
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
-  LaunchSpec spec{config_path, run.variant, stem.string(), stem.string() + ".safetensors",
+  LaunchSpec spec{config_path, run.variant, stem.string(), stem.string(),
                   static_cast<int>(run.runtime.devices), node_, node_.port_for_run(ordinal)};
   LaunchResult result = launch_run(spec, observer, stop_requested_);
   switch (result.outcome) {

@@ -98,7 +98,7 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
         {kChannelVariable, std::to_string(kChannelFd)}};
     for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
     execl(executable.c_str(), executable.c_str(), "worker", "--config", spec.config_path.c_str(), "--variant",
-          spec.variant.c_str(), "--weights-out", spec.weights_path.c_str(), static_cast<char*>(nullptr));
+          spec.variant.c_str(), "--output-prefix", spec.output_prefix.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);

@@ -19,7 +19,7 @@ struct LaunchSpec {
   std::string config_path;  // the run's resolved config, written by the controller
   std::string variant;
   std::string log_prefix;   // rank R logs to <log_prefix>-rank<R>.log
-  std::string weights_path; // where rank 0 saves the weights, when the run asks for it
+  std::string output_prefix;  // files the run writes: <prefix>.safetensors (weights), <prefix>.state/
   int devices = 1;          // ranks on this node
   NodeSpec node;            // this node's place; ranks are node_rank * devices + local rank
   int port = 0;             // MASTER_PORT; 0: a free port (one node only)

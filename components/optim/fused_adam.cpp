@@ -56,4 +56,14 @@ std::vector<torch::Tensor> FusedAdam::state_tensors() const {
   return tensors;
 }
 
+std::optional<FusedAdam::Moments> FusedAdam::moments(const torch::Tensor& parameter) const {
+  auto it = moments_.find(parameter.unsafeGetTensorImpl());
+  if (it == moments_.end()) return std::nullopt;
+  return it->second;
+}
+
+void FusedAdam::set_moments(const torch::Tensor& parameter, Moments moments) {
+  moments_[parameter.unsafeGetTensorImpl()] = std::move(moments);
+}
+
 }  // namespace trainyard

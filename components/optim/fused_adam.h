@@ -27,10 +27,14 @@ class FusedAdam : public torch::optim::Optimizer {
   // Every moment and step count held, for memory accounting.
   std::vector<torch::Tensor> state_tensors() const;
 
- private:
+  // One parameter's moments and step count (checkpoints); empty before its first step.
   struct Moments {
     torch::Tensor exp_avg, exp_avg_sq, step;  // step: float32 scalar on the parameter's device
   };
+  std::optional<Moments> moments(const torch::Tensor& parameter) const;
+  void set_moments(const torch::Tensor& parameter, Moments moments);
+
+ private:
   bool decoupled_;
   std::unordered_map<c10::TensorImpl*, Moments> moments_;
 };

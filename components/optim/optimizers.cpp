@@ -4,6 +4,9 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <fmt/format.h>
+
+#include "common/error.h"
 #include "components/optim/fused_adam.h"
 
 namespace trainyard {
@@ -113,6 +116,70 @@ double optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
       bytes += tensor_bytes({sgd->momentum_buffer()});
   }
   return bytes;
+}
+
+namespace {
+
+// LibTorch's optimizers keep state by the parameter's TensorImpl, created at the first step.
+template <class State>
+const State* libtorch_state(const torch::optim::Optimizer& optimizer, const torch::Tensor& parameter) {
+  auto it = optimizer.state().find(parameter.unsafeGetTensorImpl());
+  return it == optimizer.state().end() ? nullptr : dynamic_cast<const State*>(it->second.get());
+}
+
+torch::Tensor step_tensor(int64_t step) { return torch::tensor(static_cast<float>(step)); }
+
+template <class State>
+ParameterState adam_state(const State& s) {
+  return {{"exp_avg", s.exp_avg()}, {"exp_avg_sq", s.exp_avg_sq()}, {"step", step_tensor(s.step())}};
+}
+
+template <class State>
+void set_adam_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p, const ParameterState& state) {
+  auto s = std::make_unique<State>();
+  s->exp_avg(state.at("exp_avg").to(p.options()));
+  s->exp_avg_sq(state.at("exp_avg_sq").to(p.options()));
+  s->step(static_cast<int64_t>(state.at("step").item<float>()));
+  optimizer.state()[p.unsafeGetTensorImpl()] = std::move(s);
+}
+
+}  // namespace
+
+ParameterState parameter_state(const torch::optim::Optimizer& optimizer, const torch::Tensor& parameter) {
+  if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer)) {
+    auto m = fused->moments(parameter);
+    if (!m) return {};
+    return {{"exp_avg", m->exp_avg}, {"exp_avg_sq", m->exp_avg_sq}, {"step", m->step}};
+  }
+  if (const auto* s = libtorch_state<torch::optim::AdamParamState>(optimizer, parameter)) return adam_state(*s);
+  if (const auto* s = libtorch_state<torch::optim::AdamWParamState>(optimizer, parameter)) return adam_state(*s);
+  if (const auto* s = libtorch_state<torch::optim::SGDParamState>(optimizer, parameter))
+    return s->momentum_buffer().defined() ? ParameterState{{"momentum_buffer", s->momentum_buffer()}} : ParameterState{};
+  return {};
+}
+
+void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p, const ParameterState& state) {
+  if (state.empty()) return;
+  auto require = [&](std::initializer_list<const char*> keys) {
+    for (const char* key : keys)
+      if (!state.count(key)) throw UserError(fmt::format("optimizer state without '{}' for this optimizer", key));
+  };
+  if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) {
+    require({"exp_avg", "exp_avg_sq", "step"});
+    fused->set_moments(p, {state.at("exp_avg").to(p.options()), state.at("exp_avg_sq").to(p.options()),
+                           state.at("step").to(p.options().dtype(torch::kFloat)).reshape({})});
+  } else if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) {
+    require({"exp_avg", "exp_avg_sq", "step"});
+    set_adam_state<torch::optim::AdamWParamState>(optimizer, p, state);
+  } else if (dynamic_cast<torch::optim::Adam*>(&optimizer)) {
+    require({"exp_avg", "exp_avg_sq", "step"});
+    set_adam_state<torch::optim::AdamParamState>(optimizer, p, state);
+  } else if (dynamic_cast<torch::optim::SGD*>(&optimizer)) {
+    require({"momentum_buffer"});
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(state.at("momentum_buffer").to(p.options()));
+    optimizer.state()[p.unsafeGetTensorImpl()] = std::move(s);
+  }
 }
 
 }  // namespace trainyard

@@ -2,7 +2,9 @@
 // once here.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
@@ -27,6 +29,13 @@ void register_optimizers(Registry& registry);
 double tensor_bytes(const std::vector<torch::Tensor>& tensors);
 // Bytes of `optimizer`'s state: moments, momentum buffers, step counts.
 double optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
+
+// The optimizer's state for one of its parameters, by name: "exp_avg", "exp_avg_sq", "step" (Adam,
+// AdamW; step is a 0-dim float tensor) or "momentum_buffer" (SGD). Empty before its first step.
+// Checkpoints store it per parameter, so it outlives the optimizer object and the world size.
+using ParameterState = std::map<std::string, torch::Tensor>;
+ParameterState parameter_state(const torch::optim::Optimizer& optimizer, const torch::Tensor& parameter);
+void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& parameter, const ParameterState& state);
 
 // The learning rate every parameter group is set to (schedulers scale it per step).
 double base_learning_rate(const ConfigTree& optimizer_options);

@@ -21,6 +21,13 @@ void LossScaler::unscale(torch::optim::Optimizer& optimizer) {
   at::_amp_foreach_non_finite_check_and_unscale_(gradients, found_inf_, scale_.reciprocal());
 }
 
+void LossScaler::load_state(const std::map<std::string, torch::Tensor>& state) {
+  torch::NoGradGuard no_grad;
+  scale_.copy_(state.at("scale").reshape_as(scale_));
+  growth_tracker_.copy_(state.at("growth_tracker").reshape_as(growth_tracker_));
+  skipped_.copy_(state.at("skipped").reshape_as(skipped_));
+}
+
 bool LossScaler::step_allowed() const { return found_inf_.item<float>() == 0.0f; }
 
 void LossScaler::update() {

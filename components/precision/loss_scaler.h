@@ -6,6 +6,9 @@
 // _amp_update_scale_), so the scale never leaves the device.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
@@ -38,6 +41,12 @@ class LossScaler {
   void update();
 
   double current_scale() const { return scale_.item<double>(); }
+  // The scale, clean-step count and skipped-step count, for checkpoints.
+  std::map<std::string, torch::Tensor> state() const {
+    return {{"scale", scale_}, {"growth_tracker", growth_tracker_}, {"skipped", skipped_}};
+  }
+  void load_state(const std::map<std::string, torch::Tensor>& state);
+
   int64_t skipped_steps() const { return static_cast<int64_t>(skipped_.item<float>()); }
 
  private:

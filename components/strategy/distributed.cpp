@@ -10,6 +10,7 @@
 #endif
 
 #include <chrono>
+#include <map>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -128,6 +129,44 @@ double DistributedStrategy::clip_sharded_grad_norm(torch::optim::Optimizer& opti
   torch::Tensor factor = (max_norm / (norm + 1e-6)).clamp_max(1.0);
   for (auto& g : grads) g.mul_(factor.to(g.dtype()));
   return norm.item<double>();
+}
+
+std::vector<torch::Tensor> DistributedStrategy::chunks_to_model_layout(Model& model,
+                                                                   const std::vector<FlatParameters*>& groups,
+                                                                   const std::vector<torch::Tensor>& chunks) {
+  std::map<c10::TensorImpl*, torch::Tensor> whole;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& parameters = groups[g]->parameters();
+    std::vector<torch::Tensor> parts;
+    if (chunks[g].dim() == 0) {
+      parts.assign(parameters.size(), chunks[g]);  // a scalar of the chunk holds for each parameter
+    } else {
+      torch::Tensor sent = chunks[g].contiguous();
+      torch::Tensor flat = torch::empty({sent.numel() * world_size_}, sent.options());
+      group_->_allgather_base(flat, sent)->wait();
+      parts = groups[g]->split(flat);
+    }
+    for (size_t i = 0; i < parameters.size(); ++i) whole[parameters[i].unsafeGetTensorImpl()] = parts[i];
+  }
+  std::vector<torch::Tensor> out;
+  for (const auto& p : model.parameters()) out.push_back(whole.at(p.unsafeGetTensorImpl()));
+  return out;
+}
+
+std::vector<torch::Tensor> DistributedStrategy::model_layout_to_chunks(Model& model,
+                                                                   const std::vector<FlatParameters*>& groups,
+                                                                   const std::vector<torch::Tensor>& model_layout) {
+  std::map<c10::TensorImpl*, torch::Tensor> by_parameter;
+  const auto parameters = model.parameters();
+  for (size_t i = 0; i < parameters.size(); ++i) by_parameter[parameters[i].unsafeGetTensorImpl()] = model_layout.at(i);
+  std::vector<torch::Tensor> chunks;
+  for (FlatParameters* group : groups) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& p : group->parameters()) parts.push_back(by_parameter.at(p.unsafeGetTensorImpl()));
+    if (parts[0].dim() == 0) chunks.push_back(parts[0].clone());
+    else chunks.push_back(group->chunk(group->join(parts)).clone());
+  }
+  return chunks;
 }
 
 void GradientReadyHooks::attach(const std::vector<torch::Tensor>& parameters, std::function<void(size_t)> ready) {

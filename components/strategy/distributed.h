@@ -5,6 +5,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include "components/strategy/flat_parameters.h"
 #include "components/strategy/strategy.h"
 
 namespace trainyard {
@@ -42,6 +43,13 @@ class DistributedStrategy : public Strategy {
   void broadcast(torch::Tensor& tensor);
   // The global gradient norm when each rank holds a disjoint share of the gradients.
   double clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
+
+  // to_model_layout / to_optimizer_layout for strategies whose optimizer updates one chunk of each
+  // of `groups` (in optimizer_parameters() order).
+  std::vector<torch::Tensor> chunks_to_model_layout(Model& model, const std::vector<FlatParameters*>& groups,
+                                                    const std::vector<torch::Tensor>& chunks);
+  std::vector<torch::Tensor> model_layout_to_chunks(Model& model, const std::vector<FlatParameters*>& groups,
+                                                    const std::vector<torch::Tensor>& model_layout);
 
   c10::intrusive_ptr<c10d::Backend> group_;
   int rank_ = 0, world_size_ = 1;

@@ -23,6 +23,20 @@ FlatParameters::FlatParameters(std::vector<torch::Tensor> parameters, int rank, 
   }
 }
 
+std::vector<torch::Tensor> FlatParameters::split(const torch::Tensor& flat_like) const {
+  std::vector<torch::Tensor> parts;
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    parts.push_back(flat_like.narrow(0, offsets_[i], parameters_[i].numel()).view(parameters_[i].sizes()));
+  return parts;
+}
+
+torch::Tensor FlatParameters::join(const std::vector<torch::Tensor>& per_parameter) const {
+  torch::Tensor flat = torch::zeros({flat_.numel()}, per_parameter.at(0).options());
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    flat.narrow(0, offsets_[i], parameters_[i].numel()).copy_(per_parameter.at(i).reshape({-1}));
+  return flat;
+}
+
 torch::Tensor FlatParameters::take_gradients(c10::ScalarType dtype) {
   torch::Tensor flat = torch::zeros({flat_.numel()}, flat_.options().dtype(dtype));
   torch::NoGradGuard no_grad;

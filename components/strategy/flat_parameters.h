@@ -24,6 +24,10 @@ class FlatParameters {
     return flat_like.narrow(0, rank_ * chunk_numel_, chunk_numel_);
   }
 
+  // `flat_like` cut into one view per parameter, shaped like it; and the reverse, padded with zeros.
+  std::vector<torch::Tensor> split(const torch::Tensor& flat_like) const;
+  torch::Tensor join(const std::vector<torch::Tensor>& per_parameter) const;
+
   // The parameters' gradients as one flat tensor of `dtype` (zeros where a parameter has none, and
   // in the padding); the parameters' own gradients are released.
   torch::Tensor take_gradients(c10::ScalarType dtype);

@@ -143,6 +143,13 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     }
   }
 
+  std::vector<torch::Tensor> to_model_layout(Model& model, const std::vector<torch::Tensor>& chunks) override {
+    return chunks_to_model_layout(model, groups(), chunks);
+  }
+  std::vector<torch::Tensor> to_optimizer_layout(Model& model, const std::vector<torch::Tensor>& whole) override {
+    return model_layout_to_chunks(model, groups(), whole);
+  }
+
   TrainingStateBytes state_bytes(Model&, const torch::optim::Optimizer& optimizer) const override {
     std::vector<torch::Tensor> shards;
     for (const auto& unit : units_)
@@ -152,6 +159,14 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
   }
 
  private:
+  // The flat groups whose chunks are optimizer_parameters(), in that order.
+  std::vector<FlatParameters*> groups() {
+    std::vector<FlatParameters*> out;
+    for (auto& unit : units_)
+      if (unit.flat) out.push_back(unit.flat.get());
+    return out;
+  }
+
   Unit& root() { return units_.back(); }
 
   void gather(Unit& unit) {

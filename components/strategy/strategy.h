@@ -51,6 +51,18 @@ class Strategy {
   virtual void with_full_parameters(Model& model, const std::function<void()>& fn) { fn(); }
   virtual TrainingStateBytes state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const;
 
+  // Checkpoints store optimizer state per model parameter, whole, so that any strategy and world
+  // size can resume it. to_model_layout takes tensors laid out like optimizer_parameters() (this
+  // rank's shards under zero2 and fsdp; 0-dim tensors, such as Adam's step, are per-tensor scalars)
+  // and returns whole tensors laid out like model.parameters(); to_optimizer_layout is the reverse.
+  // Both are collective: every rank calls them.
+  virtual std::vector<torch::Tensor> to_model_layout(Model& model, const std::vector<torch::Tensor>& optimizer_layout) {
+    return optimizer_layout;
+  }
+  virtual std::vector<torch::Tensor> to_optimizer_layout(Model& model, const std::vector<torch::Tensor>& model_layout) {
+    return model_layout;
+  }
+
   // Sums `tensor` over the ranks, in place (nothing to do with one rank); the same for the maximum.
   virtual void all_reduce_sum(torch::Tensor& tensor) {}
   virtual void all_reduce_max(torch::Tensor& tensor) {}

@@ -102,6 +102,13 @@ class ZeroStage2 : public DistributedStrategy {
     for (auto& work : works) work->wait();
   }
 
+  std::vector<torch::Tensor> to_model_layout(Model& model, const std::vector<torch::Tensor>& chunks) override {
+    return chunks_to_model_layout(model, groups(), chunks);
+  }
+  std::vector<torch::Tensor> to_optimizer_layout(Model& model, const std::vector<torch::Tensor>& whole) override {
+    return model_layout_to_chunks(model, groups(), whole);
+  }
+
   TrainingStateBytes state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const override {
     std::vector<torch::Tensor> chunks;
     for (const auto& bucket : buckets_) chunks.push_back(bucket.chunk);
@@ -109,6 +116,14 @@ class ZeroStage2 : public DistributedStrategy {
   }
 
  private:
+  // The flat groups whose chunks are optimizer_parameters(), in that order.
+  std::vector<FlatParameters*> groups() {
+    std::vector<FlatParameters*> out;
+    for (auto& bucket : buckets_)
+      if (bucket.flat) out.push_back(bucket.flat.get());
+    return out;
+  }
+
   void on_gradient_ready(size_t i) {
     if (!syncing_) return;
     if (--buckets_[bucket_of_[i]].pending == 0) launch_ready_buckets();

@@ -122,18 +122,33 @@ SafetensorsDtype safetensors_dtype(torch::ScalarType dtype) {
 }
 }  // namespace
 
-void save_weights(const Model& model, const std::string& path) {
+void save_tensors(const std::string& path, const NamedTensors& named, const std::map<std::string, std::string>& metadata) {
   std::vector<torch::Tensor> keep;  // CPU copies that outlive the write
   std::vector<SafetensorsTensor> tensors;
-  auto add = [&](const std::string& name, const torch::Tensor& t) {
+  for (const auto& [name, t] : named) {
     torch::Tensor cpu = t.detach().to(torch::kCPU).contiguous();
     if (safetensors_dtype(cpu.scalar_type()) == SafetensorsDtype::F32) cpu = cpu.to(torch::kFloat);
     keep.push_back(cpu);
     tensors.push_back({name, safetensors_dtype(cpu.scalar_type()), cpu.sizes().vec(), cpu.data_ptr(), cpu.nbytes()});
-  };
-  for (const auto& item : model.named_parameters(true)) add(item.key(), item.value());
-  for (const auto& item : model.named_buffers(true)) add(item.key(), item.value());
-  write_safetensors(path, tensors, {{"format", "pt"}, {"written_by", "trainyard"}});
+  }
+  write_safetensors(path, tensors, metadata);
+}
+
+std::map<std::string, torch::Tensor> load_tensors(const std::string& path) {
+  SafetensorsFile file(path);
+  std::map<std::string, torch::Tensor> tensors;
+  for (const auto& entry : file.entries())
+    tensors[entry.name] = torch::from_blob(const_cast<uint8_t*>(entry.data), entry.shape,
+                                           torch::TensorOptions().dtype(torch_dtype(entry.dtype)))
+                              .clone();
+  return tensors;
+}
+
+void save_weights(const Model& model, const std::string& path) {
+  NamedTensors tensors;
+  for (const auto& item : model.named_parameters(true)) tensors.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_buffers(true)) tensors.emplace_back(item.key(), item.value());
+  save_tensors(path, tensors, {{"format", "pt"}, {"written_by", "trainyard"}});
 }
 
 }  // namespace trainyard

@@ -5,7 +5,9 @@
 // shape, is initialised afresh, as fine-tuning on a new label set needs.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "components/models/model.h"
@@ -27,5 +29,10 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict);
 // Writes every parameter and buffer of `model` (its own names, which are torchvision's or Hugging
 // Face's, in their dtypes) to a safetensors file that model.weights can load again.
 void save_weights(const Model& model, const std::string& path);
+
+// Named tensors to and from a safetensors file (written atomically; read as owned CPU tensors).
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+void save_tensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata);
+std::map<std::string, torch::Tensor> load_tensors(const std::string& path);
 
 }  // namespace trainyard

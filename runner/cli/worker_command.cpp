@@ -27,10 +27,10 @@ extern "C" void on_worker_stop(int) { g_worker_stop.store(true); }
 
 int worker_command(const std::vector<std::string>& args) {
   po::options_description options("trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
-  std::string config, variant, weights_out;
+  std::string config, variant, output_prefix;
   options.add_options()("help,h", "show this help")("config", po::value(&config), "resolved run config")(
-      "variant", po::value(&variant), "variant name")("weights-out", po::value(&weights_out),
-                                                       "where train.save_weights writes the weights");
+      "variant", po::value(&variant), "variant name")("output-prefix", po::value(&output_prefix),
+                                                       "where the run writes weights and training state");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   std::unique_ptr<RunObserver> channel = launcher_channel();
@@ -43,7 +43,7 @@ int worker_command(const std::vector<std::string>& args) {
     text << in.rdbuf();
     if (!in) throw UserError("worker: cannot read " + config);
     RunSpec run = parse_resolved_run(text.str(), variant, builtin_registry());
-    RunContext context{builtin_registry(), *channel, &g_worker_stop, weights_out};
+    RunContext context{builtin_registry(), *channel, &g_worker_stop, output_prefix};
     MetricValues metrics = train_run(run, context);
     send_result(metrics);
     return kExitOk;

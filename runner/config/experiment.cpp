@@ -48,7 +48,12 @@ const OptionSet<TrainOptions>& train_option_set() {
         .add("limit_eval_batches", &TrainOptions::limit_eval_batches,
              "evaluate at most this many batches of validation and test; 0 = all", at_least(0))
         .add("save_weights", &TrainOptions::save_weights,
-             "write the tested weights (safetensors, loadable by model.weights) beside the run's log");
+             "write the tested weights (safetensors, loadable by model.weights) beside the run's log")
+        .add("save_state", &TrainOptions::save_state,
+             "after every epoch, write the whole training state (weights, optimizer, counters) to a folder "
+             "beside the run's log, resumable under any strategy and world size")
+        .add("resume_from", &TrainOptions::resume_from,
+             "a training-state folder (train.save_state) to continue from; its epochs count toward train.epochs");
     return s;
   }();
   return set;
@@ -368,6 +373,12 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   run.train = train_option_set().decode(train, "train", "section 'train'", fallback, diagnostics,
                                         {"optimizer", "scheduler"});
   resolved.merge(train_option_set().encode(run.train, "train", fallback));
+  if (!run.train.resume_from.empty() && !run.weights.weights.empty()) {
+    const ConfigValue* resume = train.find("resume_from");
+    diagnostics.error(resume ? resume->origin : fallback,
+                      "train.resume_from and model.weights both say where the weights come from; the training "
+                      "state folder holds them: remove model.weights");
+  }
   resolve_component(tree, kComponentSections[2], registry, fallback, run.optimizer, resolved, diagnostics);
   resolve_component(tree, kComponentSections[3], registry, fallback, run.scheduler, resolved, diagnostics);
 

@@ -38,6 +38,8 @@ struct TrainOptions {
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
   int64_t limit_eval_batches = 0;   // 0: all; else evaluate this many batches per split
   bool save_weights = false;        // write the tested weights beside the run's log
+  bool save_state = false;          // write the training state after every epoch
+  std::string resume_from;          // a training-state folder to continue from
 };
 
 struct RuntimeOptions {

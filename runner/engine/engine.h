@@ -47,7 +47,8 @@ struct RunContext {
   const Registry& registry;
   RunObserver& observer;
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: throws Interrupted
-  std::string weights_path;  // where train.save_weights writes the tested weights
+  // Files the run writes: <prefix>.safetensors (train.save_weights), <prefix>.state/ (train.save_state).
+  std::string output_prefix;
 };
 
 // Throws UserError for bad data or options found while building, Interrupted when stopped,

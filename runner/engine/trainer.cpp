@@ -25,6 +25,7 @@
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
+#include "runner/engine/checkpoint.h"
 #include "runner/engine/engine.h"
 
 namespace trainyard {
@@ -156,6 +157,10 @@ class Trainer {
   int64_t train_samples_ = 0;
   Clock::time_point run_start_;
   SplitResult epoch_train_;  // the last epoch's training loss and accuracy
+  TrainerState progress_;    // epochs and steps done, best epoch so far: what a training state records
+  int64_t start_epoch_ = 0;  // > 0 when resumed
+  int64_t start_step_ = 0;
+  std::vector<torch::Tensor> best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
   double epoch_samples_per_s_ = 0;
 };
 
@@ -208,6 +213,18 @@ void Trainer::build() {
     WeightsReport report = load_weights(*model_, run_.weights.weights, run_.weights.strict);
     log("weights {}: {}", run_.weights.weights, report.summary());
   }
+  const std::string& resume = train.resume_from;
+  if (!resume.empty()) {
+    progress_ = read_trainer_state(resume);
+    if (progress_.epoch > train.epochs)
+      throw UserError(fmt::format("train.resume_from: {} has trained {} epochs, more than train.epochs ({}); "
+                                  "raise train.epochs", resume, progress_.epoch, train.epochs));
+    load_model_state(resume, *model_);
+    best_weights_ = load_best_weights(resume, *model_);
+    step_ = progress_.step;
+    start_epoch_ = progress_.epoch;
+    start_step_ = progress_.step;
+  }
   precision_ = build_precision(context_.registry, run_.runtime.precision, {device_.type()});
   strategy_->setup(*model_, device_, precision_->param_dtype());
   if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
@@ -215,6 +232,13 @@ void Trainer::build() {
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
   context_.observer.on_setup(attributes);
   optimizer_ = build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
+  if (!resume.empty()) {
+    load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
+    log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})", resume, progress_.epoch,
+        progress_.step, progress_.strategy, progress_.world_size, progress_.world_size == 1 ? "" : "s");
+  }
+  progress_.strategy = run_.strategy.name;
+  progress_.world_size = strategy_->world_size();
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {total_steps_});
@@ -262,7 +286,7 @@ double Trainer::train_epoch(int64_t epoch) {
       ++step_;
       if (step_ % train.log_every == 0 || step_ == total_steps_) {
         const double elapsed = seconds_since(run_start_);
-        const double eta = elapsed / static_cast<double>(step_) * static_cast<double>(total_steps_ - step_);
+        const double eta = elapsed / static_cast<double>(step_ - start_step_) * static_cast<double>(total_steps_ - step_);
         log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g} {:.1f} samples/s ETA {}", epoch + 1,
                   train.epochs, step_, total_steps_, loss.item<double>(), base_lr_ * schedule_(step_ - 1),
                   static_cast<double>(metrics.samples) / seconds_since(start), format_duration(eta));
@@ -325,10 +349,10 @@ MetricValues Trainer::run() {
   memory.start_device(device_);
   const TrainOptions& train = run_.train;
   run_start_ = Clock::now();
-  double train_loop_seconds = 0, best_val_acc = -1;
-  int64_t best_epoch = 0;
-  std::vector<torch::Tensor> best_weights;
-  for (int64_t epoch = 0; epoch < train.epochs; ++epoch) {
+  double train_loop_seconds = 0;
+  double& best_val_acc = progress_.best_val_acc;
+  int64_t& best_epoch = progress_.best_epoch;
+  for (int64_t epoch = progress_.epoch; epoch < train.epochs; ++epoch) {
     const auto epoch_start = Clock::now();
     train_loop_seconds += train_epoch(epoch);
     SplitResult val = evaluate(*val_loader_);
@@ -336,8 +360,8 @@ MetricValues Trainer::run() {
     if (val.accuracy > best_val_acc) {
       best_val_acc = val.accuracy;
       best_epoch = epoch + 1;
-      if (train.checkpoint == "best" && epoch + 1 < train.epochs) best_weights = snapshot_weights();
-      else best_weights.clear();  // the live weights are the best
+      if (train.checkpoint == "best" && epoch + 1 < train.epochs) best_weights_ = snapshot_weights();
+      else best_weights_.clear();  // the live weights are the best
     }
     MetricValues values = {{metric::kTrainLoss, epoch_train_.loss},  {metric::kTrainAcc, epoch_train_.accuracy},
                            {metric::kValLoss, val.loss},             {metric::kValAcc, val.accuracy},
@@ -347,21 +371,32 @@ MetricValues Trainer::run() {
               epoch + 1, train.epochs, format_duration(epoch_seconds), epoch_train_.loss,
               100 * epoch_train_.accuracy, val.loss, 100 * val.accuracy);
     context_.observer.on_epoch(epoch + 1, values);
+    progress_.epoch = epoch + 1;
+    progress_.step = step_;
+    if (train.save_state) {
+      const std::string dir = context_.output_prefix + ".state";
+      const bool best_is_live = best_epoch == epoch + 1;
+      save_training_state(dir, *model_, *strategy_, *optimizer_, scaler_.get(), progress_,
+                          best_is_live ? std::vector<torch::Tensor>() : best_weights_);
+      if (epoch == start_epoch_) context_.observer.on_setup({{"state_path", dir}});
+      log("training state of epoch {} written to {}", epoch + 1, dir);
+    }
   }
   const double train_seconds = seconds_since(run_start_);
-  if (train.checkpoint == "best" && !best_weights.empty()) {
+  if (train.checkpoint == "best" && !best_weights_.empty()) {
     log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", best_epoch, 100 * best_val_acc);
-    restore_weights(best_weights);
+    restore_weights(best_weights_);
   }
   if (train.checkpoint == "last") best_epoch = train.epochs;
 
-  if (train.save_weights && !context_.weights_path.empty()) {
+  if (train.save_weights) {
     // The full model whatever the strategy and world size: loadable by any run (model.weights).
+    const std::string path = context_.output_prefix + ".safetensors";
     strategy_->with_full_parameters(*model_, [&] {
-      if (strategy_->rank() == 0) save_weights(*model_, context_.weights_path);
+      if (strategy_->rank() == 0) save_weights(*model_, path);
     });
-    context_.observer.on_setup({{"weights_path", context_.weights_path}});
-    log("weights of epoch {} written to {}", best_epoch, context_.weights_path);
+    context_.observer.on_setup({{"weights_path", path}});
+    log("weights of epoch {} written to {}", best_epoch, path);
   }
 
   const auto test_start = Clock::now();
@@ -377,16 +412,17 @@ MetricValues Trainer::run() {
                           {metric::kTestAcc, test.accuracy},
                           {metric::kBestValAcc, best_val_acc},
                           {metric::kBestEpoch, static_cast<double>(best_epoch)},
-                          {metric::kSamplesPerSecond,
-                           static_cast<double>(train_samples_) * strategy_->world_size() / train_loop_seconds},
-                          {metric::kDataWait, data_wait_seconds_ / train_loop_seconds},
                           {metric::kParameters, static_cast<double>(count_parameters(*model_))},
                           {metric::kParameterBytes, state.parameters},
                           {metric::kGradientBytes, state.gradients},
                           {metric::kOptimizerStateBytes, state.optimizer_state},
                           {metric::kSteps, static_cast<double>(step_)},
                           {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
-  const double tflops = training_flops_ / train_loop_seconds / 1e12;  // this rank's
+  if (train_loop_seconds > 0) {  // none when a resumed run had no epoch left to train
+    metrics[metric::kSamplesPerSecond] = static_cast<double>(train_samples_) * strategy_->world_size() / train_loop_seconds;
+    metrics[metric::kDataWait] = data_wait_seconds_ / train_loop_seconds;
+  }
+  const double tflops = train_loop_seconds > 0 ? training_flops_ / train_loop_seconds / 1e12 : 0;  // this rank's
   if (tflops > 0) {
     metrics[metric::kTflops] = tflops * strategy_->world_size();
     const double peak = peak_tflops(device_name_, c10::toString(precision_->compute_dtype()));
