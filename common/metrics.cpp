@@ -39,6 +39,8 @@ const std::vector<MetricInfo>& metric_vocabulary() {
       {metric::kCudaPeakReserved, "CUDA peak reserved", bytes, B::lower, S::final, "peak memory reserved by the CUDA caching allocator"},
       {metric::kCudaPeakAllocated, "CUDA peak allocated", bytes, B::lower, S::final, "peak memory allocated to tensors on the GPU"},
       {metric::kParameters, "parameters", count, B::neither, S::final, "trainable parameters of the model"},
+      {metric::kCommBytesPerStep, "comm/step", bytes, B::lower, S::final,
+       "bytes of gradients and parameters all-reduced, reduce-scattered or all-gathered per optimizer step, training only"},
       {metric::kParameterBytes, "param bytes/rank", bytes, B::lower, S::final,
        "parameter bytes each rank keeps (1/N of the model under fsdp)"},
       {metric::kGradientBytes, "grad bytes/rank", bytes, B::lower, S::final,

@@ -59,6 +59,7 @@ inline constexpr const char* kParameters = "parameters";
 inline constexpr const char* kParameterBytes = "param_bytes_per_rank";
 inline constexpr const char* kGradientBytes = "grad_bytes_per_rank";
 inline constexpr const char* kOptimizerStateBytes = "optimizer_state_bytes_per_rank";
+inline constexpr const char* kCommBytesPerStep = "comm_bytes_per_step";
 inline constexpr const char* kSteps = "steps";
 inline constexpr const char* kSkippedSteps = "skipped_steps";
 inline constexpr const char* kTflops = "tflops";

@@ -156,8 +156,8 @@ runtime: {accelerator: cpu}
 TEST_F(EngineTest, SavedWeightsLoadBackIntoTheSameModel) {
   Recorder recorder;
   RunSpec run = spec({"train.save_weights=true", "train.epochs=1"});
-  std::string path = (dir.path() / "kept.safetensors").string();
-  RunContext context{builtin_registry(), recorder, nullptr, path};
+  std::string path = (dir.path() / "kept.safetensors").string();  // from the output prefix "kept"
+  RunContext context{builtin_registry(), recorder, nullptr, (dir.path() / "kept").string()};
   train_run(run, context);
   ASSERT_TRUE(std::filesystem::exists(path));
   ModelPtr fresh = build_model(builtin_registry(), run.model, {4});

@@ -78,6 +78,7 @@ class DistributedDataParallel : public DistributedStrategy {
       bucket.flat = torch::cat(parts);
       std::vector<torch::Tensor> tensors = {bucket.flat};
       bucket.work = group_->allreduce(tensors);
+      count(bucket.flat);
     }
   }
 

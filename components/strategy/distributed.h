@@ -35,6 +35,7 @@ class DistributedStrategy : public Strategy {
   void all_reduce_sum(torch::Tensor& tensor) override;
   void all_reduce_max(torch::Tensor& tensor) override;
   int world_size() const override { return world_size_; }
+  double communicated_bytes() const override { return communicated_bytes_; }
   int rank() const override { return rank_; }
 
  protected:
@@ -51,7 +52,11 @@ class DistributedStrategy : public Strategy {
   std::vector<torch::Tensor> model_layout_to_chunks(Model& model, const std::vector<FlatParameters*>& groups,
                                                     const std::vector<torch::Tensor>& model_layout);
 
+  // Counts a gradient or parameter collective on `buffer` (the whole buffer, not this rank's chunk).
+  void count(const torch::Tensor& buffer) { communicated_bytes_ += static_cast<double>(buffer.nbytes()); }
+
   c10::intrusive_ptr<c10d::Backend> group_;
+  double communicated_bytes_ = 0;
   int rank_ = 0, world_size_ = 1;
   c10::ScalarType reduce_dtype_ = c10::ScalarType::Float;
   std::string backend_name_;

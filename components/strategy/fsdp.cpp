@@ -173,6 +173,7 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     if (!unit.flat || unit.flat->allocated()) return;
     unit.flat->allocate();
     group_->_allgather_base(unit.flat->flat(), unit.shard)->wait();
+    count(unit.flat->flat());
   }
 
   void reshard(Unit& unit) {
@@ -192,6 +193,7 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
       unit.gradients = unit.flat->take_gradients(reduce_dtype_);
       unit.reduced_chunk = torch::empty({unit.flat->chunk_numel()}, unit.gradients.options());
       unit.work = group_->_reduce_scatter_base(unit.reduced_chunk, unit.gradients);
+      count(unit.gradients);
     }
     reshard(unit);
   }

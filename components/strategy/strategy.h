@@ -63,6 +63,10 @@ class Strategy {
     return model_layout;
   }
 
+  // Bytes of the gradient and parameter collectives issued so far (the size of each all-reduced,
+  // reduce-scattered or all-gathered buffer, as NCCL's tests count "size"); 0 with one process.
+  virtual double communicated_bytes() const { return 0; }
+
   // Sums `tensor` over the ranks, in place (nothing to do with one rank); the same for the maximum.
   virtual void all_reduce_sum(torch::Tensor& tensor) {}
   virtual void all_reduce_max(torch::Tensor& tensor) {}

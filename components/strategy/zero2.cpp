@@ -98,6 +98,7 @@ class ZeroStage2 : public DistributedStrategy {
     for (auto& bucket : buckets_) {
       sent.push_back(bucket.chunk.clone());
       works.push_back(group_->_allgather_base(bucket.flat->flat(), sent.back()));
+      count(bucket.flat->flat());
     }
     for (auto& work : works) work->wait();
   }
@@ -137,6 +138,7 @@ class ZeroStage2 : public DistributedStrategy {
       bucket.gradients = bucket.flat->take_gradients(reduce_dtype_);
       bucket.reduced = torch::empty({bucket.flat->chunk_numel()}, bucket.gradients.options());
       bucket.work = group_->_reduce_scatter_base(bucket.reduced, bucket.gradients);
+      count(bucket.gradients);
     }
   }
 

@@ -160,6 +160,8 @@ class Trainer {
   TrainerState progress_;    // epochs and steps done, best epoch so far: what a training state records
   int64_t start_epoch_ = 0;  // > 0 when resumed
   int64_t start_step_ = 0;
+  double train_comm_bytes_ = 0;  // gradient and parameter collectives of the training loops
+  int64_t train_comm_steps_ = 0;
   std::vector<torch::Tensor> best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
   double epoch_samples_per_s_ = 0;
 };
@@ -258,6 +260,8 @@ double Trainer::train_epoch(int64_t epoch) {
   train_loader_->start_epoch(epoch, train_batches_);
   Accumulator metrics(device_);
   const auto start = Clock::now();
+  const double communicated_before = strategy_->communicated_bytes();
+  const int64_t steps_before = step_;
   for (int64_t b = 0; b < train_batches_; ++b) {
     check_stop();
     const auto wait_start = Clock::now();
@@ -294,6 +298,8 @@ double Trainer::train_epoch(int64_t epoch) {
     }
   }
   const double seconds = seconds_since(start);
+  train_comm_bytes_ += strategy_->communicated_bytes() - communicated_before;
+  train_comm_steps_ += step_ - steps_before;
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
     auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
     strategy_->all_reduce_sum(metrics.loss_sum);
@@ -422,6 +428,8 @@ MetricValues Trainer::run() {
     metrics[metric::kSamplesPerSecond] = static_cast<double>(train_samples_) * strategy_->world_size() / train_loop_seconds;
     metrics[metric::kDataWait] = data_wait_seconds_ / train_loop_seconds;
   }
+  if (strategy_->world_size() > 1 && train_comm_steps_ > 0)
+    metrics[metric::kCommBytesPerStep] = train_comm_bytes_ / static_cast<double>(train_comm_steps_);
   const double tflops = train_loop_seconds > 0 ? training_flops_ / train_loop_seconds / 1e12 : 0;  // this rank's
   if (tflops > 0) {
     metrics[metric::kTflops] = tflops * strategy_->world_size();
