@@ -2,11 +2,12 @@
 // gradients and of the optimizer state. The model's blocks (Model::blocks()) are the units of
 // sharding, and everything outside them is one more, the root unit:
 //
-//   forward   the root is gathered for the step; each block is all-gathered just before its
-//             forward (BlockHooks) and, with reshard_after_forward, freed right after;
-//   backward  a hook on the block's output gathers it again before its backward; once backward has
-//             produced all of a unit's gradients they are reduce-scattered (while backward goes
-//             on), the full gradients and parameters freed;
+//   forward   the root is gathered for the step; each block is all-gathered before its forward
+//             (BlockHooks) and, with reshard_after_forward, freed right after. The next block's
+//             all-gather starts as a block begins computing, so it arrives while that block runs;
+//   backward  a hook on the block's output gathers it again before its backward (and starts the
+//             previous block's gather); once backward has produced all of a unit's gradients they
+//             are reduce-scattered (while backward goes on), the full gradients and parameters freed;
 //   step      each rank's optimizer updates its own chunks.
 //
 // Freed parameters keep their shapes but hold no memory (FlatParameters::release()); the tensors
@@ -34,6 +35,7 @@ struct Unit {
   torch::Tensor shard;                   // this rank's chunk, its own memory: what the optimizer updates
   size_t pending = 0;                    // gradients still to come in this backward
   bool reduced = false;                  // this backward's gradients are on their way
+  c10::intrusive_ptr<c10d::Work> gathering;  // an all-gather into flat still in flight (prefetch)
   torch::Tensor gradients;               // the flat gradients while they are reduce-scattered
   torch::Tensor reduced_chunk;           // this rank's chunk of their sum
   c10::intrusive_ptr<c10d::Work> work;
@@ -90,12 +92,16 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
 
   torch::Tensor forward(Model& model, const Batch& batch) override {
     gather(root());
+    prefetch(0);
     torch::Tensor logits = model.forward(batch);
     if (!torch::GradMode::is_enabled()) reshard(root());  // no backward will follow
     return logits;
   }
 
-  void before_block(size_t index) override { gather(units_[index]); }
+  void before_block(size_t index) override {
+    gather(units_[index]);
+    prefetch(index + 1);  // arrives while this block computes
+  }
 
   void after_block(size_t index, const torch::Tensor& output) override {
     if (!torch::GradMode::is_enabled() || !output.requires_grad()) {
@@ -103,7 +109,10 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
       return;
     }
     // Before backward reaches this block, its parameters must be whole again.
-    output.register_hook([this, index](const torch::Tensor&) { gather(units_[index]); });
+    output.register_hook([this, index](const torch::Tensor&) {
+      gather(units_[index]);
+      if (index > 0) prefetch(index - 1);  // backward runs the blocks in reverse
+    });
     if (options_.reshard_after_forward) reshard(units_[index]);
   }
 
@@ -169,15 +178,37 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
 
   Unit& root() { return units_.back(); }
 
-  void gather(Unit& unit) {
+  // Starts the all-gather of block `index` (if there is one and it is not whole already).
+  void prefetch(size_t index) {
+    if (index >= units_.size() - 1) return;  // the root is gathered for the whole step
+    Unit& unit = units_[index];
     if (!unit.flat || unit.flat->allocated()) return;
     unit.flat->allocate();
-    group_->_allgather_base(unit.flat->flat(), unit.shard)->wait();
+    unit.gathering = group_->_allgather_base(unit.flat->flat(), unit.shard);
     count(unit.flat->flat());
   }
 
+  // Makes the unit whole: waits for its prefetch, or gathers it now.
+  void gather(Unit& unit) {
+    if (!unit.flat) return;
+    if (!unit.flat->allocated()) {
+      unit.flat->allocate();
+      unit.gathering = group_->_allgather_base(unit.flat->flat(), unit.shard);
+      count(unit.flat->flat());
+    }
+    if (unit.gathering) {
+      unit.gathering->wait();
+      unit.gathering.reset();
+    }
+  }
+
   void reshard(Unit& unit) {
-    if (unit.flat) unit.flat->release();
+    if (!unit.flat) return;
+    if (unit.gathering) {  // never free memory a collective is still writing
+      unit.gathering->wait();
+      unit.gathering.reset();
+    }
+    unit.flat->release();
   }
 
   void on_gradient_ready(size_t index) {
