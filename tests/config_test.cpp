@@ -144,6 +144,19 @@ TEST_F(ConfigTest, SeveralDevicesNeedAMultiDeviceStrategy) {
   EXPECT_TRUE(has(errors(std::string(kValid) + "  devices: 4\n"), "strategy 'single' trains on one device"));
 }
 
+// runtime.compile: cuda-graphs refuses, with the fix, what a captured step cannot hold.
+TEST_F(ConfigTest, CudaGraphsRefuseWhatCannotBeCaptured) {
+  const std::string graphs = std::string(kValid) + "  compile: cuda-graphs\n";
+  EXPECT_TRUE(has(errors(graphs), "cuda-graphs needs runtime.accelerator: cuda (or auto)"));
+  std::string on_cuda = graphs;
+  on_cuda.replace(on_cuda.find("accelerator: cpu"), 16, "accelerator: cuda");
+  EXPECT_TRUE(load(on_cuda).runs.size() == 1u);  // the fused adam's steps and learning rate stay on the device
+  EXPECT_TRUE(has(errors(on_cuda, {"train.grad_accum=2"}), "set train.grad_accum: 1"));
+  EXPECT_TRUE(has(errors(on_cuda, {"train.clip_grad_norm=1.0"}), "set train.clip_grad_norm: 0"));
+  EXPECT_TRUE(has(errors(on_cuda, {"train.optimizer.name=sgd"}), "needs the fused adam or adamw"));
+  EXPECT_TRUE(has(errors(std::string(kValid) + "  compile: cuda-graph\n"), "cuda-graphs"));  // a typo lists the choices
+}
+
 TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
   Diagnostics d = errors("model:\n  name: toy\n  width: [1, 2\n");
   ASSERT_EQ(d.size(), 1u);

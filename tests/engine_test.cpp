@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include <torch/cuda.h>
+
 #include "components/builtin.h"
 #include "components/models/model.h"
 #include "components/weights/load_weights.h"
@@ -124,6 +126,15 @@ TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
   } catch (const UserError& e) {
     EXPECT_STREQ(e.what(), "needs a CUDA device; this machine has none");
   }
+}
+
+TEST_F(EngineTest, CudaGraphsWithoutAGpuAreSkippedWithTheReason) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present";
+  RuntimeOptions runtime;
+  runtime.accelerator = "auto";
+  runtime.compile = "cuda-graphs";
+  EXPECT_EQ(resolve_device(runtime).unavailable_reason,
+            "runtime.compile: cuda-graphs needs a CUDA device; this machine has none");
 }
 
 TEST_F(EngineTest, DistilBertLearnsSyntheticText) {

@@ -24,7 +24,8 @@ def trainyard_rows(db_path):
     out = {}
     for experiment, variant, precision, config, samples, mfu, peak, status, error in rows:
         batch = int(variant.split("batch_size=")[1].split("/")[0])
-        out[(MODELS.get(experiment, experiment), batch, precision)] = (samples, mfu, peak, status, error)
+        graphs = "compile=cuda-graphs" in variant
+        out[(MODELS.get(experiment, experiment), batch, precision, graphs)] = (samples, mfu, peak, status, error)
     return out
 
 
@@ -33,11 +34,12 @@ def main():
     baselines = {}
     for r in json.load(open(sys.argv[2])) if len(sys.argv) > 2 else []:
         baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r["samples_per_s"]
-    print("| model | batch | precision | Trainyard samples/s | MFU | peak memory | eager | Fabric | vs eager | vs Fabric |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    for (model, batch, precision), (samples, mfu, peak, status, error) in sorted(ours.items()):
+    print("| model | batch | precision | CUDA graphs | Trainyard samples/s | MFU | peak memory | eager | Fabric | vs eager | vs Fabric |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for (model, batch, precision, graphs), (samples, mfu, peak, status, error) in sorted(ours.items()):
+        graphs_text = "yes" if graphs else "no"
         if status != "completed":
-            print(f"| {model} | {batch} | {precision} | {status}: {error} | | | | | | |")
+            print(f"| {model} | {batch} | {precision} | {graphs_text} | {status}: {error} | | | | | | |")
             continue
         eager = baselines.get(("eager", model, batch, precision))
         fabric = baselines.get(("fabric", model, batch, precision))
@@ -45,7 +47,7 @@ def main():
         ratio = lambda v: f"{samples / v:.2f}x" if v else "—"
         mfu_text = f"{100 * mfu:.1f}%" if mfu else "—"
         peak_text = f"{peak / 2**30:.1f} GiB" if peak else "—"
-        print(f"| {model} | {batch} | {precision} | {samples:.1f} | {mfu_text} | {peak_text} | {cell(eager)} | "
+        print(f"| {model} | {batch} | {precision} | {graphs_text} | {samples:.1f} | {mfu_text} | {peak_text} | {cell(eager)} | "
               f"{cell(fabric)} | {ratio(eager)} | {ratio(fabric)} |")
 
 

@@ -39,7 +39,13 @@ void FusedAdam::step_unless(const std::optional<torch::Tensor>& found_inf) {
     at::_foreach_add_(steps, 1);  // as torch.optim does before the fused kernel
     auto [beta1, beta2] = o.betas();
     const double weight_decay = o.weight_decay(), eps = o.eps(), lr = o.lr();
-    if (decoupled_)
+    if (lr_tensor_.defined() && decoupled_)
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr_tensor_, beta1, beta2, weight_decay, eps,
+                        /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
+    else if (lr_tensor_.defined())
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr_tensor_, beta1, beta2, weight_decay, eps,
+                       /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
+    else if (decoupled_)
       at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
                         /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
     else
@@ -48,6 +54,14 @@ void FusedAdam::step_unless(const std::optional<torch::Tensor>& found_inf) {
     if (found_inf)  // a skipped step does not count
       at::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf->reshape({})));
   }
+}
+
+torch::Tensor& FusedAdam::learning_rate_tensor(const torch::Device& device) {
+  if (!lr_tensor_.defined()) {
+    const double lr = param_groups().at(0).options().get_lr();
+    lr_tensor_ = torch::full({}, lr, torch::TensorOptions().dtype(torch::kFloat).device(device));
+  }
+  return lr_tensor_;
 }
 
 std::vector<torch::Tensor> FusedAdam::state_tensors() const {

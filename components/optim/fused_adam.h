@@ -24,6 +24,11 @@ class FusedAdam : public torch::optim::Optimizer {
   // A step that leaves parameters, moments and step counts unchanged where found_inf is 1.
   void step_unless(const std::optional<torch::Tensor>& found_inf);
 
+  // The learning rate as a tensor on `device`, read by every later step instead of the group's lr:
+  // a step captured in a CUDA graph then follows the schedule, which fills this tensor before each
+  // replay (the group's lr, a double, would be frozen into the graph).
+  torch::Tensor& learning_rate_tensor(const torch::Device& device);
+
   // Every moment and step count held, for memory accounting.
   std::vector<torch::Tensor> state_tensors() const;
 
@@ -36,6 +41,7 @@ class FusedAdam : public torch::optim::Optimizer {
 
  private:
   bool decoupled_;
+  torch::Tensor lr_tensor_;
   std::unordered_map<c10::TensorImpl*, Moments> moments_;
 };
 

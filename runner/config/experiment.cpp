@@ -77,7 +77,10 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              "threads building batches in the background; 0 = in the training loop", at_least(0))
         .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1))
         .add("timeout_s", &RuntimeOptions::timeout_s,
-             "seconds a rendezvous or collective between ranks may take before the run fails", at_least(1));
+             "seconds a rendezvous or collective between ranks may take before the run fails", at_least(1))
+        .add("compile", &RuntimeOptions::compile,
+             "none, or cuda-graphs: the whole training step captured once into a CUDA graph and replayed",
+             one_of({"none", "cuda-graphs"}));
     return s;
   }();
   return set;
@@ -355,6 +358,26 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
   for (const auto& [key, value] : choice.options.entries()) resolved.set(path + "." + key, value);
 }
 
+// runtime.compile: cuda-graphs captures forward, backward and the optimizer step as one graph: every
+// part must run on the device without the host. What cannot is refused here, with the fix.
+void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin& origin, Diagnostics& diagnostics) {
+  auto refuse = [&](const char* key, const std::string& why) {
+    const ConfigValue* value = tree.find(key);
+    diagnostics.error(value ? value->origin : origin, "runtime.compile: cuda-graphs " + why);
+  };
+  if (run.runtime.accelerator == "cpu") refuse("runtime.accelerator", "needs runtime.accelerator: cuda (or auto)");
+  if (run.strategy.name != "single")
+    refuse("runtime.strategy.name", fmt::format("captures one process's step; strategy {} is not captured: use "
+                                           "runtime.compile: none with it", run.strategy.name));
+  if (run.train.grad_accum != 1) refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
+  if (run.train.clip_grad_norm > 0)
+    refuse("train.clip_grad_norm", "cannot capture gradient clipping (it reads the norm on the host): set "
+                                   "train.clip_grad_norm: 0");
+  const ConfigValue* fused = run.optimizer.options.find("fused");
+  if ((run.optimizer.name != "adam" && run.optimizer.name != "adamw") || (fused && !fused->node.as<bool>()))
+    refuse("train.optimizer.name", "needs the fused adam or adamw (their steps and learning rate stay on the device)");
+}
+
 // Validates one run's tree and fills `run`. Returns the resolved config.
 ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const std::string& file,
                        RunSpec& run, Diagnostics& diagnostics) {
@@ -413,6 +436,7 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
                                     "train.optimizer.eps: 1.0e-4 or use 16-mixed",
                                     eps_value, run.optimizer.name));
     }
+    if (run.runtime.compile == "cuda-graphs") check_cuda_graphs(run, tree, origin_for("compile"), diagnostics);
     if (run.strategy.name == "single" && run.runtime.devices > 1)
       diagnostics.error(origin_for("devices"),
                         fmt::format("'runtime.devices' is {}, but strategy 'single' trains on one "

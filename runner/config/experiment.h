@@ -51,6 +51,7 @@ struct RuntimeOptions {
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop
   int64_t timeout_s = 600;   // a rendezvous or collective that takes longer fails the run
+  std::string compile = "none";  // none, or cuda-graphs: the training step captured once, replayed
 };
 
 struct ReportOptions {

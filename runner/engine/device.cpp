@@ -44,6 +44,8 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
     info.name = at::cuda::getDeviceProperties(0)->name;
     return info;
   }
+  if (runtime.compile == "cuda-graphs")
+    info.unavailable_reason = "runtime.compile: cuda-graphs needs a CUDA device; this machine has none";
   int threads = runtime.threads > 0 ? static_cast<int>(runtime.threads) : at::get_num_threads();
   info.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
   return info;

@@ -25,7 +25,9 @@
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
+#include "components/optim/fused_adam.h"
 #include "runner/engine/checkpoint.h"
+#include "runner/engine/cuda_graph_step.h"
 #include "runner/engine/engine.h"
 
 namespace trainyard {
@@ -114,6 +116,9 @@ class Trainer {
  private:
   void build();
   double train_epoch(int64_t epoch);  // returns the training-loop seconds
+  // Forward, backward and — when `step_now` (the last micro-batch of a step) — the optimizer step.
+  // The part of the loop a CUDA graph captures; nothing in it reads the device from the host.
+  void train_step(const Batch& batch, bool step_now, torch::Tensor& logits, torch::Tensor& loss);
   SplitResult evaluate(DataLoader& loader);
   template <class... Args>
   void log(fmt::format_string<Args...> format, Args&&... args) const {
@@ -124,6 +129,7 @@ class Trainer {
   }
   void set_learning_rate(double lr) {
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+    if (lr_tensor_.defined()) lr_tensor_.fill_(lr);  // what a captured step reads
   }
   // The loader's next batch on the training device, with the dataset's per-batch work done.
   Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index) {
@@ -146,6 +152,8 @@ class Trainer {
   std::unique_ptr<LossScaler> scaler_;  // 16-mixed only
   StrategyPtr strategy_;
   OptimizerPtr optimizer_;
+  std::unique_ptr<CudaGraphStep> graph_;  // runtime.compile: cuda-graphs
+  torch::Tensor lr_tensor_;               // the fused optimizer's learning rate, with graphs
   LrSchedule schedule_;
   double base_lr_ = 0;
   int64_t step_ = 0;         // optimizer steps so far
@@ -239,6 +247,16 @@ void Trainer::build() {
     log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})", resume, progress_.epoch,
         progress_.step, progress_.strategy, progress_.world_size, progress_.world_size == 1 ? "" : "s");
   }
+  if (run_.runtime.compile == "cuda-graphs") {
+    // Validation ensured a CUDA device, one process, whole steps and a fused Adam.
+    auto* fused = dynamic_cast<FusedAdam*>(optimizer_.get());
+    if (!device_.is_cuda() || !fused) throw std::logic_error("cuda-graphs without a CUDA device or a fused optimizer");
+    lr_tensor_ = fused->learning_rate_tensor(device_);
+    graph_ = std::make_unique<CudaGraphStep>(
+        device_, [this](const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) { train_step(batch, true, logits, loss); },
+        [this] { optimizer_->zero_grad(/*set_to_none=*/true); },
+        [this](const std::string& line) { context_.observer.on_log(line); });
+  }
   progress_.strategy = run_.strategy.name;
   progress_.world_size = strategy_->world_size();
   base_lr_ = base_learning_rate(run_.optimizer.options);
@@ -268,25 +286,16 @@ double Trainer::train_epoch(int64_t epoch) {
     Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b);
     data_wait_seconds_ += seconds_since(wait_start);
 
-    torch::Tensor logits, loss;
-    {
-      Precision::AutocastScope autocast(*precision_, device_.type());
-      logits = strategy_->forward(*model_, batch);
-      loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
-    }
-    torch::Tensor backward_loss = train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
     const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
-    strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
+    if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
+    torch::Tensor logits, loss;
+    if (graph_) graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
+    else train_step(batch, step_now, logits, loss);
     metrics.add(loss, logits, batch.targets);
     train_samples_ += batch.size();
     training_flops_ += model_->training_flops(batch);
 
     if (step_now) {
-      set_learning_rate(base_lr_ * schedule_(step_));
-      if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
-      if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
-      strategy_->step(*optimizer_, scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
-      if (scaler_) scaler_->update();
       ++step_;
       if (step_ % train.log_every == 0 || step_ == total_steps_) {
         const double elapsed = seconds_since(run_start_);
@@ -310,6 +319,22 @@ double Trainer::train_epoch(int64_t epoch) {
   epoch_train_ = metrics.result();
   epoch_samples_per_s_ = static_cast<double>(metrics.samples) / seconds;
   return seconds;
+}
+
+void Trainer::train_step(const Batch& batch, bool step_now, torch::Tensor& logits, torch::Tensor& loss) {
+  const TrainOptions& train = run_.train;
+  {
+    Precision::AutocastScope autocast(*precision_, device_.type());
+    logits = strategy_->forward(*model_, batch);
+    loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
+  }
+  torch::Tensor backward_loss = train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
+  strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
+  if (!step_now) return;
+  if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
+  if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
+  strategy_->step(*optimizer_, scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
+  if (scaler_) scaler_->update();
 }
 
 SplitResult Trainer::evaluate(DataLoader& loader) {

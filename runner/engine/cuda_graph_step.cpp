@@ -1,0 +1,120 @@
+#include "runner/engine/cuda_graph_step.h"
+
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+
+namespace trainyard {
+
+namespace {
+
+bool same_shapes(const Batch& a, const Batch& b) {
+  return a.inputs.sizes() == b.inputs.sizes() && a.targets.sizes() == b.targets.sizes() &&
+         a.attention_mask.defined() == b.attention_mask.defined() &&
+         (!a.attention_mask.defined() || a.attention_mask.sizes() == b.attention_mask.sizes());
+}
+
+Batch device_copy(const Batch& batch) {
+  Batch copy;
+  copy.inputs = batch.inputs.clone();
+  copy.targets = batch.targets.clone();
+  if (batch.attention_mask.defined()) copy.attention_mask = batch.attention_mask.clone();
+  return copy;
+}
+
+}  // namespace
+
+struct CudaGraphStep::State {
+  State(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup)
+      : stream(c10::cuda::getStreamFromPool(false, device.index())), step(std::move(step)), reset(std::move(reset)),
+        log(std::move(log)), warmup(warmup) {}
+
+  c10::cuda::CUDAStream stream;
+  StepFn step;
+  ResetFn reset;
+  LogFn log;
+  int warmup;
+  int eager_steps = 0;
+  bool failed = false;        // capture was tried and failed: eager from then on
+  bool warned_shape = false;  // "another shape, eager" said once
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  Batch inputs;  // static input buffers of the graph
+  torch::Tensor logits, loss;  // static outputs
+
+  void capture(const Batch& batch) {
+    inputs = device_copy(batch);
+    graph = std::make_unique<at::cuda::CUDAGraph>();
+    try {
+      // Thread-local mode: the loader's threads may allocate pinned memory meanwhile; autograd's
+      // device thread still launches onto this stream, so backward is captured.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      try {
+        step(inputs, logits, loss);
+      } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(stream.stream(), &broken);  // leave capture mode whatever happened
+        if (broken) cudaGraphDestroy(broken);
+        throw;
+      }
+      graph->capture_end();
+    } catch (const std::exception& e) {
+      cudaGetLastError();  // clear the error the failed capture left
+      graph.reset();
+      failed = true;
+      reset();
+      log(fmt::format("cuda-graphs: the training step could not be captured, so it runs eagerly: {}", e.what()));
+    }
+  }
+};
+
+CudaGraphStep::CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup_steps)
+    : state_(std::make_unique<State>(device, std::move(step), std::move(reset), std::move(log), warmup_steps)) {}
+
+CudaGraphStep::~CudaGraphStep() = default;
+
+bool CudaGraphStep::captured() const { return state_->graph != nullptr; }
+
+void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
+  State& s = *state_;
+  const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(batch.inputs.device().index());
+  // The side stream starts after what the caller queued: the batch's copy and image work.
+  at::cuda::CUDAEvent queued;
+  queued.record(caller);
+  queued.block(s.stream);
+  {
+    c10::cuda::CUDAStreamGuard on_side_stream(s.stream);
+    if (!s.graph && !s.failed && s.eager_steps >= s.warmup) {
+      s.capture(batch);
+      if (s.graph) {
+        s.graph->replay();  // capturing recorded the step; this runs it
+        logits = s.logits;
+        loss = s.loss;
+      } else {
+        s.step(batch, logits, loss);
+      }
+    } else if (s.graph && same_shapes(batch, s.inputs)) {
+      s.inputs.inputs.copy_(batch.inputs, /*non_blocking=*/true);
+      s.inputs.targets.copy_(batch.targets, true);
+      if (batch.attention_mask.defined()) s.inputs.attention_mask.copy_(batch.attention_mask, true);
+      s.graph->replay();
+      logits = s.logits;
+      loss = s.loss;
+    } else {
+      if (s.graph && !s.warned_shape) {
+        s.log("cuda-graphs: a batch of another shape than the captured one runs eagerly (set the dataset's "
+              "padding to max_length to replay every batch)");
+        s.warned_shape = true;
+      }
+      s.step(batch, logits, loss);
+      ++s.eager_steps;
+    }
+  }
+  // The caller's stream reads the outputs next: it waits for the step.
+  at::cuda::CUDAEvent done;
+  done.record(s.stream);
+  done.block(caller);
+}
+
+}  // namespace trainyard

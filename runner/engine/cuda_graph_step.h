@@ -1,0 +1,46 @@
+// runtime.compile: cuda-graphs. The whole training step — forward, backward, loss scaling and the
+// optimizer — is captured once into a CUDA graph over static input buffers, then replayed for every
+// batch: one launch per step instead of hundreds, no host in the loop. The C++ counterpart of the
+// studies' torch.compile row, following PyTorch's "whole network capture" recipe:
+//
+//   1. a few eager steps on a side stream (lazy initialisation — cuBLAS workspaces, optimizer
+//      state, autograd's buffers — must not happen during capture);
+//   2. one capture of the step on that stream, over copies of the next batch (gradients unset, so
+//      the captured backward writes them rather than accumulating);
+//   3. replay: copy each batch into the static buffers, launch the graph.
+//
+// A batch of another shape (dynamic padding) runs eagerly. If capture fails the run says why and
+// goes on eagerly.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "components/batch.h"
+
+namespace trainyard {
+
+class CudaGraphStep {
+ public:
+  // One training step on `batch`: forward, backward, optimizer step; sets logits and loss.
+  using StepFn = std::function<void(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss)>;
+  // Called when a capture failed part-way: drops gradients the failed capture left behind.
+  using ResetFn = std::function<void()>;
+  using LogFn = std::function<void(const std::string&)>;
+
+  CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup_steps = 3);
+  ~CudaGraphStep();
+
+  // Runs one step, eagerly or by replay. The returned tensors are the graph's static outputs once
+  // captured: read them before the next run().
+  void run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
+
+  bool captured() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace trainyard
