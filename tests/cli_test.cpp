@@ -242,6 +242,16 @@ std::vector<pid_t> children_of(pid_t parent) {
   return out;
 }
 
+// The worker processes of a run `controller` started, once there are `count` of them (60 s at most).
+std::vector<pid_t> wait_for_workers(pid_t controller, size_t count) {
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 600 && workers.size() < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    workers = children_of(controller);
+  }
+  return workers;
+}
+
 TEST_F(CliTest, AKilledRankFailsItsRunAndTheBatchGoesOn) {
   std::string file = dir.write("kill.yaml", R"(
 name: kill
@@ -257,11 +267,7 @@ sweep:
 )");
   pid_t controller = start_run(file, db());
   KillOnExit guard{controller};
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 600 && workers.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    workers = children_of(controller);
-  }
+  std::vector<pid_t> workers = wait_for_workers(controller, 1);
   ASSERT_EQ(workers.size(), 1u);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   auto killed_at = std::chrono::steady_clock::now();
@@ -460,11 +466,7 @@ sweep:
 )");
   pid_t controller = start_run(file, db());
   KillOnExit guard{controller};
-  std::vector<pid_t> workers;
-  for (int i = 0; i < 600 && workers.size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    workers = children_of(controller);
-  }
+  std::vector<pid_t> workers = wait_for_workers(controller, 2);
   ASSERT_EQ(workers.size(), 2u);
   std::this_thread::sleep_for(std::chrono::seconds(3));  // training, past the rendezvous
   const pid_t rank1 = rank_of(workers[0]) == 1 ? workers[0] : workers[1];

@@ -115,6 +115,21 @@ void DistributedStrategy::broadcast(torch::Tensor& tensor) {
   group_->broadcast(t)->wait();
 }
 
+void DistributedStrategy::launch_reduce_scatter(GradientReduction& reduction, torch::Tensor flat_gradients,
+                                                int64_t chunk_numel) {
+  reduction.gradients = std::move(flat_gradients);
+  reduction.chunk = torch::empty({chunk_numel}, reduction.gradients.options());
+  reduction.work = group_->_reduce_scatter_base(reduction.chunk, reduction.gradients);
+  count(reduction.gradients);
+}
+
+torch::Tensor DistributedStrategy::finish_reduce_scatter(GradientReduction& reduction, c10::ScalarType dtype) {
+  reduction.work->wait();
+  torch::Tensor average = reduction.chunk.div_(world_size_).to(dtype);
+  reduction = GradientReduction();
+  return average;
+}
+
 double DistributedStrategy::clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads;

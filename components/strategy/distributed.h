@@ -25,6 +25,13 @@ void add_distributed_options(OptionSet<Opts>& options) {
            one_of({"float32", "bfloat16", "float16"}));
 }
 
+// A reduce-scatter of flat gradients: launched during backward, finished after it.
+struct GradientReduction {
+  torch::Tensor gradients;  // the flat gradients, kept alive while the collective reads them
+  torch::Tensor chunk;      // this rank's chunk of their sum
+  c10::intrusive_ptr<c10d::Work> work;
+};
+
 class DistributedStrategy : public Strategy {
  public:
   // Joins the ranks named by the launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR,
@@ -51,6 +58,11 @@ class DistributedStrategy : public Strategy {
                                                     const std::vector<torch::Tensor>& chunks);
   std::vector<torch::Tensor> model_layout_to_chunks(Model& model, const std::vector<FlatParameters*>& groups,
                                                     const std::vector<torch::Tensor>& model_layout);
+
+  // Starts summing `flat_gradients` across ranks into this rank's chunk (zero2 and fsdp).
+  void launch_reduce_scatter(GradientReduction& reduction, torch::Tensor flat_gradients, int64_t chunk_numel);
+  // Waits for it; returns this rank's chunk of the average, in `dtype`.
+  torch::Tensor finish_reduce_scatter(GradientReduction& reduction, c10::ScalarType dtype);
 
   // Counts a gradient or parameter collective on `buffer` (the whole buffer, not this rank's chunk).
   void count(const torch::Tensor& buffer) { communicated_bytes_ += static_cast<double>(buffer.nbytes()); }

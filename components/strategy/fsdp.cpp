@@ -36,9 +36,7 @@ struct Unit {
   size_t pending = 0;                    // gradients still to come in this backward
   bool reduced = false;                  // this backward's gradients are on their way
   c10::intrusive_ptr<c10d::Work> gathering;  // an all-gather into flat still in flight (prefetch)
-  torch::Tensor gradients;               // the flat gradients while they are reduce-scattered
-  torch::Tensor reduced_chunk;           // this rank's chunk of their sum
-  c10::intrusive_ptr<c10d::Work> work;
+  GradientReduction reduction;           // of this backward's gradients
 };
 
 class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
@@ -127,14 +125,8 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     for (auto& unit : units_)
       if (unit.flat && !unit.reduced) finish_backward(unit);
     if (!sync) return;
-    for (auto& unit : units_) {
-      if (!unit.work) continue;
-      unit.work->wait();
-      unit.reduced_chunk.div_(world_size_);
-      unit.shard.mutable_grad() = unit.reduced_chunk.to(unit.shard.dtype());
-      unit.gradients = unit.reduced_chunk = torch::Tensor();
-      unit.work.reset();
-    }
+    for (auto& unit : units_)
+      if (unit.reduction.work) unit.shard.mutable_grad() = finish_reduce_scatter(unit.reduction, unit.shard.scalar_type());
   }
 
   double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) override {
@@ -221,10 +213,7 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
   void finish_backward(Unit& unit) {
     unit.reduced = true;
     if (syncing_) {
-      unit.gradients = unit.flat->take_gradients(reduce_dtype_);
-      unit.reduced_chunk = torch::empty({unit.flat->chunk_numel()}, unit.gradients.options());
-      unit.work = group_->_reduce_scatter_base(unit.reduced_chunk, unit.gradients);
-      count(unit.gradients);
+      launch_reduce_scatter(unit.reduction, unit.flat->take_gradients(reduce_dtype_), unit.flat->chunk_numel());
     }
     reshard(unit);
   }

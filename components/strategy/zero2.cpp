@@ -24,9 +24,7 @@ struct Bucket {
   std::unique_ptr<FlatParameters> flat;
   torch::Tensor chunk;       // this rank's chunk of the flat parameters: what the optimizer updates
   size_t pending = 0;        // gradients still to come in this backward
-  torch::Tensor gradients;   // the flat gradients while they are reduce-scattered
-  torch::Tensor reduced;     // this rank's chunk of their sum
-  c10::intrusive_ptr<c10d::Work> work;
+  GradientReduction reduction;
 };
 
 class ZeroStage2 : public DistributedStrategy {
@@ -77,13 +75,8 @@ class ZeroStage2 : public DistributedStrategy {
     if (!sync) return;
     for (size_t b = next_launch_; b < buckets_.size(); ++b) buckets_[b].pending = 0;  // unused parameters
     launch_ready_buckets();
-    for (auto& bucket : buckets_) {
-      bucket.work->wait();
-      bucket.reduced.div_(world_size_);
-      bucket.chunk.mutable_grad() = bucket.reduced.to(bucket.chunk.dtype());
-      bucket.gradients = bucket.reduced = torch::Tensor();
-      bucket.work.reset();
-    }
+    for (auto& bucket : buckets_)
+      bucket.chunk.mutable_grad() = finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
   }
 
   double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) override {
@@ -135,10 +128,7 @@ class ZeroStage2 : public DistributedStrategy {
   void launch_ready_buckets() {
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
       Bucket& bucket = buckets_[next_launch_++];
-      bucket.gradients = bucket.flat->take_gradients(reduce_dtype_);
-      bucket.reduced = torch::empty({bucket.flat->chunk_numel()}, bucket.gradients.options());
-      bucket.work = group_->_reduce_scatter_base(bucket.reduced, bucket.gradients);
-      count(bucket.gradients);
+      launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_), bucket.flat->chunk_numel());
     }
   }
 
