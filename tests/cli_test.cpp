@@ -361,11 +361,14 @@ sweep:
   for (const char* strategy : {"ddp", "zero2", "fsdp"})
     for (const char* precision : {"bf16-mixed", "16-mixed", "bf16-true"})
       yaml += fmt::format("    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.precision: {1}}}}}\n", strategy, precision);
+  yaml += "    - {name: zero2-bf16-reduce, set: {runtime.strategy: {name: zero2, reduce_dtype: bfloat16}}}\n";
   Result run = trainyard("run " + dir.write("compose.yaml", yaml) + " --db " + db());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   Store store(db());
   auto runs = store.runs("compose");
-  ASSERT_EQ(runs.size(), 11u);
+  ASSERT_EQ(runs.size(), 12u);
+  EXPECT_EQ(store.attributes(runs[1].id).at("reduce_dtype"), "Float");  // fp32 averages by default
+  EXPECT_EQ(store.attributes(runs.back().id).at("reduce_dtype"), "BFloat16");
   const double single_loss = store.final_metrics(runs[0].id).at("test_loss");
   EXPECT_NEAR(store.final_metrics(runs[1].id).at("test_loss"), single_loss, 1e-4);
   for (const auto& r : runs) {

@@ -33,9 +33,8 @@ std::map<std::string, std::string> Precision::attributes() const {
 }
 
 std::string Precision::describe() const {
-  return fmt::format("params {}, compute {}, grads {}, reduce {}, loss scaling {}", c10::toString(param_dtype_),
-                     c10::toString(compute_dtype()), c10::toString(grad_dtype()), c10::toString(reduce_dtype()),
-                     loss_scaling_ ? "dynamic" : "none");
+  return fmt::format("params {}, compute {}, grads {}, loss scaling {}", c10::toString(param_dtype_),
+                     c10::toString(compute_dtype()), c10::toString(grad_dtype()), loss_scaling_ ? "dynamic" : "none");
 }
 
 namespace {

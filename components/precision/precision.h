@@ -49,7 +49,7 @@ class Precision {
     c10::ScalarType previous_dtype_ = c10::ScalarType::Float;
   };
 
-  // "params Float, compute BFloat16, grads Float, reduce Float, loss scaling none": logged.
+  // "params Float, compute BFloat16, grads Float, loss scaling none": logged (the strategy logs its reduce dtype).
   std::string describe() const;
   // The same, as key/value pairs stored with the run (param_dtype, compute_dtype, ...).
   std::map<std::string, std::string> attributes() const;

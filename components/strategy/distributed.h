@@ -43,6 +43,7 @@ class DistributedStrategy : public Strategy {
   void all_reduce_max(torch::Tensor& tensor) override;
   int world_size() const override { return world_size_; }
   double communicated_bytes() const override { return communicated_bytes_; }
+  c10::ScalarType reduce_dtype() const override { return reduce_dtype_; }
   int rank() const override { return rank_; }
 
  protected:

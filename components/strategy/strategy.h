@@ -71,6 +71,8 @@ class Strategy {
   virtual void all_reduce_sum(torch::Tensor& tensor) {}
   virtual void all_reduce_max(torch::Tensor& tensor) {}
   virtual int world_size() const { return 1; }
+  // The dtype gradients are averaged in across ranks (the strategy's reduce_dtype option).
+  virtual c10::ScalarType reduce_dtype() const { return c10::ScalarType::Float; }
   virtual int rank() const { return 0; }
 };
 

@@ -240,6 +240,7 @@ void Trainer::build() {
   if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
   std::map<std::string, std::string> attributes = precision_->attributes();
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
+  attributes["reduce_dtype"] = c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   context_.observer.on_setup(attributes);
   optimizer_ = build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
   if (!resume.empty()) {
@@ -263,8 +264,9 @@ void Trainer::build() {
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {total_steps_});
 
-  log("device {} ({}), precision {} ({}), strategy {}", device.type, device.name,
-            precision_->name(), precision_->describe(), run_.strategy.name);
+  log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})", device.type,
+      device.name, precision_->name(), precision_->describe(), run_.strategy.name, strategy_->world_size(),
+      strategy_->world_size() == 1 ? "" : "s", c10::toString(strategy_->reduce_dtype()));
   log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
             run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
             data_.test->size(), data_.num_classes);
