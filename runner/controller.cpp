@@ -112,6 +112,8 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
     }
     std::string reason = run.unavailable_reason;
     if (reason.empty()) reason = resolve_device(run.runtime).unavailable_reason;
+    if (reason.empty() && node_.node_rank > 0 && run.strategy.name == "single")
+      reason = "strategy single trains on one device: node 0 runs it";
     if (!reason.empty()) {
       int64_t id = store_.queue_run(experiment_id, queued);
       store_.end_run(id, RunStatus::skipped, reason);
@@ -149,8 +151,10 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, int ordin
   auto log = run_logger(run.variant, log_path);
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
+  // A one-device run stays on node 0 (the other nodes skip it), whatever the batch spans.
+  const NodeSpec node = run.strategy.name == "single" ? NodeSpec() : node_;
   LaunchSpec spec{config_path, run.variant, stem.string(), stem.string(),
-                  static_cast<int>(run.runtime.devices), node_, node_.port_for_run(ordinal)};
+                  static_cast<int>(run.runtime.devices), node, node.port_for_run(ordinal)};
   LaunchResult result = launch_run(spec, observer, stop_requested_);
   switch (result.outcome) {
     case LaunchOutcome::completed:

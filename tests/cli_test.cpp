@@ -495,9 +495,14 @@ model: {name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2,
 dataset: {name: synthetic-images, train_size: 128, val_size: 32, test_size: 32, num_classes: 4, noise: 0.3}
 train: {epochs: 1, batch_size: 4, optimizer: {name: adam, lr: 3.0e-3}}
 runtime: {accelerator: cpu, threads: 1, strategy: ddp, devices: 2}
+sweep:
+  variants:
+    - name: default
+    - name: one-device  # node 0 alone trains it; node 1 skips it
+      set: {runtime.strategy: single, runtime.devices: 1, train.batch_size: 16}
 )");
   const std::string one_node_db = (dir.path() / "one" / "t.db").string();
-  Result one_node = trainyard("run " + file + " --db " + one_node_db + " --set runtime.devices=4");
+  Result one_node = trainyard("run " + file + " --db " + one_node_db + " --set runtime.devices=4 --set runtime.strategy=ddp");
   ASSERT_EQ(one_node.exit_code, 0) << one_node.output;
 
   const std::string port = std::to_string(20000 + getpid() % 20000);
@@ -513,8 +518,9 @@ runtime: {accelerator: cpu, threads: 1, strategy: ddp, devices: 2}
   EXPECT_EQ(exit_code_of(node1), 0);
   Store store(db());
   auto runs = store.runs("nodes");
-  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs.size(), 2u);
   ASSERT_EQ(runs[0].status, RunStatus::completed) << runs[0].error;
+  EXPECT_EQ(runs[1].status, RunStatus::completed) << runs[1].error;
   Store reference(one_node_db);
   const double four_ranks = reference.final_metrics(reference.runs("nodes")[0].id).at("test_loss");
   EXPECT_NEAR(store.final_metrics(runs[0].id).at("test_loss"), four_ranks, 1e-5);
