@@ -544,6 +544,9 @@ TEST_F(CliTest, ValidateListAndHelp) {
   EXPECT_NE(list.output.find("reshard_after_forward"), std::string::npos);  // fsdp's options
 
   EXPECT_EQ(trainyard("list modle").exit_code, 2);
+  Result strategies = trainyard("list strategies");  // the plural names the kind too
+  EXPECT_EQ(strategies.exit_code, 0);
+  EXPECT_NE(strategies.output.find("zero2"), std::string::npos);
   EXPECT_NE(trainyard("rnu").output.find("did you mean 'run'"), std::string::npos);
   EXPECT_EQ(trainyard("run --bogus").exit_code, 2);
   EXPECT_EQ(trainyard("--help").exit_code, 0);

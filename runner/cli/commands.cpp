@@ -76,6 +76,10 @@ int list_command(const std::vector<std::string>& args) {
   const Registry& registry = builtin_registry();
   std::vector<std::string> kind_names;
   for (auto kind : all_component_kinds()) kind_names.push_back(to_string(kind));
+  // The plural names the same kind: `list models`, `list strategies`.
+  for (const auto& name : kind_names)
+    if (kind_filter == name + "s" || (name.back() == 'y' && kind_filter == name.substr(0, name.size() - 1) + "ies"))
+      kind_filter = name;
   if (!kind_filter.empty() && std::find(kind_names.begin(), kind_names.end(), kind_filter) == kind_names.end()) {
     std::string guess = closest_match(kind_filter, kind_names);
     throw UserError(fmt::format("list: unknown kind '{}'{}; kinds: {}", kind_filter,
