@@ -176,18 +176,21 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
         r.channel = -1;
       }
     }
+    // Ranks that failed since the last look. A rank killed by a signal is the cause when several
+    // went down together: its peers then fail on the broken connection.
+    const Rank* cause = nullptr;
     for (auto& r : ranks) {
-      if (r.exited) continue;
-      if (waitpid(r.pid, &r.status, WNOHANG) == r.pid) {
-        r.exited = true;
-        if (failed(r) && !stopping) {
-          std::string reported = r.error.empty() ? "" : ": " + r.error;
-          first_failure = describe_exit(r) + reported + "; last lines of " + r.log_path + ":" + last_lines(r.log_path, 10);
-          stopping = true;
-          stop_all(SIGTERM);
-          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
-        }
-      }
+      if (r.exited || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
+      r.exited = true;
+      if (failed(r) && (!cause || (WIFSIGNALED(r.status) && !WIFSIGNALED(cause->status)))) cause = &r;
+    }
+    if (cause && !stopping) {
+      std::string reported = cause->error.empty() ? "" : ": " + cause->error;
+      first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path + ":" +
+                      last_lines(cause->log_path, 10);
+      stopping = true;
+      stop_all(SIGTERM);
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
     }
     if (stop_requested.load() && !stopping) {
       stopping = interrupted = true;
