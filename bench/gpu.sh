@@ -6,7 +6,9 @@
 #                command: set -o pipefail; bash bench/gpu.sh 2>&1 | tee $OUT/log
 #
 # Builds Trainyard against the machine's LibTorch (CUDA), trains ViT-B/16 at 224 px (batch 16 and 256)
-# and DistilBERT at 512 tokens (batch 12 and 64) in 32-true, bf16-mixed and 16-mixed, runs the same
+# and DistilBERT at 512 tokens (batch 12 and 64) in 32-true, bf16-mixed and 16-mixed, each eagerly and
+# with runtime.compile: cuda-graphs (24 short runs, 2 x 16 steps each; the database in $OUT keeps
+# whatever finished if the call runs out of time), runs the same
 # steps in PyTorch eager and Lightning Fabric, and writes the comparison to $OUT/summary.md (samples/s,
 # MFU, peak memory, Trainyard's ratio to each). Commit $OUT's files under bench/results/gpu-<date>/.
 set -euo pipefail
