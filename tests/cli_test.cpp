@@ -452,6 +452,35 @@ sweep:
   EXPECT_NE(bad.output.find("has no trainer_state.json"), std::string::npos) << bad.output;
 }
 
+// A run resumed from its best epoch tests that epoch's weights when later epochs do worse, as the
+// uninterrupted run does (checkpoint: best).
+TEST_F(CliTest, AResumedRunKeepsTheBestEpochsWeights) {
+  std::string file = dir.write("best.yaml", R"(
+name: best
+model: {name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 128, val_size: 64, test_size: 64, num_classes: 4, noise: 0.6}
+train: {epochs: 3, batch_size: 16, optimizer: {name: adamw, lr: 1.0e-2}, log_every: 1000}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  variants:
+    - name: straight
+    - name: first-2
+      set: {train.epochs: 2, train.save_state: true}
+)");
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  Store store(db());
+  auto runs = store.runs("best");
+  auto straight = store.final_metrics(runs[0].id);
+  ASSERT_EQ(straight.at("best_epoch"), 2);  // epoch 3 validates worse: the test uses epoch 2's weights
+  const std::string state = store.attributes(runs[1].id).at("state_path");
+  Result resumed = trainyard("run " + file + " --db " + db() + " --set train.resume_from=" + state);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  auto again = store.runs("best");
+  auto metrics = store.final_metrics(again[2].id);
+  EXPECT_EQ(metrics.at("best_epoch"), 2);
+  EXPECT_NEAR(metrics.at("test_loss"), straight.at("test_loss"), 1e-6);
+}
+
 // A rank that stops answering (SIGSTOP: alive, silent) leaves the others waiting in a collective;
 // after runtime.timeout_s they give up, the run fails naming the rank and the timeout, the stopped
 // rank is killed, and the batch goes on.

@@ -247,6 +247,10 @@ void Trainer::build() {
     load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
     log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})", resume, progress_.epoch,
         progress_.step, progress_.strategy, progress_.world_size, progress_.world_size == 1 ? "" : "s");
+    // The resumed weights are the best so far: keep a copy, as the uninterrupted run would have.
+    if (train.checkpoint == "best" && best_weights_.empty() && progress_.best_epoch == progress_.epoch &&
+        progress_.epoch < train.epochs)
+      best_weights_ = snapshot_weights();
   }
   if (run_.runtime.compile == "cuda-graphs") {
     // Validation ensured a CUDA device, one process, whole steps and a fused Adam.
