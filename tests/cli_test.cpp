@@ -265,6 +265,15 @@ std::vector<pid_t> wait_for_workers(pid_t controller, size_t count) {
   return workers;
 }
 
+// Rank 1 of a 2-rank run `controller` started, a few seconds into training (past the rendezvous);
+// -1 when the workers did not appear.
+pid_t rank_one_once_training(pid_t controller) {
+  std::vector<pid_t> workers = wait_for_workers(controller, 2);
+  if (workers.size() != 2) return -1;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  return rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+}
+
 TEST_F(CliTest, AKilledRankFailsItsRunAndTheBatchGoesOn) {
   std::string file = dir.write("kill.yaml", R"(
 name: kill
@@ -280,15 +289,11 @@ sweep:
 )");
   pid_t controller = start_run(file, db());
   KillOnExit guard{controller};
-  std::vector<pid_t> workers = wait_for_workers(controller, 2);
-  ASSERT_EQ(workers.size(), 2u);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // training
-  const pid_t rank1 = rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+  const pid_t rank1 = rank_one_once_training(controller);
+  ASSERT_GT(rank1, 0);
   auto killed_at = std::chrono::steady_clock::now();
   kill(rank1, SIGKILL);
-  int status = 0;
-  waitpid(controller, &status, 0);
-  EXPECT_EQ(WEXITSTATUS(status), 1);  // a run failed
+  EXPECT_EQ(exit_code_of(controller), 1);  // a run failed
   Store store(db());
   auto runs = store.runs("kill");
   ASSERT_EQ(runs.size(), 2u);
@@ -499,10 +504,8 @@ sweep:
 )");
   pid_t controller = start_run(file, db());
   KillOnExit guard{controller};
-  std::vector<pid_t> workers = wait_for_workers(controller, 2);
-  ASSERT_EQ(workers.size(), 2u);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // training, past the rendezvous
-  const pid_t rank1 = rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+  const pid_t rank1 = rank_one_once_training(controller);
+  ASSERT_GT(rank1, 0);
   const auto stopped_at = std::chrono::steady_clock::now();
   kill(rank1, SIGSTOP);
   EXPECT_EQ(exit_code_of(controller), 1);  // a run failed
