@@ -569,6 +569,9 @@ TEST_F(CliTest, ValidateListAndHelp) {
   Result validate = trainyard("validate " + source("experiments/quickstart.yaml"));
   EXPECT_EQ(validate.exit_code, 0) << validate.output;
   EXPECT_NE(validate.output.find("ok — experiment 'quickstart', 3 runs"), std::string::npos);
+  Result strategies_example = trainyard("validate " + source("experiments/strategies_cpu.yaml"));
+  EXPECT_NE(strategies_example.output.find("ok — experiment 'strategies_cpu', 4 runs"), std::string::npos)
+      << strategies_example.output;
 
   Result list = trainyard("list");
   EXPECT_EQ(list.exit_code, 0);
