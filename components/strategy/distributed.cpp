@@ -44,7 +44,7 @@ std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master
 
 DistributedStrategy::DistributedStrategy(const std::string& name, const DistributedOptions& options,
                                          const StrategyContext& context)
-    : reduce_dtype_(dtype_named(options.reduce_dtype)) {
+    : reduce_dtype_(dtype_named(options.reduce_dtype)), device_(context.device) {
   rank_ = env_int("RANK", -1);
   world_size_ = env_int("WORLD_SIZE", -1);
   const char* address = std::getenv("MASTER_ADDR");
@@ -100,15 +100,16 @@ void DistributedStrategy::step(torch::optim::Optimizer& optimizer, const torch::
   Strategy::step(optimizer, found_inf);
 }
 
-void DistributedStrategy::all_reduce_sum(torch::Tensor& tensor) {
-  std::vector<torch::Tensor> t = {tensor};
-  group_->allreduce(t)->wait();
+void DistributedStrategy::all_reduce(torch::Tensor& tensor, c10d::ReduceOp op) {
+  // NCCL reduces device tensors only: a host figure (a sample count, a peak) travels through the device.
+  std::vector<torch::Tensor> t = {tensor.device() == device_ ? tensor : tensor.to(device_)};
+  group_->allreduce(t, c10d::AllreduceOptions{op})->wait();
+  if (!t[0].is_same(tensor)) tensor.copy_(t[0]);
 }
 
-void DistributedStrategy::all_reduce_max(torch::Tensor& tensor) {
-  std::vector<torch::Tensor> t = {tensor};
-  group_->allreduce(t, c10d::AllreduceOptions{c10d::ReduceOp::MAX})->wait();
-}
+void DistributedStrategy::all_reduce_sum(torch::Tensor& tensor) { all_reduce(tensor, c10d::ReduceOp::SUM); }
+
+void DistributedStrategy::all_reduce_max(torch::Tensor& tensor) { all_reduce(tensor, c10d::ReduceOp::MAX); }
 
 void DistributedStrategy::broadcast(torch::Tensor& tensor) {
   std::vector<torch::Tensor> t = {tensor};

@@ -50,6 +50,7 @@ class DistributedStrategy : public Strategy {
   // Moves the model to the device and gives every rank rank 0's parameters and buffers.
   void setup_replicated(Model& model, const torch::Device& device, c10::ScalarType param_dtype);
   void broadcast(torch::Tensor& tensor);
+  void all_reduce(torch::Tensor& tensor, c10d::ReduceOp op);
   // The global gradient norm when each rank holds a disjoint share of the gradients.
   double clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
 
@@ -72,6 +73,7 @@ class DistributedStrategy : public Strategy {
   double communicated_bytes_ = 0;
   int rank_ = 0, world_size_ = 1;
   c10::ScalarType reduce_dtype_ = c10::ScalarType::Float;
+  torch::Device device_{torch::kCPU};  // where this rank's collectives run (NCCL: its GPU)
   std::string backend_name_;
 };
 
