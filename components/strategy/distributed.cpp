@@ -185,6 +185,48 @@ std::vector<torch::Tensor> DistributedStrategy::model_layout_to_chunks(Model& mo
   return chunks;
 }
 
+std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tensor>& parameters, int64_t bucket_bytes,
+                                                   int64_t element_size) {
+  std::vector<std::vector<size_t>> buckets;
+  int64_t bytes = bucket_bytes;  // the first parameter opens a bucket
+  for (size_t i = parameters.size(); i-- > 0;) {
+    if (bytes >= bucket_bytes) {
+      buckets.emplace_back();
+      bytes = 0;
+    }
+    buckets.back().push_back(i);
+    bytes += parameters[i].numel() * element_size;
+  }
+  return buckets;
+}
+
+void GradientBuckets::attach(const std::vector<torch::Tensor>& parameters, std::vector<std::vector<size_t>> buckets,
+                             Launch launch) {
+  buckets_ = std::move(buckets);
+  launch_ = std::move(launch);
+  bucket_of_.assign(parameters.size(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t i : buckets_[b]) bucket_of_[i] = b;
+  pending_.assign(buckets_.size(), 0);
+  hooks_.attach(parameters, [this](size_t i) {
+    if (syncing_ && --pending_[bucket_of_[i]] == 0) launch_ready();
+  });
+}
+
+void GradientBuckets::backward(const torch::Tensor& loss, bool sync) {
+  syncing_ = sync;
+  next_launch_ = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].size();
+  loss.backward();
+  if (!sync) return;
+  for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;  // unused parameters
+  launch_ready();
+}
+
+void GradientBuckets::launch_ready() {
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch_(next_launch_++);
+}
+
 void GradientReadyHooks::attach(const std::vector<torch::Tensor>& parameters, std::function<void(size_t)> ready) {
   auto shared_ready = std::make_shared<std::function<void(size_t)>>(std::move(ready));
   for (size_t i = 0; i < parameters.size(); ++i) {

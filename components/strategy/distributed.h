@@ -87,4 +87,32 @@ class GradientReadyHooks {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the tensors hold them weakly
 };
 
+// Indices of `parameters` in buckets of about `bucket_bytes` (each element counted as `element_size`
+// bytes), last parameters first: the order backward produces their gradients.
+std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tensor>& parameters, int64_t bucket_bytes,
+                                                   int64_t element_size);
+
+// The bucketed gradient reduction of ddp and zero2. In a backward that synchronises, bucket b goes to
+// `launch` as soon as all its gradients are in and buckets 0..b-1 have gone — the same collectives
+// in the same order on every rank, while backward still computes the earlier layers. Buckets whose
+// parameters got no gradient (unused in this forward) go when backward returns.
+class GradientBuckets {
+ public:
+  using Launch = std::function<void(size_t bucket)>;
+  void attach(const std::vector<torch::Tensor>& parameters, std::vector<std::vector<size_t>> buckets, Launch launch);
+  // loss.backward(); with `sync`, every bucket has been launched when it returns.
+  void backward(const torch::Tensor& loss, bool sync);
+
+ private:
+  void launch_ready();
+
+  std::vector<std::vector<size_t>> buckets_;
+  std::vector<size_t> bucket_of_;  // parameter index -> bucket
+  std::vector<size_t> pending_;    // per bucket: gradients still to come in this backward
+  size_t next_launch_ = 0;
+  bool syncing_ = false;
+  Launch launch_;
+  GradientReadyHooks hooks_;
+};
+
 }  // namespace trainyard

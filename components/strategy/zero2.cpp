@@ -23,7 +23,6 @@ struct Zero2Options {
 struct Bucket {
   std::unique_ptr<FlatParameters> flat;
   torch::Tensor chunk;       // this rank's chunk of the flat parameters: what the optimizer updates
-  size_t pending = 0;        // gradients still to come in this backward
   GradientReduction reduction;
 };
 
@@ -34,31 +33,22 @@ class ZeroStage2 : public DistributedStrategy {
 
   void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) override {
     setup_replicated(model, device, param_dtype);
-    // Buckets of whole parameters, last first (the order backward produces their gradients).
     std::vector<torch::Tensor> parameters = model.parameters();
     const auto bucket_bytes = static_cast<int64_t>(options_.bucket_mb * 1024 * 1024);
-    std::vector<std::vector<torch::Tensor>> groups;
-    int64_t bytes = bucket_bytes;
-    for (auto it = parameters.rbegin(); it != parameters.rend(); ++it) {
-      if (bytes >= bucket_bytes) {
-        groups.emplace_back();
-        bytes = 0;
-      }
-      groups.back().push_back(*it);
-      bytes += it->numel() * c10::elementSize(reduce_dtype_);
-    }
-    std::vector<torch::Tensor> hooked;
-    for (auto& group : groups) {
+    std::vector<std::vector<size_t>> indices = bucket_parameters(parameters, bucket_bytes, c10::elementSize(reduce_dtype_));
+    for (const auto& bucket_indices : indices) {
+      std::vector<torch::Tensor> group;
+      for (size_t i : bucket_indices) group.push_back(parameters[i]);
       Bucket bucket;
       bucket.flat = std::make_unique<FlatParameters>(group, rank_, world_size_);
       bucket.chunk = bucket.flat->chunk(bucket.flat->flat());
-      for (const auto& p : group) {
-        hooked.push_back(p);
-        bucket_of_.push_back(buckets_.size());
-      }
       buckets_.push_back(std::move(bucket));
     }
-    hooks_.attach(hooked, [this](size_t i) { on_gradient_ready(i); });
+    // Once a bucket's gradients are in, they are reduce-scattered and the full ones released.
+    gradient_buckets_.attach(parameters, indices, [this](size_t b) {
+      Bucket& bucket = buckets_[b];
+      launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_), bucket.flat->chunk_numel());
+    });
   }
 
   std::vector<torch::Tensor> optimizer_parameters(Model&) override {
@@ -68,13 +58,8 @@ class ZeroStage2 : public DistributedStrategy {
   }
 
   void backward(const torch::Tensor& loss, bool sync) override {
-    syncing_ = sync;
-    next_launch_ = 0;
-    for (auto& bucket : buckets_) bucket.pending = bucket.flat->parameters().size();
-    loss.backward();
+    gradient_buckets_.backward(loss, sync);
     if (!sync) return;
-    for (size_t b = next_launch_; b < buckets_.size(); ++b) buckets_[b].pending = 0;  // unused parameters
-    launch_ready_buckets();
     for (auto& bucket : buckets_)
       bucket.chunk.mutable_grad() = finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
   }
@@ -113,31 +98,13 @@ class ZeroStage2 : public DistributedStrategy {
   // The flat groups whose chunks are optimizer_parameters(), in that order.
   std::vector<FlatParameters*> groups() {
     std::vector<FlatParameters*> out;
-    for (auto& bucket : buckets_)
-      if (bucket.flat) out.push_back(bucket.flat.get());
+    for (auto& bucket : buckets_) out.push_back(bucket.flat.get());
     return out;
-  }
-
-  void on_gradient_ready(size_t i) {
-    if (!syncing_) return;
-    if (--buckets_[bucket_of_[i]].pending == 0) launch_ready_buckets();
-  }
-
-  // Starts the reduce-scatter of every complete bucket whose predecessors have started: the same
-  // collectives in the same order on every rank.
-  void launch_ready_buckets() {
-    while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
-      Bucket& bucket = buckets_[next_launch_++];
-      launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_), bucket.flat->chunk_numel());
-    }
   }
 
   Zero2Options options_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;  // hooked parameter index -> bucket
-  size_t next_launch_ = 0;
-  bool syncing_ = true;
-  GradientReadyHooks hooks_;
+  GradientBuckets gradient_buckets_;
 };
 
 }  // namespace
