@@ -325,11 +325,15 @@ sweep:
                           strategy, ranks, 16 / ranks);
   yaml += "    - {name: fsdp-2-keep-gathered, set: {runtime.strategy: {name: fsdp, reshard_after_forward: false}, "
           "runtime.devices: 2, train.batch_size: 8}}\n";
+  // Buckets of 10 KB: several per model, so the in-order launching of buckets is exercised.
+  for (const char* strategy : {"ddp", "zero2"})
+    yaml += fmt::format("    - {{name: {0}-4-small-buckets, set: {{runtime.strategy: {{name: {0}, bucket_mb: 0.01}}, "
+                        "runtime.devices: 4, train.batch_size: 4}}}}\n", strategy);
   Result run = trainyard("run " + dir.write("strategies.yaml", yaml) + " --db " + db());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   Store store(db());
   auto runs = store.runs("strategies");
-  ASSERT_EQ(runs.size(), 8u);
+  ASSERT_EQ(runs.size(), 10u);
   auto single = store.final_metrics(runs[0].id);
   auto single_epochs = store.epoch_metrics(runs[0].id);
   for (size_t i = 1; i < runs.size(); ++i) {
