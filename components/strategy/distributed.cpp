@@ -131,22 +131,6 @@ torch::Tensor DistributedStrategy::finish_reduce_scatter(GradientReduction& redu
   return average;
 }
 
-double DistributedStrategy::clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  for (const auto& group : optimizer.param_groups())
-    for (const auto& p : group.params())
-      if (p.grad().defined()) grads.push_back(p.grad());
-  torch::Tensor squares = torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(grads.empty() ? torch::kCPU : grads[0].device()));
-  for (const auto& g : grads) squares += g.to(torch::kFloat).pow(2).sum();
-  all_reduce_sum(squares);
-  torch::Tensor norm = squares.sqrt();
-  // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1.
-  torch::Tensor factor = (max_norm / (norm + 1e-6)).clamp_max(1.0);
-  for (auto& g : grads) g.mul_(factor.to(g.dtype()));
-  return norm.item<double>();
-}
-
 std::vector<torch::Tensor> DistributedStrategy::chunks_to_model_layout(Model& model,
                                                                    const std::vector<FlatParameters*>& groups,
                                                                    const std::vector<torch::Tensor>& chunks) {

@@ -51,8 +51,6 @@ class DistributedStrategy : public Strategy {
   void setup_replicated(Model& model, const torch::Device& device, c10::ScalarType param_dtype);
   void broadcast(torch::Tensor& tensor);
   void all_reduce(torch::Tensor& tensor, c10d::ReduceOp op);
-  // The global gradient norm when each rank holds a disjoint share of the gradients.
-  double clip_sharded_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
 
   // to_model_layout / to_optimizer_layout for strategies whose optimizer updates one chunk of each
   // of `groups` (in optimizer_parameters() order).

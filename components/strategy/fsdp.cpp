@@ -129,9 +129,7 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
       if (unit.reduction.work) unit.shard.mutable_grad() = finish_reduce_scatter(unit.reduction, unit.shard.scalar_type());
   }
 
-  double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) override {
-    return clip_sharded_grad_norm(optimizer, max_norm);
-  }
+  bool shards_gradients() const override { return true; }
 
   void with_full_parameters(Model& model, const std::function<void()>& fn) override {
     for (auto& unit : units_) gather(unit);

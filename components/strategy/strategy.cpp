@@ -1,6 +1,6 @@
 // What every strategy shares (the optimizer step, gradient clipping, memory accounting), the
 // `single` strategy, and the registry entries of all strategies.
-#include <torch/nn/utils/clip_grad.h>
+#include <ATen/ATen.h>
 
 #include "components/optim/fused_adam.h"
 #include "components/optim/optimizers.h"
@@ -29,8 +29,20 @@ struct NoOptions {};
 
 }  // namespace
 
-double Strategy::clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
-  return torch::nn::utils::clip_grad_norm_(optimizer_tensors(optimizer), max_norm);
+torch::Tensor Strategy::clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : optimizer_tensors(optimizer))
+    if (p.grad().defined()) grads.push_back(p.grad());
+  // Squares summed in float whatever the gradients' dtype (an fp16 norm overflows at 256).
+  torch::Tensor squares = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(
+                                               grads.empty() ? torch::Device(torch::kCPU) : grads[0].device()));
+  if (!grads.empty()) squares = at::stack(at::_foreach_norm(grads, 2, torch::kFloat)).square().sum();
+  if (shards_gradients()) all_reduce_sum(squares);  // every rank takes part, with gradients or not
+  torch::Tensor norm = squares.sqrt();
+  // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1.
+  if (!grads.empty()) at::_foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_max(1.0));
+  return norm;
 }
 
 void Strategy::step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {

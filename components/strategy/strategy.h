@@ -41,8 +41,10 @@ class Strategy {
   // Backward of `loss`. `sync` is false on the micro-batches of a gradient-accumulation step that
   // only accumulate (nothing is communicated then); true on the last.
   virtual void backward(const torch::Tensor& loss, bool sync) = 0;
-  // Clips the global norm of the optimizer's gradients to `max_norm`; returns the norm before.
-  virtual double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
+  // Clips the global L2 norm of the optimizer's gradients to `max_norm` and returns the norm
+  // before, as torch.nn.utils.clip_grad_norm_ does, but as a device tensor: nothing is read on
+  // the host, so a step with clipping needs no synchronisation and can be captured.
+  torch::Tensor clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm);
   // One optimizer step, then clears the gradients. `found_inf` (from the fp16 loss scaler;
   // undefined otherwise) is 1 when the gradients overflowed on any rank: the step is then skipped.
   virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
@@ -74,6 +76,11 @@ class Strategy {
   // The dtype gradients are averaged in across ranks (the strategy's reduce_dtype option).
   virtual c10::ScalarType reduce_dtype() const { return c10::ScalarType::Float; }
   virtual int rank() const { return 0; }
+
+ protected:
+  // True when each rank holds a disjoint share of the gradients (zero2, fsdp): their norm is then
+  // summed over the ranks.
+  virtual bool shards_gradients() const { return false; }
 };
 
 using StrategyPtr = std::shared_ptr<Strategy>;

@@ -64,9 +64,7 @@ class ZeroStage2 : public DistributedStrategy {
       bucket.chunk.mutable_grad() = finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
   }
 
-  double clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) override {
-    return clip_sharded_grad_norm(optimizer, max_norm);
-  }
+  bool shards_gradients() const override { return true; }
 
   void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) override {
     DistributedStrategy::step(optimizer, found_inf);

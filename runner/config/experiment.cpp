@@ -370,9 +370,6 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
     refuse("runtime.strategy.name", fmt::format("captures one process's step; strategy {} is not captured: use "
                                            "runtime.compile: none with it", run.strategy.name));
   if (run.train.grad_accum != 1) refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
-  if (run.train.clip_grad_norm > 0)
-    refuse("train.clip_grad_norm", "cannot capture gradient clipping (it reads the norm on the host): set "
-                                   "train.clip_grad_norm: 0");
   const ConfigValue* fused = run.optimizer.options.find("fused");
   if ((run.optimizer.name != "adam" && run.optimizer.name != "adamw") || (fused && !fused->node.as<bool>()))
     refuse("train.optimizer.name", "needs the fused adam or adamw (their steps and learning rate stay on the device)");

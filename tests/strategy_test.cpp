@@ -1,0 +1,74 @@
+// What every strategy shares, on one process: gradient clipping agrees with
+// torch::nn::utils::clip_grad_norm_ and returns its norm as a tensor (nothing read on the host).
+#include <gtest/gtest.h>
+
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/sgd.h>
+
+#include "components/builtin.h"
+#include "components/strategy/strategy.h"
+
+namespace trainyard {
+namespace {
+
+StrategyPtr single_strategy() {
+  return build_strategy(builtin_registry(), ComponentChoice{"single", {}}, StrategyContext{});
+}
+
+// Parameters of three shapes with seeded gradients of `scale`; the last has no gradient.
+std::vector<torch::Tensor> parameters_with_gradients(double scale, torch::ScalarType dtype) {
+  torch::manual_seed(7);
+  std::vector<torch::Tensor> parameters;
+  for (auto shape : {std::vector<int64_t>{4, 3}, {5}, {2, 2, 2}, {3}}) {
+    auto p = torch::zeros(shape, torch::TensorOptions().dtype(dtype).requires_grad(true));
+    parameters.push_back(p);
+  }
+  for (size_t i = 0; i + 1 < parameters.size(); ++i)
+    parameters[i].mutable_grad() = (torch::randn(parameters[i].sizes()) * scale).to(dtype);
+  return parameters;
+}
+
+TEST(GradientClippingTest, MatchesTorchClipGradNormAboveAndBelowTheLimit) {
+  for (double scale : {10.0, 0.01}) {  // a norm above max_norm (scaled down) and below it (unchanged)
+    auto ours = parameters_with_gradients(scale, torch::kFloat);
+    auto reference = parameters_with_gradients(scale, torch::kFloat);
+    torch::optim::SGD optimizer(ours, torch::optim::SGDOptions(0.1));
+
+    torch::Tensor norm = single_strategy()->clip_grad_norm(optimizer, 1.0);
+    const double expected = torch::nn::utils::clip_grad_norm_(reference, 1.0);
+
+    EXPECT_EQ(norm.dim(), 0);
+    EXPECT_NEAR(norm.item<double>(), expected, 1e-5 * expected);
+    for (size_t i = 0; i + 1 < ours.size(); ++i)
+      EXPECT_TRUE(torch::allclose(ours[i].grad(), reference[i].grad(), 1e-6, 1e-7)) << "parameter " << i;
+    EXPECT_FALSE(ours.back().grad().defined());
+  }
+}
+
+// bf16 and fp16 gradients (bf16-true, 16-true): the norm is summed in float, so an fp16 norm past
+// 65504 is not infinite, and the scaled gradients keep their dtype.
+TEST(GradientClippingTest, HalfPrecisionGradientsAreMeasuredInFloat) {
+  for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    auto parameters = parameters_with_gradients(1.0, dtype);
+    for (size_t i = 0; i + 1 < parameters.size(); ++i) parameters[i].mutable_grad().fill_(30000);  // squares overflow fp16
+    torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.1));
+
+    torch::Tensor norm = single_strategy()->clip_grad_norm(optimizer, 1.0);
+
+    EXPECT_EQ(norm.scalar_type(), torch::kFloat);
+    const double elements = 12 + 5 + 8;
+    EXPECT_NEAR(norm.item<double>(), 30000 * std::sqrt(elements), 1e-2 * 30000 * std::sqrt(elements));
+    auto clipped = torch::cat({parameters[0].grad().flatten(), parameters[1].grad().flatten(), parameters[2].grad().flatten()});
+    EXPECT_EQ(clipped.scalar_type(), dtype);
+    EXPECT_NEAR(clipped.to(torch::kFloat).norm().item<double>(), 1.0, 1e-2);
+  }
+}
+
+TEST(GradientClippingTest, NoGradientsGiveANormOfZero) {
+  auto p = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD optimizer({p}, torch::optim::SGDOptions(0.1));
+  EXPECT_EQ(single_strategy()->clip_grad_norm(optimizer, 1.0).item<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace trainyard
