@@ -5,7 +5,8 @@
 # Device call:   carry [".devdeps"], timeout_s 540,
 #                command: set -o pipefail; bash bench/gpu.sh 2>&1 | tee $OUT/log
 #
-# Builds Trainyard against the machine's LibTorch (CUDA), trains ViT-B/16 at 224 px (batch 16 and 256)
+# Builds Trainyard against the machine's LibTorch (CUDA), checks that no training step makes the host
+# wait for the GPU (bench/gpu/sync_check.yaml: 4 short runs), trains ViT-B/16 at 224 px (batch 16 and 256)
 # and DistilBERT at 512 tokens (batch 12 and 64) in 32-true, bf16-mixed and 16-mixed, each eagerly and
 # with runtime.compile: cuda-graphs (24 short runs, 2 x 16 steps each; the database in $OUT keeps
 # whatever finished if the call runs out of time), runs the same
@@ -33,6 +34,21 @@ export LD_LIBRARY_PATH="$dev/usr/lib/x86_64-linux-gnu:$site/torch/lib:${LD_LIBRA
 cat "$out/environment.txt"
 
 db="$out/gpu.db"
+stamp "host synchronisation check (runtime.sync_debug: error)"
+# A small CIFAR-10 in the binary format (random pixels; 200 images a file) for the real image path:
+# the CIFAR-10 reader, crop-flip and ImageNet normalisation on the GPU.
+python3 - <<'PY'
+import os, random
+root = "/tmp/trainyard-bench/cifar-10-batches-bin"
+os.makedirs(root, exist_ok=True)
+rng = random.Random(0)
+for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+    with open(os.path.join(root, name), "wb") as f:
+        for _ in range(200):
+            f.write(bytes([rng.randrange(10)]) + rng.randbytes(3072))
+PY
+build-gpu/trainyard run bench/gpu/sync_check.yaml --db "$db" || true
+
 for experiment in bench/gpu/vit_throughput.yaml bench/gpu/distilbert_throughput.yaml; do
   stamp "trainyard: $experiment"
   build-gpu/trainyard run "$experiment" --db "$db" || true  # a failed row is recorded; go on

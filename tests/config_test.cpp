@@ -157,6 +157,13 @@ TEST_F(ConfigTest, CudaGraphsRefuseWhatCannotBeCaptured) {
   EXPECT_TRUE(has(errors(std::string(kValid) + "  compile: cuda-graph\n"), "cuda-graphs"));  // a typo lists the choices
 }
 
+// runtime.sync_debug watches CUDA's host synchronisations: meaningless on a CPU-only run.
+TEST_F(ConfigTest, SyncDebugNeedsCuda) {
+  EXPECT_TRUE(has(errors(kValid, {"runtime.sync_debug=error"}), "set runtime.sync_debug: off or runtime.accelerator: cuda"));
+  EXPECT_EQ(load(kValid, {"runtime.sync_debug=error", "runtime.accelerator=auto"}).runs.size(), 1u);
+  EXPECT_TRUE(has(errors(kValid, {"runtime.sync_debug=always"}), "sync_debug"));
+}
+
 TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
   Diagnostics d = errors("model:\n  name: toy\n  width: [1, 2\n");
   ASSERT_EQ(d.size(), 1u);

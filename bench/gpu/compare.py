@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Trainyard's warmed-up samples/s (epoch 2 of bench/gpu/*_throughput.yaml, from the database) next to
-PyTorch eager and Lightning Fabric (baselines.json), with Trainyard's ratio to each, as Markdown.
+PyTorch eager and Lightning Fabric (baselines.json), with Trainyard's ratio to each, as Markdown; then
+the host synchronisation check (bench/gpu/sync_check.yaml) run by run.
 
     python3 bench/gpu/compare.py gpu.db baselines.json
 """
@@ -8,47 +9,83 @@ import json
 import sqlite3
 import sys
 
-MODELS = {"gpu_vit_b16": "vit_b16", "gpu_distilbert": "distilbert"}
+THROUGHPUT = {"gpu_vit_b16": "vit_b16", "gpu_distilbert": "distilbert"}
+SYNC_CHECK = "gpu_sync_check"
 
 
-def trainyard_rows(db_path):
-    db = sqlite3.connect(db_path)
+def runs(db):
+    """Every run of the database: experiment, variant, precision, status, error and its metrics."""
     rows = db.execute(
-        """SELECT e.name, r.variant, r.precision, r.config_yaml,
-                  (SELECT value FROM epoch_metrics m WHERE m.run_id = r.id AND m.key = 'epoch_samples_per_s'
-                   ORDER BY epoch DESC LIMIT 1),
-                  (SELECT value FROM final_metrics f WHERE f.run_id = r.id AND f.key = 'mfu'),
-                  (SELECT value FROM final_metrics f WHERE f.run_id = r.id AND f.key = 'peak_memory_bytes'),
-                  r.status, r.error
+        """SELECT r.id, e.name, r.variant, r.precision, r.status, r.error
            FROM runs r JOIN experiments e ON e.id = r.experiment_id ORDER BY r.id""").fetchall()
-    out = {}
-    for experiment, variant, precision, config, samples, mfu, peak, status, error in rows:
-        batch = int(variant.split("batch_size=")[1].split("/")[0])
-        graphs = "compile=cuda-graphs" in variant
-        out[(MODELS.get(experiment, experiment), batch, precision, graphs)] = (samples, mfu, peak, status, error)
-    return out
+    for run_id, experiment, variant, precision, status, error in rows:
+        last_epoch = db.execute(
+            "SELECT value FROM epoch_metrics WHERE run_id = ? AND key = 'epoch_samples_per_s' "
+            "ORDER BY epoch DESC LIMIT 1", (run_id,)).fetchone()
+        final = dict(db.execute("SELECT key, value FROM final_metrics WHERE run_id = ?", (run_id,)).fetchall())
+        attributes = dict(db.execute("SELECT key, value FROM run_attributes WHERE run_id = ?", (run_id,)).fetchall())
+        yield {"experiment": experiment, "variant": variant, "precision": precision, "status": status,
+               "error": error or "", "samples_per_s": last_epoch[0] if last_epoch else None,
+               "mfu": final.get("mfu"), "peak": final.get("peak_memory_bytes"),
+               "cuda_graphs": attributes.get("cuda_graphs", "")}
 
 
-def main():
-    ours = trainyard_rows(sys.argv[1])
-    baselines = {}
-    for r in json.load(open(sys.argv[2])) if len(sys.argv) > 2 else []:
-        baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r["samples_per_s"]
-    print("| model | batch | precision | CUDA graphs | Trainyard samples/s | MFU | peak memory | eager | Fabric | vs eager | vs Fabric |")
+def first_line(text):
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def throughput_table(all_runs, baselines):
+    print("| model | batch | precision | CUDA graphs | Trainyard samples/s | MFU | peak memory | eager | Fabric "
+          "| vs eager | vs Fabric |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for (model, batch, precision, graphs), (samples, mfu, peak, status, error) in sorted(ours.items()):
-        graphs_text = "yes" if graphs else "no"
-        if status != "completed":
-            print(f"| {model} | {batch} | {precision} | {graphs_text} | {status}: {error} | | | | | | |")
+    rows = []
+    for run in all_runs:
+        if run["experiment"] not in THROUGHPUT:
             continue
+        model = THROUGHPUT[run["experiment"]]
+        batch = int(run["variant"].split("batch_size=")[1].split("/")[0])
+        graphs = "compile=cuda-graphs" in run["variant"]
+        rows.append(((model, batch, run["precision"], graphs), run))
+    for (model, batch, precision, graphs), run in sorted(rows, key=lambda r: r[0]):
+        graphs_text = ("yes: " + run["cuda_graphs"] if run["cuda_graphs"] else "yes") if graphs else "no"
+        if run["status"] != "completed":
+            print(f"| {model} | {batch} | {precision} | {graphs_text} | {run['status']}: {first_line(run['error'])} "
+                  "| | | | | | |")
+            continue
+        samples = run["samples_per_s"]
         eager = baselines.get(("eager", model, batch, precision))
         fabric = baselines.get(("fabric", model, batch, precision))
         cell = lambda v: f"{v:.1f}" if v else "—"
         ratio = lambda v: f"{samples / v:.2f}x" if v else "—"
-        mfu_text = f"{100 * mfu:.1f}%" if mfu else "—"
-        peak_text = f"{peak / 2**30:.1f} GiB" if peak else "—"
-        print(f"| {model} | {batch} | {precision} | {graphs_text} | {samples:.1f} | {mfu_text} | {peak_text} | {cell(eager)} | "
-              f"{cell(fabric)} | {ratio(eager)} | {ratio(fabric)} |")
+        mfu_text = f"{100 * run['mfu']:.1f}%" if run["mfu"] else "—"
+        peak_text = f"{run['peak'] / 2**30:.1f} GiB" if run["peak"] else "—"
+        print(f"| {model} | {batch} | {precision} | {graphs_text} | {samples:.1f} | {mfu_text} | {peak_text} "
+              f"| {cell(eager)} | {cell(fabric)} | {ratio(eager)} | {ratio(fabric)} |")
+
+
+def sync_check_table(all_runs):
+    checked = [run for run in all_runs if run["experiment"] == SYNC_CHECK]
+    if not checked:
+        return
+    print("\n## Host synchronisation inside training steps (runtime.sync_debug: error)\n")
+    print("| variant | result | CUDA graphs |")
+    print("|---|---|---|")
+    for run in checked:
+        if run["status"] == "completed":
+            result = "none: the run completed"
+        else:  # the error's first line names the check; the frames after it say where
+            result = f"{run['status']}: " + run["error"].strip().replace("\n", "<br>")
+        print(f"| {run['variant']} | {result} | {run['cuda_graphs'] or '—'} |")
+
+
+def main():
+    db = sqlite3.connect(sys.argv[1])
+    all_runs = list(runs(db))
+    baselines = {}
+    for r in json.load(open(sys.argv[2])) if len(sys.argv) > 2 else []:
+        baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r["samples_per_s"]
+    throughput_table(all_runs, baselines)
+    sync_check_table(all_runs)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,11 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              "seconds a rendezvous or collective between ranks may take before the run fails", at_least(1))
         .add("compile", &RuntimeOptions::compile,
              "none, or cuda-graphs: the whole training step captured once into a CUDA graph and replayed",
-             one_of({"none", "cuda-graphs"}));
+             one_of({"none", "cuda-graphs"}))
+        .add("sync_debug", &RuntimeOptions::sync_debug,
+             "CUDA: warn about, or fail the run on, any host synchronisation inside a training step (as "
+             "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed",
+             one_of({"off", "warn", "error"}));
     return s;
   }();
   return set;
@@ -434,6 +438,10 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
                                     eps_value, run.optimizer.name));
     }
     if (run.runtime.compile == "cuda-graphs") check_cuda_graphs(run, tree, origin_for("compile"), diagnostics);
+    if (run.runtime.sync_debug != "off" && run.runtime.accelerator == "cpu")
+      diagnostics.error(origin_for("sync_debug"),
+                        "runtime.sync_debug checks CUDA's host synchronisations, and runtime.accelerator is cpu; "
+                        "set runtime.sync_debug: off or runtime.accelerator: cuda");
     if (run.strategy.name == "single" && run.runtime.devices > 1)
       diagnostics.error(origin_for("devices"),
                         fmt::format("'runtime.devices' is {}, but strategy 'single' trains on one "

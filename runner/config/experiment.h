@@ -52,6 +52,7 @@ struct RuntimeOptions {
   int64_t prefetch = 4;      // batches built ahead of the training loop
   int64_t timeout_s = 600;   // a rendezvous or collective that takes longer fails the run
   std::string compile = "none";  // none, or cuda-graphs: the training step captured once, replayed
+  std::string sync_debug = "off";  // off, warn, error: host synchronisations inside training steps (CUDA)
 };
 
 struct ReportOptions {

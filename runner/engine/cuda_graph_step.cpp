@@ -38,6 +38,8 @@ struct CudaGraphStep::State {
   int warmup;
   int eager_steps = 0;
   bool failed = false;        // capture was tried and failed: eager from then on
+  std::string failure;        // why
+  int64_t replays = 0;
   bool warned_shape = false;  // "another shape, eager" said once
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   Batch inputs;  // static input buffers of the graph
@@ -63,6 +65,7 @@ struct CudaGraphStep::State {
       cudaGetLastError();  // clear the error the failed capture left
       graph.reset();
       failed = true;
+      failure = e.what();
       reset();
       log(fmt::format("cuda-graphs: the training step could not be captured, so it runs eagerly: {}", e.what()));
     }
@@ -75,6 +78,10 @@ CudaGraphStep::CudaGraphStep(const torch::Device& device, StepFn step, ResetFn r
 CudaGraphStep::~CudaGraphStep() = default;
 
 bool CudaGraphStep::captured() const { return state_->graph != nullptr; }
+
+int64_t CudaGraphStep::replayed_steps() const { return state_->replays; }
+
+const std::string& CudaGraphStep::capture_error() const { return state_->failure; }
 
 void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
   State& s = *state_;
@@ -89,6 +96,7 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
       s.capture(batch);
       if (s.graph) {
         s.graph->replay();  // capturing recorded the step; this runs it
+        ++s.replays;
         logits = s.logits;
         loss = s.loss;
       } else {
@@ -99,6 +107,7 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
       s.inputs.targets.copy_(batch.targets, true);
       if (batch.attention_mask.defined()) s.inputs.attention_mask.copy_(batch.attention_mask, true);
       s.graph->replay();
+      ++s.replays;
       logits = s.logits;
       loss = s.loss;
     } else {

@@ -37,6 +37,9 @@ class CudaGraphStep {
   void run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
 
   bool captured() const;
+  // Steps run by replaying the graph so far, and why capture failed (empty if it did not).
+  int64_t replayed_steps() const;
+  const std::string& capture_error() const;
 
  private:
   struct State;

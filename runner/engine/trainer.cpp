@@ -11,6 +11,7 @@
 
 #include <ATen/Parallel.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -79,6 +80,27 @@ class MemoryMeter {
     return 0;
   }
   torch::Device device_{torch::kCPU};
+};
+
+// runtime.sync_debug: while a guard lives, LibTorch warns about or refuses every operation that
+// makes the host wait for the GPU (as torch.cuda.set_sync_debug_mode). The trainer holds one over
+// each training step and drops it for the reads it means to make: logging, the epoch's sums.
+class SyncDebugGuard {
+ public:
+  explicit SyncDebugGuard(c10::cuda::SyncDebugMode mode) : previous_(c10::cuda::warning_state().get_sync_debug_mode()) {
+    c10::cuda::warning_state().set_sync_debug_mode(mode);
+  }
+  ~SyncDebugGuard() { c10::cuda::warning_state().set_sync_debug_mode(previous_); }
+  SyncDebugGuard(const SyncDebugGuard&) = delete;
+  SyncDebugGuard& operator=(const SyncDebugGuard&) = delete;
+
+  static c10::cuda::SyncDebugMode mode(const std::string& option, const torch::Device& device) {
+    if (!device.is_cuda() || option == "off") return c10::cuda::SyncDebugMode::L_DISABLED;
+    return option == "warn" ? c10::cuda::SyncDebugMode::L_WARN : c10::cuda::SyncDebugMode::L_ERROR;
+  }
+
+ private:
+  c10::cuda::SyncDebugMode previous_;
 };
 
 struct SplitResult {
@@ -153,6 +175,7 @@ class Trainer {
   StrategyPtr strategy_;
   OptimizerPtr optimizer_;
   std::unique_ptr<CudaGraphStep> graph_;  // runtime.compile: cuda-graphs
+  c10::cuda::SyncDebugMode sync_debug_ = c10::cuda::SyncDebugMode::L_DISABLED;  // runtime.sync_debug
   torch::Tensor lr_tensor_;               // the fused optimizer's learning rate, with graphs
   LrSchedule schedule_;
   double base_lr_ = 0;
@@ -262,6 +285,7 @@ void Trainer::build() {
         [this] { optimizer_->zero_grad(/*set_to_none=*/true); },
         [this](const std::string& line) { context_.observer.on_log(line); });
   }
+  sync_debug_ = SyncDebugGuard::mode(run_.runtime.sync_debug, device_);
   progress_.strategy = run_.strategy.name;
   progress_.world_size = strategy_->world_size();
   base_lr_ = base_learning_rate(run_.optimizer.options);
@@ -288,18 +312,21 @@ double Trainer::train_epoch(int64_t epoch) {
   const int64_t steps_before = step_;
   for (int64_t b = 0; b < train_batches_; ++b) {
     check_stop();
-    const auto wait_start = Clock::now();
-    Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b);
-    data_wait_seconds_ += seconds_since(wait_start);
-
     const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
-    if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
     torch::Tensor logits, loss;
-    if (graph_) graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
-    else train_step(batch, step_now, logits, loss);
-    metrics.add(loss, logits, batch.targets);
-    train_samples_ += batch.size();
-    training_flops_ += model_->training_flops(batch);
+    {
+      SyncDebugGuard no_host_waits(sync_debug_);
+      const auto wait_start = Clock::now();
+      Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b);
+      data_wait_seconds_ += seconds_since(wait_start);
+
+      if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
+      if (graph_) graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
+      else train_step(batch, step_now, logits, loss);
+      metrics.add(loss, logits, batch.targets);
+      train_samples_ += batch.size();
+      training_flops_ += model_->training_flops(batch);
+    }
 
     if (step_now) {
       ++step_;
@@ -420,6 +447,12 @@ MetricValues Trainer::run() {
     }
   }
   const double train_seconds = seconds_since(run_start_);
+  if (graph_) {  // what runtime.compile: cuda-graphs did, stored with the run
+    const int64_t steps = step_ - start_step_;
+    context_.observer.on_setup({{"cuda_graphs", graph_->captured()
+        ? fmt::format("captured; {} of {} steps replayed", graph_->replayed_steps(), steps)
+        : fmt::format("not captured ({}); all {} steps eager", graph_->capture_error().empty() ? "too few steps" : graph_->capture_error(), steps)}});
+  }
   if (train.checkpoint == "best" && !best_weights_.empty()) {
     log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", best_epoch, 100 * best_val_acc);
     restore_weights(best_weights_);
@@ -485,8 +518,17 @@ MetricValues train_run(const RunSpec& run, const RunContext& context) {
     Trainer trainer(run, context);
     return trainer.run();
   } catch (const c10::Error& e) {
-    // LibTorch's message without its C++ backtrace: that is what the user and the store need.
-    throw std::runtime_error(e.what_without_backtrace());
+    // LibTorch's message without its C++ backtrace: that is what the user and the store need...
+    std::string message = e.what_without_backtrace();
+    // ...except when runtime.sync_debug caught a host synchronisation: the frames say where.
+    if (message.find("synchronizing CUDA operation") != std::string::npos) {
+      std::string frames = e.what();
+      size_t end = 0;
+      for (int line = 0; line < 30 && end != std::string::npos; ++line) end = frames.find('\n', end + 1);
+      message = fmt::format("{} inside a training step (runtime.sync_debug: error); where:\n{}", message,
+                            frames.substr(0, end));
+    }
+    throw std::runtime_error(message);
   }
 }
 
