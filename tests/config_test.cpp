@@ -313,6 +313,53 @@ report:
   EXPECT_TRUE(has(d, "'report.baseline' names no variant: 'b'"));
 }
 
+// A misspelt section in a variant or a grid would otherwise give runs that silently differ in nothing.
+TEST_F(ConfigTest, SweepKeysOutsideTheRunSectionsAreReported) {
+  Diagnostics d = errors(std::string(kValid) + R"(
+sweep:
+  variants:
+    - {name: a, set: {trian.epochs: 3}}
+  grid:
+    foo.bar: [1, 2]
+)");
+  EXPECT_TRUE(has(d, "unknown key 'trian' for a sweep variant's 'set' (did you mean 'train'?)"));
+  EXPECT_TRUE(has(d, "unknown key 'foo' for 'sweep.grid'"));
+}
+
+// YAML merge keys, which yaml-cpp leaves as ordinary keys: the merged maps' keys come in, the
+// map's own win, and of a list of merged maps the first wins.
+TEST_F(ConfigTest, YamlMergeKeysMergeAndTheMapsOwnKeysWin) {
+  Experiment e = load(std::string(kValid) + R"(
+sweep:
+  variants:
+    - name: a
+      set: &common {train.epochs: 3, train.seed: 5}
+    - name: b
+      set:
+        <<: *common
+        train.epochs: 4
+    - name: c
+      set:
+        <<: [{train.seed: 6}, *common]
+)");
+  ASSERT_EQ(e.runs.size(), 3u);
+  EXPECT_EQ(e.runs[1].train.epochs, 4);
+  EXPECT_EQ(e.runs[1].train.seed, 5);
+  EXPECT_EQ(e.runs[2].train.epochs, 3);
+  EXPECT_EQ(e.runs[2].train.seed, 6);
+
+  std::string text = kValid;
+  text.replace(text.find("train:\n  epochs: 2"), 18, "defaults: &d {epochs: 7, seed: 8}\ntrain:\n  <<: *d\n  epochs: 2");
+  EXPECT_TRUE(has(errors(text), "unknown key 'defaults'"));  // anchors live in known sections
+  text = kValid;
+  text.replace(text.find("train:\n  epochs: 2"), 18, "train:\n  <<: {epochs: 7, seed: 8}\n  epochs: 2");
+  EXPECT_EQ(load(text).runs[0].train.seed, 8);
+  EXPECT_EQ(load(text).runs[0].train.epochs, 2);
+  // A quoted "<<" is an ordinary key.
+  EXPECT_TRUE(has(errors(std::string(kValid) + "sweep:\n  variants:\n    - {name: a, set: {\"<<\": {train.epochs: 5}}}\n"),
+                  "unknown key '<<'"));
+}
+
 TEST_F(ConfigTest, ReportMetricsMustBeKnown) {
   Diagnostics d = errors(std::string(kValid) + "report: {metrics: [train_seconds, test_accuracy]}\n");
   EXPECT_TRUE(has(d, "unknown value 'test_accuracy'"));

@@ -71,9 +71,34 @@ std::string ConfigTree::to_yaml_text() const {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+
+// The maps a YAML merge key brings in, in the order they are written (`<<: [*a, *b]`: a's keys win
+// over b's), or none when this entry is not a merge key of mappings. yaml-cpp reads a plain `<<`
+// as an ordinary key; only a quoted "<<" is meant as one.
+std::vector<YAML::Node> merged_maps(const YAML::Node& key, const YAML::Node& value) {
+  if (!key.IsScalar() || key.Scalar() != "<<" || key.Tag() != "?") return {};
+  std::vector<YAML::Node> sources;
+  if (value.IsSequence())
+    for (const YAML::Node& item : value) sources.push_back(item);
+  else
+    sources.push_back(value);
+  if (!std::all_of(sources.begin(), sources.end(), [](const YAML::Node& s) { return s.IsMap(); })) return {};
+  return sources;  // (not reordered in place: assigning a YAML::Node writes into the node it refers to)
+}
+
+}  // namespace
+
 void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& file,
                   const std::string& prefix) {
+  // Merge keys first (`<<: *defaults`, as YAML 1.1 defines them), so the map's own keys, set
+  // after them, win. A merge of anything but mappings stays a key named '<<': validation reports it.
   for (auto it = map.begin(); it != map.end(); ++it) {
+    std::vector<YAML::Node> sources = merged_maps(it->first, it->second);
+    for (auto source = sources.rbegin(); source != sources.rend(); ++source) flatten_into(tree, *source, file, prefix);
+  }
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (!merged_maps(it->first, it->second).empty()) continue;
     std::string key = it->first.Scalar();
     std::string full = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node& value = it->second;

@@ -62,7 +62,8 @@ class ConfigTree {
 };
 
 // Flattens a YAML mapping read from `file` (maps recurse; scalars, sequences and nulls are
-// leaves). Keys may themselves be dotted: "train.epochs: 3" equals "train: {epochs: 3}".
+// leaves). Keys may themselves be dotted: "train.epochs: 3" equals "train: {epochs: 3}". YAML
+// merge keys (`<<: *defaults`, `<<: [*a, *b]`) bring in their maps' keys; the map's own win.
 void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& file,
                   const std::string& prefix = "");
 

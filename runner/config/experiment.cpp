@@ -110,6 +110,9 @@ namespace {
 const std::vector<std::string> kTopLevelKeys = {"extends", "name",    "description", "model",
                                                 "dataset", "train",   "runtime",     "sweep",
                                                 "report"};
+// What a sweep may vary: a run's settings. (A variant setting sweep or report gets its own message.)
+const std::vector<std::string> kRunSections = {"model", "dataset", "train", "runtime"};
+const std::vector<std::string> kVariantKeys = {"model", "dataset", "train", "runtime", "sweep", "report"};
 
 // Component sections: the path of the section and its kind, and the name used when absent.
 struct ComponentSection {
@@ -297,6 +300,7 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
         if (!names.insert(variant.name).second)
           diagnostics.error(origin, fmt::format("duplicate sweep variant name '{}'", variant.name));
         expand_component_shorthand(variant.overrides);
+        report_unknown_keys(variant.overrides, kVariantKeys, "", "a sweep variant's 'set'", diagnostics);
         for (const auto& [key, value] : variant.overrides.entries())
           if (key_is_under(key, "sweep") || key_is_under(key, "report"))
             diagnostics.error(value.key_origin, fmt::format("a variant cannot set '{}'", key));
@@ -309,6 +313,8 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
   ConfigTree grid = sweep.subtree("grid");
   if (const ConfigValue* value = sweep.find("grid"))
     diagnostics.error(value->origin, "'sweep.grid' must map dotted keys to lists of values");
+  report_unknown_keys(grid, kRunSections, "", "'sweep.grid' (its keys are a run's settings, e.g. train.batch_size)",
+                      diagnostics);
   for (const auto& [key, value] : grid.entries()) {
     if (!value.node.IsSequence() || value.node.size() == 0) {
       diagnostics.error(value.origin,
