@@ -12,14 +12,24 @@
 # whatever finished if the call runs out of time), runs the same
 # steps in PyTorch eager and Lightning Fabric, and writes the comparison to $OUT/summary.md (samples/s,
 # MFU, peak memory, Trainyard's ratio to each). Commit $OUT's files under bench/results/gpu-<date>/.
+#
+# Stages, all by default: build sync throughput baselines summary. If one call cannot hold them all,
+# split them over two calls in a row (the machine stays warm and keeps build-gpu/ between them), e.g.
+# `bash bench/gpu.sh build sync throughput`, then `bash bench/gpu.sh baselines`; then, here,
+# `python3 bench/gpu/compare.py <first call>/gpu.db <second call>/baselines.json > summary.md`.
 set -euo pipefail
 out=${OUT:-bench/results/gpu-local}
 mkdir -p "$out"
+stages=${*:-build sync throughput baselines summary}
+wants() { [[ " $stages " == *" $1 "* ]]; }
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
+db="$out/gpu.db"
 
-stamp "build"
-bash .devdeps/build.sh -DTRAINYARD_TESTS=OFF
+if wants build; then
+  stamp "build"
+  bash .devdeps/build.sh -DTRAINYARD_TESTS=OFF
+fi
 dev="$PWD/.devdeps/root"
 site=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 export LD_LIBRARY_PATH="$dev/usr/lib/x86_64-linux-gnu:$site/torch/lib:${LD_LIBRARY_PATH:-}"
@@ -27,17 +37,18 @@ export LD_LIBRARY_PATH="$dev/usr/lib/x86_64-linux-gnu:$site/torch/lib:${LD_LIBRA
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "stages: $stages"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/gpu: /'
   python3 -c 'import torch; print("torch:", torch.__version__, "cuda:", torch.version.cuda)'
   nvcc --version | tail -1 | sed 's/^/nvcc: /'
 } > "$out/environment.txt"
 cat "$out/environment.txt"
 
-db="$out/gpu.db"
-stamp "host synchronisation check (runtime.sync_debug: error)"
-# A small CIFAR-10 in the binary format (random pixels; 200 images a file) for the real image path:
-# the CIFAR-10 reader, crop-flip and ImageNet normalisation on the GPU.
-python3 - <<'PY'
+if wants sync; then
+  stamp "host synchronisation check (runtime.sync_debug: error)"
+  # A small CIFAR-10 in the binary format (random pixels; 200 images a file) for the real image
+  # path: the CIFAR-10 reader, crop-flip and ImageNet normalisation on the GPU.
+  python3 - <<'PY'
 import os, random
 root = "/tmp/trainyard-bench/cifar-10-batches-bin"
 os.makedirs(root, exist_ok=True)
@@ -47,16 +58,23 @@ for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
         for _ in range(200):
             f.write(bytes([rng.randrange(10)]) + rng.randbytes(3072))
 PY
-build-gpu/trainyard run bench/gpu/sync_check.yaml --db "$db" || true
+  build-gpu/trainyard run bench/gpu/sync_check.yaml --db "$db" || true  # a failed run is recorded; go on
+fi
 
-for experiment in bench/gpu/vit_throughput.yaml bench/gpu/distilbert_throughput.yaml; do
-  stamp "trainyard: $experiment"
-  build-gpu/trainyard run "$experiment" --db "$db" || true  # a failed row is recorded; go on
-done
-build-gpu/trainyard report --db "$db" -o "$out/trainyard.md"
+if wants throughput; then
+  for experiment in bench/gpu/vit_throughput.yaml bench/gpu/distilbert_throughput.yaml; do
+    stamp "trainyard: $experiment"
+    build-gpu/trainyard run "$experiment" --db "$db" || true
+  done
+  build-gpu/trainyard report --db "$db" -o "$out/trainyard.md"
+fi
 
-stamp "baselines: PyTorch eager and Lightning Fabric"
-python3 bench/gpu/baselines.py --out "$out/baselines.json"
+if wants baselines; then
+  stamp "baselines: PyTorch eager and Lightning Fabric"
+  python3 bench/gpu/baselines.py --out "$out/baselines.json"
+fi
 
-python3 bench/gpu/compare.py "$db" "$out/baselines.json" | tee "$out/summary.md"
+if wants summary; then
+  python3 bench/gpu/compare.py "$db" "$out/baselines.json" | tee "$out/summary.md"
+fi
 stamp "done"

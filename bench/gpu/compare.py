@@ -6,6 +6,7 @@ the host synchronisation check (bench/gpu/sync_check.yaml) run by run.
     python3 bench/gpu/compare.py gpu.db baselines.json
 """
 import json
+import os
 import sqlite3
 import sys
 
@@ -19,13 +20,14 @@ def runs(db):
         """SELECT r.id, e.name, r.variant, r.precision, r.status, r.error
            FROM runs r JOIN experiments e ON e.id = r.experiment_id ORDER BY r.id""").fetchall()
     for run_id, experiment, variant, precision, status, error in rows:
-        last_epoch = db.execute(
-            "SELECT value FROM epoch_metrics WHERE run_id = ? AND key = 'epoch_samples_per_s' "
-            "ORDER BY epoch DESC LIMIT 1", (run_id,)).fetchone()
+        last_epoch = lambda key: (db.execute(
+            "SELECT value FROM epoch_metrics WHERE run_id = ? AND key = ? ORDER BY epoch DESC LIMIT 1",
+            (run_id, key)).fetchone() or [None])[0]
         final = dict(db.execute("SELECT key, value FROM final_metrics WHERE run_id = ?", (run_id,)).fetchall())
         attributes = dict(db.execute("SELECT key, value FROM run_attributes WHERE run_id = ?", (run_id,)).fetchall())
         yield {"experiment": experiment, "variant": variant, "precision": precision, "status": status,
-               "error": error or "", "samples_per_s": last_epoch[0] if last_epoch else None,
+               "error": error or "", "samples_per_s": last_epoch("epoch_samples_per_s"),
+               "train_loss": last_epoch("train_loss"), "test_loss": final.get("test_loss"),
                "mfu": final.get("mfu"), "peak": final.get("peak_memory_bytes"),
                "cuda_graphs": attributes.get("cuda_graphs", "")}
 
@@ -68,21 +70,25 @@ def sync_check_table(all_runs):
     if not checked:
         return
     print("\n## Host synchronisation inside training steps (runtime.sync_debug: error)\n")
-    print("| variant | result | CUDA graphs |")
-    print("|---|---|---|")
+    print("Each -graphs variant trains exactly as its -eager one: their losses should agree to a few digits.\n")
+    print("| variant | host synchronisations | CUDA graphs | train loss | test loss |")
+    print("|---|---|---|---:|---:|")
     for run in checked:
         if run["status"] == "completed":
             result = "none: the run completed"
         else:  # the error's first line names the check; the frames after it say where
             result = f"{run['status']}: " + run["error"].strip().replace("\n", "<br>")
-        print(f"| {run['variant']} | {result} | {run['cuda_graphs'] or '—'} |")
+        loss = lambda v: f"{v:.6f}" if v is not None else "—"
+        print(f"| {run['variant']} | {result} | {run['cuda_graphs'] or '—'} | {loss(run['train_loss'])} "
+              f"| {loss(run['test_loss'])} |")
 
 
 def main():
     db = sqlite3.connect(sys.argv[1])
     all_runs = list(runs(db))
     baselines = {}
-    for r in json.load(open(sys.argv[2])) if len(sys.argv) > 2 else []:
+    have_baselines = len(sys.argv) > 2 and os.path.exists(sys.argv[2])  # none if that stage did not run
+    for r in json.load(open(sys.argv[2])) if have_baselines else []:
         baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r["samples_per_s"]
     throughput_table(all_runs, baselines)
     sync_check_table(all_runs)
