@@ -13,7 +13,10 @@
 # steps in PyTorch eager and Lightning Fabric, and writes the comparison to $OUT/summary.md (samples/s,
 # MFU, peak memory, Trainyard's ratio to each). Commit $OUT's files under bench/results/gpu-<date>/.
 #
-# Stages, all by default: build sync throughput baselines summary. If one call cannot hold them all,
+# Stages, all by default: build sync throughput baselines summary; and, only when named, study: the
+# two studies' full 3-epoch runs on synthetic data of their datasets' sizes (bench/gpu/study_*.yaml,
+# bf16-mixed with CUDA graphs; about 3 minutes), e.g. `bash bench/gpu.sh study summary` in a
+# later call (the build is kept while the machine is warm). If one call cannot hold them all,
 # split them over two calls in a row (the machine stays warm and keeps build-gpu/ between them), e.g.
 # `bash bench/gpu.sh build sync throughput`, then `bash bench/gpu.sh baselines`; then, here,
 # `python3 bench/gpu/compare.py <first call>/gpu.db <second call>/baselines.json > summary.md`.
@@ -67,6 +70,13 @@ if wants throughput; then
     build-gpu/trainyard run "$experiment" --db "$db" || true
   done
   build-gpu/trainyard report --db "$db" -o "$out/trainyard.md"
+fi
+
+if wants study; then
+  for experiment in bench/gpu/study_vit.yaml bench/gpu/study_distilbert.yaml; do
+    stamp "trainyard: $experiment"
+    build-gpu/trainyard run "$experiment" --db "$db" || true
+  done
 fi
 
 if wants baselines; then

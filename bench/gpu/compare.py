@@ -12,6 +12,9 @@ import sys
 
 THROUGHPUT = {"gpu_vit_b16": "vit_b16", "gpu_distilbert": "distilbert"}
 SYNC_CHECK = "gpu_sync_check"
+# The studies' full runs on synthetic data of their sizes, and the study's own minutes (A100).
+STUDIES = {"gpu_study_vit": ("ViT-B/16, CIFAR-10-sized, bf16-mixed", 6.4),
+           "gpu_study_distilbert": ("DistilBERT, IMDB-sized, bf16-mixed", 8.8)}
 
 
 def runs(db):
@@ -29,6 +32,7 @@ def runs(db):
                "error": error or "", "samples_per_s": last_epoch("epoch_samples_per_s"),
                "train_loss": last_epoch("train_loss"), "test_loss": final.get("test_loss"),
                "mfu": final.get("mfu"), "peak": final.get("peak_memory_bytes"),
+               "train_seconds": final.get("train_seconds"), "run_samples_per_s": final.get("samples_per_s"),
                "cuda_graphs": attributes.get("cuda_graphs", "")}
 
 
@@ -83,6 +87,24 @@ def sync_check_table(all_runs):
               f"| {loss(run['test_loss'])} |")
 
 
+def study_table(all_runs):
+    runs_of_studies = [run for run in all_runs if run["experiment"] in STUDIES]
+    if not runs_of_studies:
+        return
+    print("\n## The studies' full runs (3 epochs, synthetic data of the datasets' sizes)\n")
+    print("| run | training time | samples/s | MFU | peak memory | CUDA graphs | the study (A100) |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for run in runs_of_studies:
+        title, study_minutes = STUDIES[run["experiment"]]
+        if run["status"] != "completed":
+            print(f"| {title} | {run['status']}: {first_line(run['error'])} | | | | | {study_minutes} min |")
+            continue
+        mfu_text = f"{100 * run['mfu']:.1f}%" if run["mfu"] else "—"
+        peak_text = f"{run['peak'] / 2**30:.1f} GiB" if run["peak"] else "—"
+        print(f"| {title} | {run['train_seconds'] / 60:.2f} min | {run['run_samples_per_s']:.1f} | {mfu_text} "
+              f"| {peak_text} | {run['cuda_graphs'] or '—'} | {study_minutes} min |")
+
+
 def main():
     db = sqlite3.connect(sys.argv[1])
     all_runs = list(runs(db))
@@ -92,6 +114,7 @@ def main():
         baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r["samples_per_s"]
     throughput_table(all_runs, baselines)
     sync_check_table(all_runs)
+    study_table(all_runs)
 
 
 if __name__ == "__main__":
