@@ -171,7 +171,9 @@ sweep:
   EXPECT_EQ(runs[0].status, RunStatus::failed);
   EXPECT_NE(runs[0].error.find("cifar10: no such folder '/no/such/cifar'"), std::string::npos) << runs[0].error;
   EXPECT_EQ(runs[1].variant, "gpu");
-  if (runs[1].status == RunStatus::skipped) EXPECT_EQ(runs[1].error, "needs a CUDA device; this machine has none");
+  if (runs[1].status == RunStatus::skipped) {
+    EXPECT_EQ(runs[1].error, "needs a CUDA device; this machine has none");
+  }
   EXPECT_EQ(runs[2].status, RunStatus::completed);
 }
 

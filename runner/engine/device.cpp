@@ -54,16 +54,19 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
 std::string torch_version() { return TORCH_VERSION; }
 
 double peak_tflops(const std::string& device_name, const std::string& dtype) {
-  // Dense tensor-core peaks. H200: as measured on the machine this project benchmarks on (an
-  // 8192^3 bf16 matrix product through PyTorch); A100 and H100: the vendor's dense figures.
+  // Dense tensor-core peaks. H200 bf16: as measured on the machine this project benchmarks on (an
+  // 8192^3 bf16 matrix product through PyTorch); the rest: the vendor's dense figures (fp32 without
+  // tensor cores, as 32-true multiplies with runtime.matmul_precision: highest; TensorFloat32 with
+  // high or medium).
   struct Peak {
     const char* device;
-    double bf16, fp32;
+    double bf16, tf32, fp32;
   };
-  static const Peak peaks[] = {{"H200", 790, 0}, {"H100", 989, 0}, {"A100", 312, 19.5}};
+  static const Peak peaks[] = {{"H200", 790, 495, 67}, {"H100", 989, 495, 67}, {"A100", 312, 156, 19.5}};
   for (const auto& p : peaks) {
     if (device_name.find(p.device) == std::string::npos) continue;
     if (dtype == "BFloat16" || dtype == "Half") return p.bf16;
+    if (dtype == "TensorFloat32") return p.tf32;
     if (dtype == "Float") return p.fp32;
   }
   return 0;

@@ -38,8 +38,8 @@ struct DeviceInfo {
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime);
 
-// Dense peak TFLOP/s of `device_name` for `dtype` ("BFloat16", "Half", "Float"), or 0 when not in
-// the table (then no MFU is reported rather than a guess).
+// Dense peak TFLOP/s of `device_name` for `dtype` ("BFloat16", "Half", "TensorFloat32", "Float"),
+// or 0 when not in the table (then no MFU is reported rather than a guess).
 double peak_tflops(const std::string& device_name, const std::string& dtype);
 std::string torch_version();
 

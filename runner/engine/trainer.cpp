@@ -497,7 +497,10 @@ MetricValues Trainer::run() {
   const double tflops = train_loop_seconds > 0 ? training_flops_ / train_loop_seconds / 1e12 : 0;  // this rank's
   if (tflops > 0) {
     metrics[metric::kTflops] = tflops * strategy_->world_size();
-    const double peak = peak_tflops(device_name_, c10::toString(precision_->compute_dtype()));
+    // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
+    std::string compute = c10::toString(precision_->compute_dtype());
+    if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
+    const double peak = peak_tflops(device_name_, compute);
     // Above 100% means the peak table is wrong for this device, not a fast run: say nothing.
     if (peak > 0 && tflops <= peak) metrics[metric::kMfu] = tflops / peak;
   }
