@@ -11,7 +11,6 @@
 
 #include <ATen/Parallel.h>
 #include <c10/cuda/CUDACachingAllocator.h>
-#include <c10/cuda/CUDAFunctions.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -30,6 +29,7 @@
 #include "runner/engine/checkpoint.h"
 #include "runner/engine/cuda_graph_step.h"
 #include "runner/engine/engine.h"
+#include "runner/engine/sync_debug.h"
 
 namespace trainyard {
 
@@ -80,27 +80,6 @@ class MemoryMeter {
     return 0;
   }
   torch::Device device_{torch::kCPU};
-};
-
-// runtime.sync_debug: while a guard lives, LibTorch warns about or refuses every operation that
-// makes the host wait for the GPU (as torch.cuda.set_sync_debug_mode). The trainer holds one over
-// each training step and drops it for the reads it means to make: logging, the epoch's sums.
-class SyncDebugGuard {
- public:
-  explicit SyncDebugGuard(c10::cuda::SyncDebugMode mode) : previous_(c10::cuda::warning_state().get_sync_debug_mode()) {
-    c10::cuda::warning_state().set_sync_debug_mode(mode);
-  }
-  ~SyncDebugGuard() { c10::cuda::warning_state().set_sync_debug_mode(previous_); }
-  SyncDebugGuard(const SyncDebugGuard&) = delete;
-  SyncDebugGuard& operator=(const SyncDebugGuard&) = delete;
-
-  static c10::cuda::SyncDebugMode mode(const std::string& option, const torch::Device& device) {
-    if (!device.is_cuda() || option == "off") return c10::cuda::SyncDebugMode::L_DISABLED;
-    return option == "warn" ? c10::cuda::SyncDebugMode::L_WARN : c10::cuda::SyncDebugMode::L_ERROR;
-  }
-
- private:
-  c10::cuda::SyncDebugMode previous_;
 };
 
 struct SplitResult {
@@ -524,7 +503,7 @@ MetricValues train_run(const RunSpec& run, const RunContext& context) {
     // LibTorch's message without its C++ backtrace: that is what the user and the store need...
     std::string message = e.what_without_backtrace();
     // ...except when runtime.sync_debug caught a host synchronisation: the frames say where.
-    if (message.find("synchronizing CUDA operation") != std::string::npos) {
+    if (message.find(kSyncDebugMessage) != std::string::npos) {
       std::string frames = e.what();
       size_t end = 0;
       for (int line = 0; line < 30 && end != std::string::npos; ++line) end = frames.find('\n', end + 1);
