@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -569,6 +570,27 @@ sweep:
   // Flags that cannot describe a node are refused before anything runs.
   EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 2 --master-port 1234").exit_code, 2);
   EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 1").exit_code, 2);  // no port
+}
+
+// The benchmarks' experiment files run where device time is scarce: a file that no longer validates
+// must fail here, not in the one GPU call of a session.
+TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
+  std::map<std::string, int> runs = {{"gpu/vit_throughput.yaml", 12}, {"gpu/distilbert_throughput.yaml", 12},
+                                     {"gpu/sync_check.yaml", 5},       {"gpu/study_vit.yaml", 1},
+                                     {"gpu/study_distilbert.yaml", 1}};
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(source("bench"))) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++files;
+    Result validate = trainyard("validate " + entry.path().string());
+    EXPECT_EQ(validate.exit_code, 0) << validate.output;
+    const std::string name = std::filesystem::relative(entry.path(), source("bench")).string();
+    if (runs.count(name)) {
+      const std::string count = fmt::format("{} run{}\n", runs[name], runs[name] == 1 ? "" : "s");
+      EXPECT_NE(validate.output.find(count), std::string::npos) << name << ": " << validate.output;
+    }
+  }
+  EXPECT_GE(files, 6);
 }
 
 TEST_F(CliTest, ValidateListAndHelp) {
