@@ -6,20 +6,21 @@
 #                command: set -o pipefail; bash bench/gpu.sh 2>&1 | tee $OUT/log
 #
 # Builds Trainyard against the machine's LibTorch (CUDA), checks that no training step makes the host
-# wait for the GPU (bench/gpu/sync_check.yaml: 4 short runs), trains ViT-B/16 at 224 px (batch 16 and 256)
-# and DistilBERT at 512 tokens (batch 12 and 64) in 32-true, bf16-mixed and 16-mixed, each eagerly and
+# wait for the GPU (bench/gpu/sync_check.yaml: 5 short runs under runtime.sync_debug: error, eager and
+# CUDA-graph pairs whose losses must agree), trains ViT-B/16 at 224 px (batch 16 and 256) and
+# DistilBERT at 512 tokens (batch 12 and 64) in 32-true, bf16-mixed and 16-mixed, each eagerly and
 # with runtime.compile: cuda-graphs (24 short runs, 2 x 16 steps each; the database in $OUT keeps
-# whatever finished if the call runs out of time), runs the same
-# steps in PyTorch eager and Lightning Fabric, and writes the comparison to $OUT/summary.md (samples/s,
-# MFU, peak memory, Trainyard's ratio to each). Commit $OUT's files under bench/results/gpu-<date>/.
+# whatever finished if the call runs out of time), runs the same steps in PyTorch eager and Lightning
+# Fabric, and writes the comparison to $OUT/summary.md (samples/s, MFU, peak memory, Trainyard's
+# ratio to each). Commit $OUT's files under bench/results/gpu-<date>/.
 #
-# Stages, all by default: build sync throughput baselines summary; and, only when named, study: the
-# two studies' full 3-epoch runs on synthetic data of their datasets' sizes (bench/gpu/study_*.yaml,
-# bf16-mixed with CUDA graphs; about 3 minutes), e.g. `bash bench/gpu.sh study summary` in a
-# later call (the build is kept while the machine is warm). If one call cannot hold them all,
-# split them over two calls in a row (the machine stays warm and keeps build-gpu/ between them), e.g.
-# `bash bench/gpu.sh build sync throughput`, then `bash bench/gpu.sh baselines`; then, here,
-# `python3 bench/gpu/compare.py <first call>/gpu.db <second call>/baselines.json > summary.md`.
+# Stages, all by default: build sync throughput baselines summary. One more, only when named:
+# study — the two studies' full 3-epoch runs on synthetic data of their datasets' sizes
+# (bench/gpu/study_*.yaml, bf16-mixed with CUDA graphs; about 3 minutes).
+# Plan for the 15 minutes of a session: call 1 as above; if 4 minutes or more are left, call 2 at
+# once (the warm machine keeps build-gpu/): `bash bench/gpu.sh study summary`, timeout_s 300.
+# Should call 1 run out of time before the baselines, rerun only them: `bash bench/gpu.sh baselines`,
+# then, here, `python3 bench/gpu/compare.py <call 1>/gpu.db <call 2>/baselines.json > summary.md`.
 set -euo pipefail
 out=${OUT:-bench/results/gpu-local}
 mkdir -p "$out"
