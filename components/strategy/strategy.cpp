@@ -34,10 +34,9 @@ torch::Tensor Strategy::clip_grad_norm(torch::optim::Optimizer& optimizer, doubl
   std::vector<torch::Tensor> grads;
   for (const auto& p : optimizer_tensors(optimizer))
     if (p.grad().defined()) grads.push_back(p.grad());
-  // Squares summed in float whatever the gradients' dtype (an fp16 norm overflows at 256).
-  torch::Tensor squares = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat).device(
-                                               grads.empty() ? torch::Device(torch::kCPU) : grads[0].device()));
-  if (!grads.empty()) squares = at::stack(at::_foreach_norm(grads, 2, torch::kFloat)).square().sum();
+  // Norms in float whatever the gradients' dtype (an fp16 norm overflows past 65504).
+  torch::Tensor squares = grads.empty() ? torch::zeros({}, torch::kFloat)
+                                        : at::stack(at::_foreach_norm(grads, 2, torch::kFloat)).square().sum();
   if (shards_gradients()) all_reduce_sum(squares);  // every rank takes part, with gradients or not
   torch::Tensor norm = squares.sqrt();
   // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1.

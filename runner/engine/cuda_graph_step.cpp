@@ -79,9 +79,12 @@ CudaGraphStep::~CudaGraphStep() = default;
 
 bool CudaGraphStep::captured() const { return state_->graph != nullptr; }
 
-int64_t CudaGraphStep::replayed_steps() const { return state_->replays; }
-
-const std::string& CudaGraphStep::capture_error() const { return state_->failure; }
+std::string CudaGraphStep::summary(int64_t steps) const {
+  const State& s = *state_;
+  if (s.graph) return fmt::format("captured; {} of {} steps replayed", s.replays, steps);
+  if (s.failed) return fmt::format("not captured ({}); all {} steps eager", s.failure, steps);
+  return fmt::format("not captured: {} steps, fewer than the {} eager warm-up steps before capture", steps, s.warmup);
+}
 
 void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
   State& s = *state_;

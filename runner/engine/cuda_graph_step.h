@@ -37,9 +37,8 @@ class CudaGraphStep {
   void run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
 
   bool captured() const;
-  // Steps run by replaying the graph so far, and why capture failed (empty if it did not).
-  int64_t replayed_steps() const;
-  const std::string& capture_error() const;
+  // What happened, for the run's record: "captured; 28 of 32 steps replayed", or why not.
+  std::string summary(int64_t steps) const;
 
  private:
   struct State;

@@ -426,12 +426,7 @@ MetricValues Trainer::run() {
     }
   }
   const double train_seconds = seconds_since(run_start_);
-  if (graph_) {  // what runtime.compile: cuda-graphs did, stored with the run
-    const int64_t steps = step_ - start_step_;
-    context_.observer.on_setup({{"cuda_graphs", graph_->captured()
-        ? fmt::format("captured; {} of {} steps replayed", graph_->replayed_steps(), steps)
-        : fmt::format("not captured ({}); all {} steps eager", graph_->capture_error().empty() ? "too few steps" : graph_->capture_error(), steps)}});
-  }
+  if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
   if (train.checkpoint == "best" && !best_weights_.empty()) {
     log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", best_epoch, 100 * best_val_acc);
     restore_weights(best_weights_);
