@@ -26,12 +26,8 @@ void write_cifar_file(const std::string& path, int records, int offset = 0) {
 class Cifar10Test : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (int i = 1; i <= 5; ++i) write_cifar_file(file(fmt("data_batch_{}.bin", i)), 4, i);
+    for (int i = 1; i <= 5; ++i) write_cifar_file(file("data_batch_" + std::to_string(i) + ".bin"), 4, i);
     write_cifar_file(file("test_batch.bin"), 6);
-  }
-  static std::string fmt(const char* pattern, int i) {
-    std::string s = pattern;
-    return s.replace(s.find("{}"), 2, std::to_string(i));
   }
   std::string file(const std::string& name) const { return (dir.path() / name).string(); }
   DataSplits load(int64_t image_size, int64_t val_size = 5) {

@@ -101,7 +101,7 @@ void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& fi
     if (!merged_maps(it->first, it->second).empty()) continue;
     std::string key = it->first.Scalar();
     std::string full = prefix.empty() ? key : prefix + "." + key;
-    const YAML::Node& value = it->second;
+    const YAML::Node value = it->second;  // a copy: `it->` yields a temporary proxy
     if (value.IsMap() && value.size() > 0) {
       flatten_into(tree, value, file, full);
     } else {
