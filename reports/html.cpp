@@ -144,6 +144,40 @@ std::string epoch_tables(const ExperimentReport& section) {
   return html + "</details>";
 }
 
+// Each run's own record of what it did — the dtypes its precision used, loss scaling, whether CUDA
+// graphs were captured, where it saved weights — one column per thing any run recorded.
+std::string run_details(const ExperimentReport& section) {
+  static const std::vector<std::pair<std::string, std::string>> kLabels = {
+      {"param_dtype", "parameters"},       {"compute_dtype", "compute"},        {"grad_dtype", "gradients"},
+      {"reduce_dtype", "gradient reduction"}, {"loss_scaling", "loss scaling"}, {"matmul_precision", "float32 matmuls"},
+      {"cuda_graphs", "CUDA graphs"},      {"weights_path", "weights"},         {"state_path", "training state"}};
+  std::vector<std::pair<std::string, std::string>> columns;
+  for (const auto& [key, label] : kLabels) {
+    for (const auto& row : section.rows)
+      if (row.attributes.count(key)) {
+        columns.emplace_back(key, label);
+        break;
+      }
+  }
+  for (const auto& row : section.rows)  // anything else a run recorded, under its own key
+    for (const auto& [key, value] : row.attributes)
+      if (std::none_of(columns.begin(), columns.end(), [&](const auto& c) { return c.first == key; }))
+        columns.emplace_back(key, key);
+  if (columns.empty()) return "";
+  std::string html = "<details><summary>Run details</summary><table><thead><tr><th>variant</th>";
+  for (const auto& column : columns) html += "<th>" + html_escape(column.second) + "</th>";
+  html += "</tr></thead><tbody>";
+  for (const auto& row : section.rows) {
+    html += "<tr><td>" + html_escape(row.variant) + "</td>";
+    for (const auto& column : columns) {
+      auto it = row.attributes.find(column.first);
+      html += R"(<td class="text">)" + (it == row.attributes.end() ? std::string("—") : html_escape(it->second)) + "</td>";
+    }
+    html += "</tr>";
+  }
+  return html + "</tbody></table></details>";
+}
+
 std::string hardware_line(const ExperimentReport& section) {
   std::set<std::string> devices, versions;
   for (const auto& row : section.rows) {
@@ -175,7 +209,7 @@ std::string render_html(const Report& report) {
       html += "<p>No runs yet.</p></section>";
       continue;
     }
-    html += results_table(section) + charts(section) + epoch_tables(section) + "</section>";
+    html += results_table(section) + charts(section) + epoch_tables(section) + run_details(section) + "</section>";
   }
   return html + "</body></html>\n";
 }

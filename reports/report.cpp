@@ -38,6 +38,7 @@ VariantRow make_row(Store& store, const RunRecord& run) {
   row.error = run.error;
   row.metrics = store.final_metrics(run.id);
   row.epochs = store.epoch_metrics(run.id);
+  row.attributes = store.attributes(run.id);
   return row;
 }
 

@@ -25,6 +25,8 @@ struct VariantRow {
   std::string error;
   std::map<std::string, double> metrics;  // final metrics, plus "speedup" when it can be computed
   std::vector<EpochRow> epochs;
+  // What the run recorded of itself: dtypes, loss scaling, CUDA graphs, where it saved weights.
+  std::map<std::string, std::string> attributes;
 };
 
 struct ExperimentReport {

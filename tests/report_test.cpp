@@ -69,6 +69,21 @@ TEST_F(ReportTest, HtmlIsSelfContainedAndEscaped) {
   EXPECT_EQ(html.find("https://"), std::string::npos);
 }
 
+// What a run recorded of itself (dtypes, CUDA graphs, paths) is in the report, one column per kind.
+TEST_F(ReportTest, HtmlShowsEachRunsRecordedDetails) {
+  int64_t fp32 = add_run("fp32", 0, RunStatus::completed, 100, 0.5);
+  int64_t graphs = add_run("graphs", 1, RunStatus::completed, 50, 0.5);
+  store.record_attributes(fp32, {{"compute_dtype", "Float"}, {"loss_scaling", "none"}});
+  store.record_attributes(graphs, {{"compute_dtype", "BFloat16"}, {"cuda_graphs", "captured; 28 of 32 steps <replayed>"}});
+  std::string html = render_html(build_report(store));
+  const size_t details = html.find("<summary>Run details</summary>");
+  ASSERT_NE(details, std::string::npos);
+  for (const char* text : {"<th>compute</th>", "<th>loss scaling</th>", "<th>CUDA graphs</th>", "BFloat16",
+                           "captured; 28 of 32 steps &lt;replayed&gt;"})
+    EXPECT_NE(html.find(text, details), std::string::npos) << text;
+  EXPECT_EQ(html.find("<th>gradients</th>"), std::string::npos);  // no run recorded it: no column
+}
+
 TEST_F(ReportTest, MarkdownAndCsvCarryTheSameNumbers) {
   add_run("fp32", 0, RunStatus::completed, 120, 0.9);
   add_run("bf16", 1, RunStatus::completed, 60, 0.91);
