@@ -1,0 +1,115 @@
+#include "tests/cli_support.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace trainyard::testing {
+
+namespace fs = std::filesystem;
+
+Result trainyard(const std::string& args) {
+  std::string command = std::string(TRAINYARD_EXE) + " " + args + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) result.output.append(buffer, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string source(const std::string& relative) { return std::string(TRAINYARD_SOURCE_DIR) + "/" + relative; }
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+KillOnExit::~KillOnExit() {
+  if (pid > 0 && kill(pid, 0) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+}
+
+pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra) {
+  std::vector<std::string> args = {TRAINYARD_EXE, "run", file, "--db", db};
+  args.insert(args.end(), extra.begin(), extra.end());
+  pid_t child = fork();
+  if (child == 0) {
+    freopen("/dev/null", "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(TRAINYARD_EXE, argv.data());
+    _exit(127);
+  }
+  return child;
+}
+
+int exit_code_of(pid_t child) {
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+int rank_of(pid_t pid) {
+  std::string environ = read_file(fmt::format("/proc/{}/environ", pid));
+  for (size_t start = 0; start < environ.size();) {
+    size_t end = environ.find('\0', start);
+    std::string entry = environ.substr(start, end - start);
+    if (entry.rfind("RANK=", 0) == 0) return std::stoi(entry.substr(5));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return -1;
+}
+
+std::vector<pid_t> wait_for_workers(pid_t controller, size_t count) {
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 600 && workers.size() < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    workers = children_of(controller);
+  }
+  return workers;
+}
+
+pid_t rank_one_once_training(pid_t controller) {
+  std::vector<pid_t> workers = wait_for_workers(controller, 2);
+  if (workers.size() != 2) return -1;
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  return rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+}
+
+}  // namespace trainyard::testing

@@ -1,0 +1,58 @@
+// Helpers of the end-to-end tests, which run the trainyard executable on real experiment files
+// into temporary databases: running it and reading its output, starting it in the background and
+// finding its worker processes, and the fixture that gives each test a folder and a database.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/test_support.h"
+
+namespace trainyard::testing {
+
+struct Result {
+  int exit_code = -1;
+  std::string output{};  // stdout and stderr
+};
+
+// Runs `trainyard ARGS` to completion.
+Result trainyard(const std::string& args);
+
+// A file of the source tree, by its path relative to the root.
+std::string source(const std::string& relative);
+std::string read_file(const std::filesystem::path& path);
+
+// Kills a forked trainyard (and, through PR_SET_PDEATHSIG, its workers) when a test ends early.
+struct KillOnExit {
+  pid_t pid = -1;
+  ~KillOnExit();
+};
+
+// Starts `trainyard run FILE --db DB EXTRA...` in the background, its output discarded.
+pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra = {});
+// Waits for `child` and returns its exit code (128 + the signal when a signal ended it).
+int exit_code_of(pid_t child);
+
+// The pids of the direct children of `parent`, from /proc.
+std::vector<pid_t> children_of(pid_t parent);
+// The rank number a worker process was given (RANK in its environment), or -1.
+int rank_of(pid_t pid);
+// The worker processes of a run `controller` started, once there are `count` of them (60 s at most).
+std::vector<pid_t> wait_for_workers(pid_t controller, size_t count);
+// Rank 1 of a 2-rank run `controller` started, a few seconds into training (past the rendezvous);
+// -1 when the workers did not appear.
+pid_t rank_one_once_training(pid_t controller);
+
+// Each test gets its own folder, and a database path inside it that does not exist yet.
+class CliTest : public ::testing::Test {
+ protected:
+  std::string db() const { return (dir.path() / "runs" / "t.db").string(); }
+  TempDir dir;
+};
+
+}  // namespace trainyard::testing
