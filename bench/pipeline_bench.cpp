@@ -33,7 +33,7 @@ namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 DataSplits load(const std::string& name, const std::string& yaml, DataContext context = {}) {
-  ComponentChoice choice{name, {}};
+  ComponentChoice choice{.name = name};
   flatten_into(choice.options, YAML::Load(yaml), "bench");
   return build_dataset(builtin_registry(), choice, context);
 }
@@ -41,7 +41,9 @@ DataSplits load(const std::string& name, const std::string& yaml, DataContext co
 // Samples/s of `batches` training batches as model input, with the transform in the workers
 // (how CPU runs use it).
 double throughput(const DataSplits& splits, int64_t batch, int64_t workers, int64_t batches) {
-  DataLoader loader(splits.train, batch, true, true, 1, {workers, 4, false, splits.train_transform});
+  DataLoader loader(splits.train, batch, 1,
+                    {.shuffle = true, .drop_last = true, .workers = workers, .prefetch = 4,
+                     .transform = splits.train_transform});
   batches = std::min(batches, loader.num_batches());
   loader.start_epoch(0, batches);
   loader.next();  // warm-up: the first batch pays for thread start-up

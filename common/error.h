@@ -2,6 +2,7 @@
 // once and turns them into a message and an exit code.
 #pragma once
 
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -25,5 +26,14 @@ class Interrupted : public std::runtime_error {
  public:
   Interrupted() : std::runtime_error("interrupted") {}
 };
+
+// How a command ends when `error` escapes it: UserError -> kExitUserError, Interrupted ->
+// kExitInterrupted, anything else -> kExitFailure; the message is the exception's own. The one
+// mapping, used by `main` and by the worker processes alike.
+struct Failure {
+  int exit_code = kExitFailure;
+  std::string message{};
+};
+Failure failure_of(const std::exception_ptr& error);
 
 }  // namespace trainyard

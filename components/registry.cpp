@@ -26,28 +26,15 @@ const std::vector<ComponentKind>& all_component_kinds() {
 }
 
 void Registry::insert(ComponentEntry entry) {
-  if (find(entry.kind, entry.name) || find_planned(entry.kind, entry.name))
+  if (find(entry.kind, entry.name))
     throw std::logic_error(std::string("duplicate ") + to_string(entry.kind) + " '" + entry.name +
                            "' in the registry");
   entries_.push_back(std::move(entry));
 }
 
-void Registry::plan(ComponentKind kind, std::string name, std::string reason) {
-  if (find(kind, name) || find_planned(kind, name))
-    throw std::logic_error(std::string("duplicate ") + to_string(kind) + " '" + name +
-                           "' in the registry");
-  planned_.push_back({kind, std::move(name), std::move(reason)});
-}
-
 const ComponentEntry* Registry::find(ComponentKind kind, const std::string& name) const {
   for (const auto& entry : entries_)
     if (entry.kind == kind && entry.name == name) return &entry;
-  return nullptr;
-}
-
-const PlannedComponent* Registry::find_planned(ComponentKind kind, const std::string& name) const {
-  for (const auto& p : planned_)
-    if (p.kind == kind && p.name == name) return &p;
   return nullptr;
 }
 
@@ -66,18 +53,9 @@ std::vector<std::string> Registry::names(ComponentKind kind) const {
 
 const ComponentEntry* lookup_component(const Registry& registry, ComponentKind kind,
                                        const std::string& name, const std::string& key,
-                                       const Origin& origin, Diagnostics& diagnostics,
-                                       std::string* planned) {
+                                       const Origin& origin, Diagnostics& diagnostics) {
   if (const ComponentEntry* entry = registry.find(kind, name)) return entry;
-  if (const PlannedComponent* later = registry.find_planned(kind, name)) {
-    std::string sentence = std::string(to_string(kind)) + " " + name + " is not supported yet (" + later->reason + ")";
-    if (planned) *planned = sentence;
-    else diagnostics.error(origin, "'" + key + "': " + sentence);
-    return nullptr;
-  }
   std::vector<std::string> known = registry.names(kind);
-  for (const auto& later : registry.planned())
-    if (later.kind == kind) known.push_back(later.name);
   std::string message = "'" + key + "': unknown " + to_string(kind) + " '" + name + "'";
   std::string guess = closest_match(name, known);
   if (!guess.empty()) message += " (did you mean '" + guess + "'?)";

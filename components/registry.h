@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "runner/config/options.h"
+#include "config/options.h"
 
 namespace trainyard {
 
@@ -21,25 +21,37 @@ enum class ComponentKind { model, dataset, optimizer, scheduler, precision, stra
 const char* to_string(ComponentKind kind);
 const std::vector<ComponentKind>& all_component_kinds();
 
+// What the rest of the run needs to know about a component without building it: the validator,
+// the controller and the engine ask these instead of comparing names. Each component declares its
+// own when it registers (a function of its decoded options); what does not apply to a kind stays 0.
+struct Capabilities {
+  bool multi_process = false;    // strategy: one process per device (the launcher starts ranks)
+  bool steps_on_device = false;  // optimizer: step and learning rate stay on the device (CUDA graphs)
+  int64_t image_size = 0;        // model: the input resolution images are resized to; 0: no images
+  int64_t max_positions = 0;     // model: the longest sequence it reads; 0: no sequences
+};
+
+// A component chosen by name, with its resolved options (every option, defaults included) and
+// what those options make it capable of.
+struct ComponentChoice {
+  std::string name{};
+  ConfigTree options{};
+  Capabilities capabilities{};
+};
+
 struct ComponentEntry {
-  ComponentKind kind;
-  std::string name;
-  std::string help;
-  std::vector<OptionInfo> options;
+  ComponentKind kind = ComponentKind::model;
+  std::string name{};
+  std::string help{};
+  std::vector<OptionInfo> options{};
+  // The component's capabilities under resolved options (those `resolve` returns).
+  std::function<Capabilities(const ConfigTree& resolved)> capabilities{};
   // Validates a config section ("model.*" without the prefix) and returns every option with its
   // value, defaults included. "name" and the `reserved` keys belong to the caller.
   std::function<ConfigTree(const ConfigTree& section, const std::string& prefix, const Origin& section_origin,
                            const std::vector<std::string>& reserved, Diagnostics&)>
-      resolve;
-  std::any factory;  // std::function<Product(const ConfigTree& resolved, Args...)>
-};
-
-// A name users may already write whose implementation has not landed: validation rejects it with
-// `reason` rather than "unknown".
-struct PlannedComponent {
-  ComponentKind kind;
-  std::string name;
-  std::string reason;
+      resolve{};
+  std::any factory{};  // std::function<Product(const ConfigTree& resolved, Args...)>
 };
 
 class Registry {
@@ -63,11 +75,24 @@ class Registry {
  public:
   // Registers `name`: its options, declared once, and a function that builds the product from
   // the decoded options plus per-kind context. `Signature` is the kind's product and context,
-  // e.g. ModelPtr(const ModelContext&). Throws std::logic_error on a duplicate name.
+  // e.g. ModelPtr(const ModelContext&). `describe` (Capabilities(const Opts&)) says what the
+  // component can do; without it, nothing. Throws std::logic_error on a duplicate name.
   template <class Signature, class Opts, class Build>
   void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options, Build build) {
+    add<Signature>(kind, std::move(name), std::move(help), std::move(options), std::move(build),
+                   [](const Opts&) { return Capabilities{}; });
+  }
+  template <class Signature, class Opts, class Build, class Describe>
+  void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options, Build build,
+           Describe describe) {
     std::string where = std::string(to_string(kind)) + " '" + name + "'";
-    ComponentEntry entry{kind, name, std::move(help), options.describe(), {}, {}};
+    ComponentEntry entry{.kind = kind, .name = name, .help = std::move(help), .options = options.describe()};
+    entry.capabilities = [options, where, describe = std::move(describe)](const ConfigTree& resolved) {
+      Diagnostics diagnostics;
+      Opts opts = options.decode(resolved, "", where, {}, diagnostics, {"name"});
+      diagnostics.throw_if_any();
+      return describe(opts);
+    };
     entry.resolve = [options, where](const ConfigTree& section, const std::string& prefix, const Origin& origin,
                                      const std::vector<std::string>& reserved, Diagnostics& diagnostics) {
       std::vector<std::string> ignore = reserved;
@@ -79,13 +104,9 @@ class Registry {
     insert(std::move(entry));
   }
 
-  void plan(ComponentKind kind, std::string name, std::string reason);
-
   const ComponentEntry* find(ComponentKind kind, const std::string& name) const;
-  const PlannedComponent* find_planned(ComponentKind kind, const std::string& name) const;
   std::vector<const ComponentEntry*> entries(ComponentKind kind) const;
   std::vector<std::string> names(ComponentKind kind) const;  // registered ones, in order
-  const std::vector<PlannedComponent>& planned() const { return planned_; }
 
   // Builds component `name` of `kind` from its resolved options, with the `Signature` it was
   // registered with; each kind's header wraps this in a typed helper (build_model, ...).
@@ -102,16 +123,12 @@ class Registry {
   void insert(ComponentEntry entry);
 
   std::vector<ComponentEntry> entries_;
-  std::vector<PlannedComponent> planned_;
 };
 
 // Checks that `name` is a registered component of `kind`. On failure adds a diagnostic at `origin`:
-// "unknown" with the known names and a "did you mean" — or, for a planned name, "not supported yet"
-// with the reason. When `planned` is given, a planned name is no error: `*planned` receives the
-// "not supported yet" sentence instead, so the caller can skip the run. Returns the entry or nullptr.
+// "unknown" with the known names and a "did you mean". Returns the entry or nullptr.
 const ComponentEntry* lookup_component(const Registry& registry, ComponentKind kind,
                                        const std::string& name, const std::string& key,
-                                       const Origin& origin, Diagnostics& diagnostics,
-                                       std::string* planned = nullptr);
+                                       const Origin& origin, Diagnostics& diagnostics);
 
 }  // namespace trainyard

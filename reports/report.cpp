@@ -6,7 +6,7 @@
 
 #include "common/metrics.h"
 #include "common/text.h"
-#include "runner/config/config_tree.h"
+#include "config/config_tree.h"
 
 namespace trainyard {
 

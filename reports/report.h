@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "db/store.h"
-#include "runner/config/experiment.h"
+#include "reports/report_options.h"
 
 namespace trainyard {
 

@@ -103,17 +103,21 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
   std::vector<std::pair<int64_t, const RunSpec*>> queue;
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
-    QueuedRun queued{run.variant, static_cast<int64_t>(i), run.config_yaml, run.config_hash,
-                     run.runtime.precision, run.strategy.name, run.runtime.devices};
+    QueuedRun queued{.variant = run.variant,
+                     .position = static_cast<int64_t>(i),
+                     .config_yaml = run.config_yaml,
+                     .config_hash = run.config_hash,
+                     .precision = run.runtime.precision,
+                     .strategy = run.strategy.name,
+                     .devices = run.runtime.devices};
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
       fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n", run.variant, *done);
       ++summary.already_completed;
       continue;
     }
-    std::string reason = run.unavailable_reason;
-    if (reason.empty()) reason = resolve_device(run.runtime).unavailable_reason;
-    if (reason.empty() && node_.node_rank > 0 && run.strategy.name == "single")
-      reason = "strategy single trains on one device: node 0 runs it";
+    std::string reason = resolve_device(run.runtime).unavailable_reason;
+    if (reason.empty() && node_.node_rank > 0 && !run.strategy.capabilities.multi_process)
+      reason = fmt::format("strategy {} trains on one device: node 0 runs it", run.strategy.name);
     if (!reason.empty()) {
       int64_t id = store_.queue_run(experiment_id, queued);
       store_.end_run(id, RunStatus::skipped, reason);
@@ -147,14 +151,22 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, int ordin
   const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
   std::ofstream(config_path) << run.config_yaml;  // what every rank reads
   DeviceInfo device = resolve_device(run.runtime);
-  store_.start_run(run_id, {git_revision_of(experiment.file), torch_version(), device.name, log_path});
+  store_.start_run(run_id, {.git_revision = git_revision_of(experiment.file),
+                            .torch_version = torch_version(),
+                            .device_name = device.name,
+                            .log_path = log_path});
   auto log = run_logger(run.variant, log_path);
   log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
   // A one-device run stays on node 0 (the other nodes skip it), whatever the batch spans.
-  const NodeSpec node = run.strategy.name == "single" ? NodeSpec() : node_;
-  LaunchSpec spec{config_path, run.variant, stem.string(), stem.string(),
-                  static_cast<int>(run.runtime.devices), node, node.port_for_run(ordinal)};
+  const NodeSpec node = run.strategy.capabilities.multi_process ? node_ : NodeSpec();
+  LaunchSpec spec{.config_path = config_path,
+                  .variant = run.variant,
+                  .log_prefix = stem.string(),
+                  .output_prefix = stem.string(),
+                  .devices = static_cast<int>(run.runtime.devices),
+                  .node = node,
+                  .port = node.port_for_run(ordinal)};
   LaunchResult result = launch_run(spec, observer, stop_requested_);
   switch (result.outcome) {
     case LaunchOutcome::completed:

@@ -1,7 +1,7 @@
 // trainyard: a declarative experiment runner for deep-learning training.
-// Dispatches to the subcommand table (runner/cli/commands.cpp) and is the one place where errors
-// become messages and exit codes: 2 for a problem the user can fix, 1 for a failure, 130 for
-// an interrupt.
+// Dispatches to the subcommand table (runner/cli/commands.cpp) and is where errors become messages
+// and exit codes (failure_of, common/error.h, shared with the worker): 2 for a problem the user can
+// fix, 1 for a failure, 130 for an interrupt.
 #include <fmt/format.h>
 
 #include "common/error.h"
@@ -47,14 +47,13 @@ int main(int argc, char** argv) {
   using namespace trainyard;
   try {
     return dispatch(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const UserError& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitUserError;
-  } catch (const Interrupted&) {
-    fmt::print(stderr, "interrupted\n");
-    return kExitInterrupted;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "trainyard: {}\n", e.what());
-    return kExitFailure;
+  } catch (...) {
+    const Failure failure = failure_of(std::current_exception());
+    switch (failure.exit_code) {
+      case kExitUserError: fmt::print(stderr, "error: {}\n", failure.message); break;
+      case kExitInterrupted: fmt::print(stderr, "{}\n", failure.message); break;
+      default: fmt::print(stderr, "trainyard: {}\n", failure.message);
+    }
+    return failure.exit_code;
   }
 }

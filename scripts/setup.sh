@@ -10,7 +10,7 @@ source "$here/env.sh"
 
 debs=(build-essential cmake ninja-build ccache pkg-config python3-venv
       libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libboost-program-options-dev
-      libgtest-dev libgmock-dev nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev)
+      libgtest-dev libgmock-dev clang-format nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

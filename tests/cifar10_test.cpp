@@ -31,9 +31,9 @@ class Cifar10Test : public ::testing::Test {
   }
   std::string file(const std::string& name) const { return (dir.path() / name).string(); }
   DataSplits load(int64_t image_size, int64_t val_size = 5) {
-    ComponentChoice choice{"cifar10", {}};
+    ComponentChoice choice{.name = "cifar10"};
     flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', val_size: " + std::to_string(val_size) + "}"), "t");
-    return build_dataset(builtin_registry(), choice, {image_size});
+    return build_dataset(builtin_registry(), choice, {.image_size = image_size});
   }
   std::string error_of(int64_t val_size = 5) {
     try {
@@ -83,9 +83,9 @@ TEST_F(Cifar10Test, ImagesAreScaledToUnitRangeAndResized) {
 }
 
 TEST_F(Cifar10Test, NormalisationAndAugmentation) {
-  ComponentChoice choice{"cifar10", {}};
+  ComponentChoice choice{.name = "cifar10"};
   flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', val_size: 5, normalize: imagenet, augment: flip}"), "t");
-  DataSplits splits = build_dataset(builtin_registry(), choice, {32});
+  DataSplits splits = build_dataset(builtin_registry(), choice, {.image_size = 32});
   Batch eval = model_input(splits, splits.train, {1});
   EXPECT_NEAR(eval.inputs[0][0][5][5].item<float>(), (1.0f / 255.0f - 0.485f) / 0.229f, 1e-5);
   // Flips are decided by the batch seed: the same seed, the same batch.
@@ -124,9 +124,9 @@ TEST_F(Cifar10Test, ValidationSplitLargerThanTheDataIsRejected) {
 }
 
 TEST_F(Cifar10Test, MissingFolder) {
-  ComponentChoice choice{"cifar10", {}};
+  ComponentChoice choice{.name = "cifar10"};
   flatten_into(choice.options, YAML::Load("{root: /no/such/folder}"), "t");
-  EXPECT_THROW(build_dataset(builtin_registry(), choice, {32}), UserError);
+  EXPECT_THROW(build_dataset(builtin_registry(), choice, {.image_size = 32}), UserError);
 }
 
 }  // namespace

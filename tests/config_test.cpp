@@ -130,13 +130,18 @@ TEST_F(ConfigTest, UnknownComponentNameListsTheKnownOnes) {
   EXPECT_TRUE(has(d, "unknown model 'tyo' (did you mean 'toy'?)"));
 }
 
-TEST_F(ConfigTest, PlannedPrecisionOrStrategyValidatesButMarksTheRunUnavailable) {
-  Experiment e = load(std::string(kValid) + "  precision: 16-mixed\n");
-  EXPECT_EQ(e.runs[0].unavailable_reason, "precision 16-mixed is not supported yet (planned)");
-  e = load(std::string(kValid) + "  strategy: ddp\n  devices: 4\n");
-  EXPECT_EQ(e.runs[0].unavailable_reason, "strategy ddp is not supported yet (planned: multi-process)");
-  EXPECT_TRUE(load(kValid).runs[0].unavailable_reason.empty());
-  // A typo is still an error.
+// Validation asks what a component can do (its registration says), never its name.
+TEST_F(ConfigTest, ResolvedComponentsCarryTheirCapabilities) {
+  Experiment e = load(std::string(kValid) + "  strategy: ddp\n  devices: 4\n");
+  EXPECT_TRUE(e.runs[0].strategy.capabilities.multi_process);
+  EXPECT_TRUE(e.runs[0].optimizer.capabilities.steps_on_device);
+  e = load(kValid, {"train.optimizer.name=sgd"});
+  EXPECT_FALSE(e.runs[0].strategy.capabilities.multi_process);
+  EXPECT_FALSE(e.runs[0].optimizer.capabilities.steps_on_device);
+  // A multi-process strategy is not captured in a CUDA graph.
+  std::string graphs = std::string(kValid) + "  compile: cuda-graphs\n  strategy: ddp\n  devices: 2\n";
+  graphs.replace(graphs.find("accelerator: cpu"), 16, "accelerator: cuda");
+  EXPECT_TRUE(has(errors(graphs), "strategy ddp is not captured"));
   EXPECT_TRUE(has(errors(std::string(kValid) + "  precision: 16-mixd\n"), "unknown precision '16-mixd' (did you mean '16-mixed'?)"));
 }
 

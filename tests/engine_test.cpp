@@ -9,6 +9,7 @@
 #include "components/builtin.h"
 #include "components/models/model.h"
 #include "components/weights/load_weights.h"
+#include "runner/config/experiment.h"
 #include "runner/engine/engine.h"
 #include "tests/test_support.h"
 
@@ -39,10 +40,33 @@ class EngineTest : public ::testing::Test {
     return load_experiment(dir.write("tiny.yaml", kTiny), overrides, builtin_registry()).runs.at(0);
   }
   MetricValues train(const RunSpec& run, Recorder& recorder, const std::atomic<bool>* stop = nullptr) {
-    return train_run(run, RunContext{builtin_registry(), recorder, stop});
+    return train_run(run, RunContext{.registry = builtin_registry(), .observer = recorder, .stop_requested = stop});
   }
   testing::TempDir dir;
 };
+
+// Every train.log_every optimizer steps a progress line: loss, learning rate, the gradient norm
+// (clipped or not), ms per step and samples/s.
+TEST_F(EngineTest, ProgressLinesShowTheGradientNormAndMsPerStep) {
+  for (const char* clip : {"0", "0.5"}) {
+    SCOPED_TRACE(clip);
+    Recorder recorder;
+    train(spec({"train.epochs=1", "train.log_every=4", std::string("train.clip_grad_norm=") + clip}), recorder);
+    int progress_lines = 0;
+    for (const auto& line : recorder.lines) {
+      if (line.find(" step ") == std::string::npos || line.find(" loss ") == std::string::npos) continue;
+      ++progress_lines;
+      const size_t norm_at = line.find(" grad norm ");
+      ASSERT_NE(norm_at, std::string::npos) << line;
+      EXPECT_GT(std::stod(line.substr(norm_at + 11)), 0) << line;
+      const size_t ms_at = line.find(" ms/step");
+      ASSERT_NE(ms_at, std::string::npos) << line;
+      EXPECT_GT(std::stod(line.substr(line.rfind(' ', ms_at - 1) + 1)), 0) << line;
+      EXPECT_NE(line.find(" samples/s ETA "), std::string::npos) << line;
+    }
+    EXPECT_EQ(progress_lines, 4);  // 16 steps, a line every 4
+  }
+}
 
 TEST_F(EngineTest, LearnsAndReportsEveryEpochAndTheFinalFigures) {
   Recorder recorder;
@@ -120,7 +144,7 @@ TEST_F(EngineTest, StopRequestInterruptsTheRun) {
 }
 
 TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
-  if (resolve_device(RuntimeOptions{"cuda"}).unavailable_reason.empty()) GTEST_SKIP() << "a GPU is present";
+  if (resolve_device(RuntimeOptions{.accelerator = "cuda"}).unavailable_reason.empty()) GTEST_SKIP() << "a GPU is present";
   Recorder recorder;
   try {
     train(spec({"runtime.accelerator=cuda"}), recorder);
@@ -170,10 +194,10 @@ TEST_F(EngineTest, SavedWeightsLoadBackIntoTheSameModel) {
   Recorder recorder;
   RunSpec run = spec({"train.save_weights=true", "train.epochs=1"});
   std::string path = (dir.path() / "kept.safetensors").string();  // from the output prefix "kept"
-  RunContext context{builtin_registry(), recorder, nullptr, (dir.path() / "kept").string()};
+  RunContext context{.registry = builtin_registry(), .observer = recorder, .output_prefix = (dir.path() / "kept").string()};
   train_run(run, context);
   ASSERT_TRUE(std::filesystem::exists(path));
-  ModelPtr fresh = build_model(builtin_registry(), run.model, {4});
+  ModelPtr fresh = build_model(builtin_registry(), run.model, {.num_classes = 4});
   WeightsReport report = load_weights(*fresh, path, /*strict=*/true);
   EXPECT_EQ(report.loaded, 1 * 12 + 8);
   EXPECT_FALSE(report.head_reset);

@@ -54,9 +54,9 @@ class ImageFolderTest : public ::testing::Test {
   }
   std::string file(const char* split, const char* label, const char* name) { return (dir.path() / split / label / name).string(); }
   DataSplits load(int64_t size = 16) {
-    ComponentChoice choice{"imagefolder", {}};
+    ComponentChoice choice{.name = "imagefolder"};
     flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', normalize: none}"), "t");
-    return build_dataset(builtin_registry(), choice, {size});
+    return build_dataset(builtin_registry(), choice, {.image_size = size});
   }
   std::string error_of() {
     try {

@@ -19,7 +19,6 @@ TEST(RegistryTest, DuplicateNamesFailAtRegistration) {
   struct None {};
   EXPECT_THROW(r.add<int()>(ComponentKind::optimizer, "adam", "again", OptionSet<None>(), [](const None&) { return 0; }),
                std::logic_error);
-  EXPECT_THROW(r.plan(ComponentKind::precision, "32-true", "x"), std::logic_error);
   // The same name under another kind is fine.
   r.add<int()>(ComponentKind::scheduler, "adam", "a scheduler", OptionSet<None>(), [](const None&) { return 0; });
 }
@@ -34,16 +33,35 @@ TEST(RegistryTest, ListsNamesAndOptionsInRegistrationOrder) {
   EXPECT_EQ(toy->options[1].rule, "one of: relu, gelu");
 }
 
-TEST(RegistryTest, LookupExplainsUnknownAndPlannedNames) {
+TEST(RegistryTest, LookupExplainsUnknownNames) {
   Registry r = testing::fake_registry();
   Diagnostics d;
-  EXPECT_EQ(lookup_component(r, ComponentKind::precision, "16-mixed", "runtime.precision", {}, d), nullptr);
   EXPECT_EQ(lookup_component(r, ComponentKind::optimizer, "sdg", "train.optimizer.name", {}, d), nullptr);
   EXPECT_NE(lookup_component(r, ComponentKind::optimizer, "sgd", "train.optimizer.name", {}, d), nullptr);
-  ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d.items()[0].message, "'runtime.precision': precision 16-mixed is not supported yet (planned)");
-  EXPECT_EQ(d.items()[1].message,
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d.items()[0].message,
             "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, sgd");
+}
+
+// A component says what it can do when it registers, as a function of its options; a component
+// that says nothing can do nothing special.
+TEST(RegistryTest, CapabilitiesComeFromTheRegistrationAndTheOptions) {
+  Registry r;
+  struct Size {
+    int64_t image_size = 224;
+  };
+  OptionSet<Size> options;
+  options.add("image_size", &Size::image_size, "input resolution", at_least(1));
+  r.add<int()>(ComponentKind::model, "sized", "a model with an input size", options, [](const Size&) { return 0; },
+               [](const Size& o) { return Capabilities{.image_size = o.image_size}; });
+  r.add<int()>(ComponentKind::model, "plain", "a model that says nothing", options, [](const Size&) { return 0; });
+  ConfigTree resolved;
+  resolved.set("image_size", {YAML::Node(32), {}, {}});
+  EXPECT_EQ(r.find(ComponentKind::model, "sized")->capabilities(resolved).image_size, 32);
+  const Capabilities plain = r.find(ComponentKind::model, "plain")->capabilities(resolved);
+  EXPECT_EQ(plain.image_size, 0);
+  EXPECT_FALSE(plain.multi_process);
+  EXPECT_FALSE(plain.steps_on_device);
 }
 
 TEST(RegistryTest, BuildRejectsBadOptionsToo) {

@@ -7,9 +7,9 @@ namespace trainyard {
 namespace {
 
 LrSchedule schedule(const std::string& name, const std::string& options, int64_t total_steps) {
-  ComponentChoice choice{name, {}};
+  ComponentChoice choice{.name = name};
   flatten_into(choice.options, YAML::Load(options), "t");
-  return build_schedule(builtin_registry(), choice, {total_steps});
+  return build_schedule(builtin_registry(), choice, {.total_steps = total_steps});
 }
 
 TEST(SchedulersTest, WarmupRisesLinearlyToTheBaseRate) {

@@ -12,7 +12,7 @@ namespace trainyard {
 namespace {
 
 StrategyPtr single_strategy() {
-  return build_strategy(builtin_registry(), ComponentChoice{"single", {}}, StrategyContext{});
+  return build_strategy(builtin_registry(), ComponentChoice{.name = "single"}, StrategyContext{});
 }
 
 // Parameters of three shapes with seeded gradients of `scale`; the last has no gradient.
@@ -26,6 +26,20 @@ std::vector<torch::Tensor> parameters_with_gradients(double scale, torch::Scalar
   for (size_t i = 0; i + 1 < parameters.size(); ++i)
     parameters[i].mutable_grad() = (torch::randn(parameters[i].sizes()) * scale).to(dtype);
   return parameters;
+}
+
+// What the progress line shows without clipping: the same norm clipping would report, and the
+// gradients left as they were.
+TEST(GradientClippingTest, TheGradientNormIsTheNormClippingReportsAndChangesNothing) {
+  auto measured = parameters_with_gradients(10.0, torch::kFloat);
+  auto clipped = parameters_with_gradients(10.0, torch::kFloat);
+  torch::optim::SGD measured_optimizer(measured, torch::optim::SGDOptions(0.1));
+  torch::optim::SGD clipped_optimizer(clipped, torch::optim::SGDOptions(0.1));
+  const torch::Tensor norm = single_strategy()->gradient_norm(measured_optimizer);
+  EXPECT_EQ(norm.dim(), 0);
+  EXPECT_EQ(norm.item<double>(), single_strategy()->clip_grad_norm(clipped_optimizer, 1.0).item<double>());
+  const auto untouched = parameters_with_gradients(10.0, torch::kFloat);
+  for (size_t i = 0; i + 1 < measured.size(); ++i) EXPECT_TRUE(torch::equal(measured[i].grad(), untouched[i].grad()));
 }
 
 TEST(GradientClippingTest, MatchesTorchClipGradNormAboveAndBelowTheLimit) {

@@ -56,14 +56,16 @@ Registry fake_registry() {
   r.add<int()>(ComponentKind::dataset, "toy-data", "toy data", data, [](const ToyData&) { return 1; });
   OptionSet<Lr> lr;
   lr.add("lr", &Lr::lr, "learning rate", greater_than(0));
-  r.add<int()>(ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; });
+  r.add<int()>(ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; },
+               [](const Lr&) { return Capabilities{.steps_on_device = true}; });
   r.add<int()>(ComponentKind::optimizer, "sgd", "sgd", lr, [](const Lr&) { return 3; });
   r.add<int()>(ComponentKind::scheduler, "none", "none", OptionSet<Nothing>(), [](const Nothing&) { return 4; });
   r.add<int()>(ComponentKind::precision, "32-true", "fp32", OptionSet<Nothing>(), [](const Nothing&) { return 5; });
   r.add<int()>(ComponentKind::precision, "bf16-mixed", "bf16", OptionSet<Nothing>(), [](const Nothing&) { return 6; });
-  r.plan(ComponentKind::precision, "16-mixed", "planned");
+  r.add<int()>(ComponentKind::precision, "16-mixed", "fp16", OptionSet<Nothing>(), [](const Nothing&) { return 8; });
   r.add<int()>(ComponentKind::strategy, "single", "one device", OptionSet<Nothing>(), [](const Nothing&) { return 7; });
-  r.plan(ComponentKind::strategy, "ddp", "planned: multi-process");
+  r.add<int()>(ComponentKind::strategy, "ddp", "one process per device", OptionSet<Nothing>(),
+               [](const Nothing&) { return 9; }, [](const Nothing&) { return Capabilities{.multi_process = true}; });
   return r;
 }
 

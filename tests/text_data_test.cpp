@@ -39,7 +39,7 @@ class ImdbTest : public ::testing::Test {
     dir.write("aclImdb/train/unsup/0_0.txt", "ignored");          // not a labelled folder
   }
   DataSplits load(const std::string& extra = "") {
-    ComponentChoice choice{"imdb", {}};
+    ComponentChoice choice{.name = "imdb"};
     std::string yaml = "{root: '" + (dir.path() / "aclImdb").string() + "', vocab: '" + fixture("vocab.txt") +
                        "', max_length: 12, train_size: 8, val_size: 4" + extra + "}";
     flatten_into(choice.options, YAML::Load(yaml), "t");
@@ -121,7 +121,7 @@ TEST_F(ImdbTest, BrokenFolders) {
 }
 
 TEST(SyntheticTextTest, DeterministicAndDynamicallyPadded) {
-  ComponentChoice choice{"synthetic-text", {}};
+  ComponentChoice choice{.name = "synthetic-text"};
   flatten_into(choice.options, YAML::Load("{train_size: 32, min_length: 4, max_length: 20}"), "t");
   DataSplits a = build_dataset(builtin_registry(), choice, {});
   DataSplits b = build_dataset(builtin_registry(), choice, {});

@@ -9,7 +9,7 @@ namespace trainyard {
 namespace {
 
 ComponentChoice vit(const std::string& yaml) {
-  ComponentChoice choice{"vit", {}};
+  ComponentChoice choice{.name = "vit"};
   flatten_into(choice.options, YAML::Load(yaml), "test");
   return choice;
 }
@@ -17,7 +17,7 @@ ComponentChoice vit(const std::string& yaml) {
 TEST(VitTest, OutputShapeIsBatchByClasses) {
   ModelPtr model = build_model(builtin_registry(),
                                vit("{image_size: 32, patch_size: 8, depth: 2, width: 32, heads: 4, mlp_dim: 64, num_classes: 10}"),
-                               {10});
+                               {.num_classes = 10});
   Batch batch{torch::rand({3, 3, 32, 32}), torch::zeros({3}, torch::kLong), {}};
   auto logits = model->forward(batch);
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{3, 10}));
@@ -26,7 +26,7 @@ TEST(VitTest, OutputShapeIsBatchByClasses) {
 }
 
 TEST(VitTest, DefaultsAreVitB16WithTorchvisionParameterNames) {
-  ModelPtr model = build_model(builtin_registry(), vit("{}"), {1000});
+  ModelPtr model = build_model(builtin_registry(), vit("{}"), {.num_classes = 1000});
   EXPECT_EQ(count_parameters(*model), 86567656);  // torchvision's vit_b_16
   std::set<std::string> names;
   for (const auto& item : model->named_parameters()) names.insert(item.key());
@@ -43,7 +43,7 @@ TEST(VitTest, DefaultsAreVitB16WithTorchvisionParameterNames) {
 
 TEST(VitTest, ClassCountMustMatchTheDataset) {
   try {
-    build_model(builtin_registry(), vit("{image_size: 32, patch_size: 8, depth: 1, width: 8, heads: 2, mlp_dim: 8}"), {10});
+    build_model(builtin_registry(), vit("{image_size: 32, patch_size: 8, depth: 1, width: 8, heads: 2, mlp_dim: 8}"), {.num_classes = 10});
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("set model.num_classes: 10"), std::string::npos);
@@ -62,7 +62,7 @@ TEST(VitTest, InconsistentShapesAreRejectedAtValidation) {
 
 TEST(VitTest, WrongImageSizeIsAClearError) {
   ModelPtr model = build_model(builtin_registry(),
-                               vit("{image_size: 32, patch_size: 8, depth: 1, width: 8, heads: 2, mlp_dim: 8, num_classes: 2}"), {2});
+                               vit("{image_size: 32, patch_size: 8, depth: 1, width: 8, heads: 2, mlp_dim: 8, num_classes: 2}"), {.num_classes = 2});
   Batch batch{torch::rand({1, 3, 64, 64}), torch::zeros({1}, torch::kLong), {}};
   try {
     model->forward(batch);
@@ -80,11 +80,11 @@ namespace {
 
 TEST(FlopsTest, ReferenceModelsMatchThePublishedTrainingFlops) {
   // ViT-B/16 at 224 px: 105.4 GFLOP per image; distilbert-base at 512 tokens: 145 GFLOP.
-  ModelPtr vit = build_model(builtin_registry(), ComponentChoice{"vit", {}}, {1000});
+  ModelPtr vit = build_model(builtin_registry(), ComponentChoice{.name = "vit"}, {.num_classes = 1000});
   Batch images{torch::zeros({2, 3, 1, 1}), torch::zeros({2}, torch::kLong), {}};
   EXPECT_NEAR(vit->training_flops(images) / 2 / 1e9, 105.4, 0.6);
-  ComponentChoice bert{"distilbert", {}};
-  ModelPtr distilbert = build_model(builtin_registry(), bert, {2, 30522});
+  ComponentChoice bert{.name = "distilbert"};
+  ModelPtr distilbert = build_model(builtin_registry(), bert, {.num_classes = 2, .vocab_size = 30522});
   Batch text{torch::zeros({3, 512}, torch::kLong), torch::zeros({3}, torch::kLong), {}};
   EXPECT_NEAR(distilbert->training_flops(text) / 3 / 1e9, 145.0, 1.5);
 }

@@ -27,9 +27,9 @@ torch::Tensor read_tensor(const std::string& file, const std::string& name) {
 }
 
 ModelPtr model(const std::string& name, const std::string& options, int64_t classes, int64_t vocab = 0) {
-  ComponentChoice choice{name, {}};
+  ComponentChoice choice{.name = name};
   flatten_into(choice.options, YAML::Load(options), "test");
-  ModelPtr m = build_model(builtin_registry(), choice, {classes, vocab});
+  ModelPtr m = build_model(builtin_registry(), choice, {.num_classes = classes, .vocab_size = vocab});
   m->eval();
   return m;
 }

@@ -118,7 +118,9 @@ void register_cifar10(Registry& registry) {
         splits.validation = std::make_shared<Subset>(train_all, index_range(n - o.val_size, n));
         splits.test = std::make_shared<Cifar10Images>(test_images, test_labels);
         splits.num_classes = kClasses;
-        const ImageOptions image{o.image_size > 0 ? o.image_size : context.image_size, o.normalize, o.augment};
+        const ImageOptions image{.size = o.image_size > 0 ? o.image_size : context.image_size,
+                                 .normalize = o.normalize,
+                                 .augment = o.augment};
         splits.train_transform = image_transform(image, /*training=*/true);
         splits.eval_transform = image_transform(image, /*training=*/false);
         return splits;

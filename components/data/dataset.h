@@ -9,7 +9,6 @@
 
 #include "components/batch.h"
 #include "components/registry.h"
-#include "runner/config/experiment.h"
 
 namespace trainyard {
 
@@ -43,7 +42,7 @@ struct DataSplits {
 struct DataContext {
   int64_t image_size = 0;     // the model's input resolution; 0 when the model has none
   int64_t max_positions = 0;  // the model's longest sequence; 0 when the model has none
-  std::function<void(const std::string&)> log;  // progress worth a line in the run's log
+  std::function<void(const std::string&)> log{};  // progress worth a line in the run's log
 };
 
 

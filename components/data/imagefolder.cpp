@@ -109,7 +109,7 @@ void register_imagefolder(Registry& registry) {
           if (context.log) context.log("imagefolder: no test/ folder; the test metrics are the validation split's");
         }
         splits.num_classes = static_cast<int64_t>(classes.size());
-        const ImageOptions image{size, o.normalize, o.augment};
+        const ImageOptions image{.size = size, .normalize = o.normalize, .augment = o.augment};
         splits.train_transform = image_transform(image, true);
         splits.eval_transform = image_transform(image, false);
         return splits;

@@ -15,17 +15,15 @@ std::vector<int64_t> index_range(int64_t begin, int64_t end) {
   return indices;
 }
 
-DataLoader::DataLoader(DatasetPtr dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed,
-                       LoaderOptions options)
-    : dataset_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed),
-      options_(std::move(options)) {}
+DataLoader::DataLoader(DatasetPtr dataset, int64_t batch_size, uint64_t seed, LoaderOptions options)
+    : dataset_(std::move(dataset)), batch_size_(batch_size), seed_(seed), options_(std::move(options)) {}
 
 DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::num_batches() const {
   // Every rank gets the same number of samples (as DistributedSampler with drop_last).
   int64_t n = dataset_->size() / options_.world_size;
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  return options_.drop_last ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
 uint64_t DataLoader::batch_seed(int64_t epoch, int64_t index) const {
@@ -45,7 +43,7 @@ void DataLoader::stop_workers() {
 void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
   stop_workers();
   order_ = index_range(0, dataset_->size());
-  if (shuffle_) {  // the same permutation on every rank: the seed is the run's
+  if (options_.shuffle) {  // the same permutation on every rank: the seed is the run's
     std::mt19937_64 generator(seed_ * 1000003u + static_cast<uint64_t>(epoch));
     std::shuffle(order_.begin(), order_.end(), generator);
   }

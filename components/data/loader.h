@@ -17,18 +17,19 @@
 namespace trainyard {
 
 struct LoaderOptions {
+  bool shuffle = false;     // a new order every epoch (training), or the dataset's order
+  bool drop_last = false;   // drop the last partial batch (training), or keep it
   int64_t workers = 2;      // threads building batches; 0 builds them in the training thread
   int64_t prefetch = 4;     // batches built ahead of the training loop
   bool pin_memory = false;  // page-locked host memory, so copies to the GPU run asynchronously
-  BatchTransform transform;  // applied to each batch in the workers (CPU runs); empty: none
+  BatchTransform transform{};  // applied to each batch in the workers (CPU runs); empty: none
   int rank = 0;              // this rank's share of every epoch: samples rank, rank + world, ...
   int world_size = 1;
 };
 
 class DataLoader {
  public:
-  DataLoader(DatasetPtr dataset, int64_t batch_size, bool shuffle, bool drop_last, uint64_t seed,
-             LoaderOptions options = {});
+  DataLoader(DatasetPtr dataset, int64_t batch_size, uint64_t seed, LoaderOptions options = {});
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -51,7 +52,6 @@ class DataLoader {
 
   DatasetPtr dataset_;
   int64_t batch_size_;
-  bool shuffle_, drop_last_;
   uint64_t seed_;
   LoaderOptions options_;
 

@@ -205,7 +205,8 @@ void register_distilbert(Registry& registry) {
                           " tokens but vocab_size is " + std::to_string(o.vocab_size) + "; set model.vocab_size: " +
                           std::to_string(context.vocab_size));
         return std::make_shared<DistilBertClassifier>(o);
-      });
+      },
+      [](const DistilBertOptions& o) { return Capabilities{.max_positions = o.max_positions}; });
 }
 
 }  // namespace trainyard

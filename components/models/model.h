@@ -11,7 +11,6 @@
 
 #include "components/batch.h"
 #include "components/registry.h"
-#include "runner/config/experiment.h"
 
 namespace trainyard {
 

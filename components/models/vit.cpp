@@ -222,7 +222,8 @@ void register_vit(Registry& registry) {
                           " but the dataset has " + std::to_string(context.num_classes) +
                           " classes; set model.num_classes: " + std::to_string(context.num_classes));
         return std::make_shared<VisionTransformer>(o);
-      });
+      },
+      [](const VitOptions& o) { return Capabilities{.image_size = o.image_size}; });
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -10,9 +10,11 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 
+#include "components/optim/optimizers.h"
+
 namespace trainyard {
 
-class FusedAdam : public torch::optim::Optimizer {
+class FusedAdam : public torch::optim::Optimizer, public DeviceStepping {
  public:
   // decoupled_weight_decay: AdamW (decay applied to the weights) rather than Adam (L2 added to the
   // gradient). amsgrad is not supported.
@@ -22,12 +24,12 @@ class FusedAdam : public torch::optim::Optimizer {
   torch::Tensor step(LossClosure closure = nullptr) override;
 
   // A step that leaves parameters, moments and step counts unchanged where found_inf is 1.
-  void step_unless(const std::optional<torch::Tensor>& found_inf);
+  void step_unless(const std::optional<torch::Tensor>& found_inf) override;
 
   // The learning rate as a tensor on `device`, read by every later step instead of the group's lr:
   // a step captured in a CUDA graph then follows the schedule, which fills this tensor before each
   // replay (the group's lr, a double, would be frozen into the graph).
-  torch::Tensor& learning_rate_tensor(const torch::Device& device);
+  torch::Tensor& learning_rate_tensor(const torch::Device& device) override;
 
   // Every moment and step count held, for memory accounting.
   std::vector<torch::Tensor> state_tensors() const;

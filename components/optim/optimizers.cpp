@@ -51,6 +51,12 @@ OptionSet<Opts> adam_family_options() {
   return options;
 }
 
+// The fused kernel (FusedAdam) keeps its step and learning rate on the device.
+template <class Opts>
+Capabilities fused_capabilities(const Opts& o) {
+  return Capabilities{.steps_on_device = o.fused};
+}
+
 }  // namespace
 
 void register_optimizers(Registry& registry) {
@@ -63,14 +69,16 @@ void register_optimizers(Registry& registry) {
               /*decoupled_weight_decay=*/false));
         return OptimizerPtr(std::make_unique<torch::optim::Adam>(
             parameters, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay)));
-      });
+      },
+      fused_capabilities<AdamOptions>);
   registry.add<OptimizerPtr(const Parameters&)>(
       ComponentKind::optimizer, "adamw", "AdamW: Adam with decoupled weight decay",
       adam_family_options<AdamWOptions>(), [](const AdamWOptions& o, const Parameters& parameters) {
         auto options = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
         if (o.fused) return OptimizerPtr(std::make_unique<FusedAdam>(parameters, options, /*decoupled_weight_decay=*/true));
         return OptimizerPtr(std::make_unique<torch::optim::AdamW>(parameters, options));
-      });
+      },
+      fused_capabilities<AdamWOptions>);
   OptionSet<SgdOptions> sgd;
   sgd.add("lr", &SgdOptions::lr, "learning rate", greater_than(0))
       .add("momentum", &SgdOptions::momentum, "momentum factor", between(0, 1))
@@ -86,6 +94,10 @@ void register_optimizers(Registry& registry) {
         return OptimizerPtr(std::make_unique<torch::optim::SGD>(
             parameters, torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay)));
       });
+}
+
+DeviceStepping* device_stepping(torch::optim::Optimizer& optimizer) {
+  return dynamic_cast<DeviceStepping*>(&optimizer);
 }
 
 double base_learning_rate(const ConfigTree& optimizer_options) {

@@ -4,18 +4,34 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
 
 #include "components/registry.h"
-#include "runner/config/experiment.h"
 
 namespace trainyard {
 
 using OptimizerPtr = std::unique_ptr<torch::optim::Optimizer>;
 using Parameters = std::vector<torch::Tensor>;
+
+// What an optimizer that steps on the device (Capabilities::steps_on_device) offers the engine:
+// a step skipped on the device's own overflow flag, and a learning rate read from a device tensor,
+// so the step needs no host read and can be captured in a CUDA graph.
+class DeviceStepping {
+ public:
+  virtual ~DeviceStepping() = default;
+  // A step that leaves parameters and optimizer state unchanged where found_inf is 1.
+  virtual void step_unless(const std::optional<torch::Tensor>& found_inf) = 0;
+  // The learning rate as a tensor on `device`, read by every later step instead of the group's lr:
+  // a captured step then follows the schedule, which fills this tensor before each replay.
+  virtual torch::Tensor& learning_rate_tensor(const torch::Device& device) = 0;
+};
+
+// `optimizer` as DeviceStepping, or nullptr when its step reads the host.
+DeviceStepping* device_stepping(torch::optim::Optimizer& optimizer);
 
 inline OptimizerPtr build_optimizer(const Registry& registry, const ComponentChoice& choice,
                                     const Parameters& parameters) {

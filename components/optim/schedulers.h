@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "components/registry.h"
-#include "runner/config/experiment.h"
 
 namespace trainyard {
 

@@ -94,7 +94,8 @@ void register_ddp(Registry& registry) {
       ComponentKind::strategy, "ddp", "data parallel: the whole model on every rank, gradients averaged during backward",
       options, [](const DdpOptions& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<DistributedDataParallel>(o, context);
-      });
+      },
+      [](const auto&) { return Capabilities{.multi_process = true}; });
 }
 
 }  // namespace trainyard

@@ -237,7 +237,8 @@ void register_fsdp(Registry& registry) {
       "fully sharded data parallel: parameters, gradients and optimizer state sharded; blocks gathered as they run",
       options, [](const FsdpOptions& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<FullyShardedDataParallel>(o, context);
-      });
+      },
+      [](const auto&) { return Capabilities{.multi_process = true}; });
 }
 
 }  // namespace trainyard

@@ -2,7 +2,6 @@
 // `single` strategy, and the registry entries of all strategies.
 #include <ATen/ATen.h>
 
-#include "components/optim/fused_adam.h"
 #include "components/optim/optimizers.h"
 #include "components/strategy/strategy.h"
 
@@ -27,18 +26,29 @@ class SingleDevice : public Strategy {
 
 struct NoOptions {};
 
-}  // namespace
-
-torch::Tensor Strategy::clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
-  torch::NoGradGuard no_grad;
+std::vector<torch::Tensor> optimizer_gradients(const torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> grads;
   for (const auto& p : optimizer_tensors(optimizer))
     if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
+}  // namespace
+
+torch::Tensor Strategy::gradient_norm(torch::optim::Optimizer& optimizer) {
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor> grads = optimizer_gradients(optimizer);
   // Norms in float whatever the gradients' dtype (an fp16 norm overflows past 65504).
   torch::Tensor squares = grads.empty() ? torch::zeros({}, torch::kFloat)
                                         : at::stack(at::_foreach_norm(grads, 2, torch::kFloat)).square().sum();
   if (shards_gradients()) all_reduce_sum(squares);  // every rank takes part, with gradients or not
-  torch::Tensor norm = squares.sqrt();
+  return squares.sqrt();
+}
+
+torch::Tensor Strategy::clip_grad_norm(torch::optim::Optimizer& optimizer, double max_norm) {
+  torch::Tensor norm = gradient_norm(optimizer);
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads = optimizer_gradients(optimizer);
   // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1.
   if (!grads.empty()) at::_foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_max(1.0));
   return norm;
@@ -55,7 +65,7 @@ TrainingStateBytes Strategy::state_bytes(Model& model, const torch::optim::Optim
 
 void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
   if (!found_inf.defined()) optimizer.step();
-  else if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) fused->step_unless(found_inf);
+  else if (DeviceStepping* on_device = device_stepping(optimizer)) on_device->step_unless(found_inf);
   else if (found_inf.item<float>() == 0.0f) optimizer.step();
   optimizer.zero_grad(/*set_to_none=*/true);
 }

@@ -16,7 +16,6 @@
 
 #include "components/models/model.h"
 #include "components/registry.h"
-#include "runner/config/experiment.h"
 
 namespace trainyard {
 
@@ -41,6 +40,9 @@ class Strategy {
   // Backward of `loss`. `sync` is false on the micro-batches of a gradient-accumulation step that
   // only accumulate (nothing is communicated then); true on the last.
   virtual void backward(const torch::Tensor& loss, bool sync) = 0;
+  // The global L2 norm of the optimizer's gradients (over every rank's share when sharded), in
+  // float, as a device tensor: nothing is read on the host. Collective when sharded.
+  torch::Tensor gradient_norm(torch::optim::Optimizer& optimizer);
   // Clips the global L2 norm of the optimizer's gradients to `max_norm` and returns the norm
   // before, as torch.nn.utils.clip_grad_norm_ does, but as a device tensor: nothing is read on
   // the host, so a step with clipping needs no synchronisation and can be captured.

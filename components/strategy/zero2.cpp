@@ -116,7 +116,8 @@ void register_zero2(Registry& registry) {
       "ZeRO stage 2 (DeepSpeed): parameters replicated; gradients and optimizer state sharded across ranks", options,
       [](const Zero2Options& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<ZeroStage2>(o, context);
-      });
+      },
+      [](const auto&) { return Capabilities{.multi_process = true}; });
 }
 
 }  // namespace trainyard

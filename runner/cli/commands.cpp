@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "components/builtin.h"
 #include "reports/report.h"
+#include "runner/config/experiment.h"
 #include "runner/cli/options.h"
 
 namespace trainyard {
@@ -53,9 +54,6 @@ int validate_command(const std::vector<std::string>& args) {
       Experiment experiment = load_experiment(file, overrides, builtin_registry());
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name, experiment.runs.size(),
                  experiment.runs.size() == 1 ? "" : "s");
-      for (const auto& run : experiment.runs)
-        if (!run.unavailable_reason.empty())
-          fmt::print("  {} will be skipped: {}\n", run.variant, run.unavailable_reason);
     } catch (const ConfigError& e) {
       fmt::print(stderr, "{}\n", e.what());
       ++failures;
@@ -104,8 +102,6 @@ int list_command(const std::vector<std::string>& args) {
       fmt::print("  every model also takes:\n");
       print_options(weights_option_set().describe());
     }
-    for (const auto& planned : registry.planned())
-      if (planned.kind == kind) fmt::print("  {:<18} not supported yet ({})\n", planned.name, planned.reason);
     fmt::print("\n");
   }
   return kExitOk;

@@ -11,6 +11,7 @@
 #include "components/builtin.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/config/experiment.h"
 #include "runner/launcher.h"
 
 namespace trainyard {
@@ -43,19 +44,17 @@ int worker_command(const std::vector<std::string>& args) {
     text << in.rdbuf();
     if (!in) throw UserError("worker: cannot read " + config);
     RunSpec run = parse_resolved_run(text.str(), variant, builtin_registry());
-    RunContext context{builtin_registry(), *channel, &g_worker_stop, output_prefix};
+    RunContext context{.registry = builtin_registry(),
+                       .observer = *channel,
+                       .stop_requested = &g_worker_stop,
+                       .output_prefix = output_prefix};
     MetricValues metrics = train_run(run, context);
     send_result(metrics);
     return kExitOk;
-  } catch (const UserError& e) {
-    send_error(e.what());
-    return kExitUserError;
-  } catch (const Interrupted&) {
-    send_error("interrupted");
-    return kExitInterrupted;
-  } catch (const std::exception& e) {
-    send_error(e.what());
-    return kExitFailure;
+  } catch (...) {
+    const Failure failure = failure_of(std::current_exception());
+    send_error(failure.message);
+    return failure.exit_code;
   }
 }
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "components/registry.h"
-#include "runner/config/experiment.h"
+#include "runner/config/run_spec.h"
 
 namespace trainyard {
 
@@ -48,7 +48,7 @@ struct RunContext {
   RunObserver& observer;
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: throws Interrupted
   // Files the run writes: <prefix>.safetensors (train.save_weights), <prefix>.state/ (train.save_state).
-  std::string output_prefix;
+  std::string output_prefix{};
 };
 
 // Throws UserError for bad data or options found while building, Interrupted when stopped,

@@ -1,16 +1,13 @@
-// The training loop. train_run() builds the run's components, then for each epoch trains and
-// validates, keeps the best-validation weights, and finally tests them. The step itself —
-// forward, strategy.backward(loss), strategy.step() — reads in one screen (Trainer::train_epoch);
-// timing, memory and logging live in the helpers around it.
-#include <malloc.h>
-
+// The training loop. train_run() builds the run's components (Trainer::build, in named stages),
+// fits — each epoch trains (Trainer::train_epoch), validates and keeps the best weights
+// (Trainer::end_of_epoch) — and finishes: restores the best weights, tests, and reads out the
+// figures (Trainer::finish). The step itself — forward, backward, loss scaling, clipping, the
+// optimizer — is Trainer::train_step, one screen; throughput, FLOP/s, data wait and memory are
+// counted by the TrainingMeter (meter.h).
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include <ATen/Parallel.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -19,7 +16,6 @@
 #include "common/metrics.h"
 #include "common/text.h"
 #include "components/data/loader.h"
-#include "components/optim/fused_adam.h"
 #include "components/optim/optimizers.h"
 #include "components/optim/schedulers.h"
 #include "components/precision/loss_scaler.h"
@@ -29,6 +25,7 @@
 #include "runner/engine/checkpoint.h"
 #include "runner/engine/cuda_graph_step.h"
 #include "runner/engine/engine.h"
+#include "runner/engine/meter.h"
 #include "runner/engine/sync_debug.h"
 
 namespace trainyard {
@@ -40,47 +37,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// Peak memory of the run: resident set size of the process (reset at the start of the run, so
-// runs in one process are measured apart) and, on CUDA, the caching allocator's peaks.
-class MemoryMeter {
- public:
-  MemoryMeter() {
-    // Runs share the process: hand the previous run's freed heap back to the kernel first, then
-    // reset the kernel's peak-RSS mark (VmHWM) by writing 5 to clear_refs.
-    malloc_trim(0);
-    std::ofstream("/proc/self/clear_refs") << "5";
-  }
-
-  // Peak CUDA figures count from here (they include what is allocated now, e.g. the model).
-  void start_device(const torch::Device& device) {
-    device_ = device;
-    if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
-  }
-
-  void record(MetricValues& metrics) const {
-    double rss = peak_rss_bytes();
-    metrics[metric::kPeakRss] = rss;
-    metrics[metric::kPeakMemory] = rss;
-    if (device_.is_cuda()) {
-      auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index());
-      constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-      metrics[metric::kCudaPeakReserved] = static_cast<double>(stats.reserved_bytes[all].peak);
-      metrics[metric::kCudaPeakAllocated] = static_cast<double>(stats.allocated_bytes[all].peak);
-      metrics[metric::kPeakMemory] = metrics[metric::kCudaPeakReserved];  // as the studies report
-    }
-  }
-
- private:
-  static double peak_rss_bytes() {
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-      if (line.rfind("VmHWM:", 0) == 0) return 1024.0 * std::stod(line.substr(6));
-    return 0;
-  }
-  torch::Device device_{torch::kCPU};
-};
 
 struct SplitResult {
   double loss = 0;
@@ -115,12 +71,32 @@ class Trainer {
   MetricValues run();
 
  private:
+  // --- build, in stages ---
   void build();
-  double train_epoch(int64_t epoch);  // returns the training-loop seconds
+  DeviceInfo setup_device();       // threads, matmul precision, the device, the seed
+  void setup_data();               // the dataset, the ranks (strategy), the three loaders
+  void setup_model_and_resume();   // the model, its weights, and a resumed run's progress
+  void setup_optimization();       // precision, strategy setup, optimizer, loss scaler, schedule
+  void setup_cuda_graph();         // runtime.compile: cuda-graphs and runtime.sync_debug
+  void log_setup(const DeviceInfo& device) const;
+
+  // --- fit, epoch by epoch ---
+  void fit();
+  SplitResult train_epoch(int64_t epoch);  // the epoch's training loss and accuracy, over every rank
   // Forward, backward and — when `step_now` (the last micro-batch of a step) — the optimizer step.
   // The part of the loop a CUDA graph captures; nothing in it reads the device from the host.
-  void train_step(const Batch& batch, bool step_now, torch::Tensor& logits, torch::Tensor& loss);
+  void train_step(const Batch& batch, bool step_now, bool measure_norm, torch::Tensor& logits, torch::Tensor& loss);
+  void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples, Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
+  void end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train, const SplitResult& val);
+
+  // --- finish: best weights, test, figures ---
+  MetricValues finish(double train_seconds);
+  void restore_best_weights();
+  void save_tested_weights();
+  MetricValues final_metrics(const SplitResult& test, double train_seconds, double test_seconds);
+
+  // --- helpers ---
   template <class... Args>
   void log(fmt::format_string<Args...> format, Args&&... args) const {
     context_.observer.on_log(fmt::format(format, std::forward<Args>(args)...));
@@ -140,44 +116,62 @@ class Trainer {
     if (!precision_->autocast() && batch.inputs.is_floating_point()) batch.inputs = batch.inputs.to(precision_->param_dtype());
     return batch;
   }
+  // Whether the optimizer step after `step` optimizer steps gets a progress line.
+  bool logs_after(int64_t step) const { return step % run_.train.log_every == 0 || step == total_steps_; }
   std::vector<torch::Tensor> snapshot_weights();
   void restore_weights(const std::vector<torch::Tensor>& weights);
 
+  // The run as configured, and where it reports.
   const RunSpec& run_;
   const RunContext& context_;
+
+  // Components, built once by build().
   torch::Device device_{torch::kCPU};
-  ModelPtr model_;
+  std::string device_name_;
   DataSplits data_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_, test_loader_;
+  int64_t train_batches_ = 0;  // per epoch, after train.limit_train_batches
+  ModelPtr model_;
   PrecisionPtr precision_;
   std::unique_ptr<LossScaler> scaler_;  // 16-mixed only
   StrategyPtr strategy_;
   OptimizerPtr optimizer_;
-  std::unique_ptr<CudaGraphStep> graph_;  // runtime.compile: cuda-graphs
-  c10::cuda::SyncDebugMode sync_debug_ = c10::cuda::SyncDebugMode::L_DISABLED;  // runtime.sync_debug
-  torch::Tensor lr_tensor_;               // the fused optimizer's learning rate, with graphs
   LrSchedule schedule_;
   double base_lr_ = 0;
+
+  // CUDA graphs and the sync check (runtime.compile, runtime.sync_debug).
+  std::unique_ptr<CudaGraphStep> graph_;
+  torch::Tensor lr_tensor_;  // the learning rate a device-stepping optimizer reads, with graphs
+  c10::cuda::SyncDebugMode sync_debug_ = c10::cuda::SyncDebugMode::L_DISABLED;
+
+  // Progress: steps, epochs, the best epoch — what a training state records — and where a resumed
+  // run started.
+  TrainerState progress_;
   int64_t step_ = 0;         // optimizer steps so far
   int64_t total_steps_ = 0;  // optimizer steps in the run
-  int64_t train_batches_ = 0;
-  double data_wait_seconds_ = 0;
-  double training_flops_ = 0;  // model FLOPs of the training steps so far
-  std::string device_name_;
-  int64_t train_samples_ = 0;
-  Clock::time_point run_start_;
-  SplitResult epoch_train_;  // the last epoch's training loss and accuracy
-  TrainerState progress_;    // epochs and steps done, best epoch so far: what a training state records
   int64_t start_epoch_ = 0;  // > 0 when resumed
   int64_t start_step_ = 0;
-  double train_comm_bytes_ = 0;  // gradient and parameter collectives of the training loops
-  int64_t train_comm_steps_ = 0;
   std::vector<torch::Tensor> best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
+
+  // Measurement.
+  TrainingMeter meter_;
+  Clock::time_point run_start_;
+  torch::Tensor grad_norm_;  // of the last measured step, on the device (read at progress lines)
   double epoch_samples_per_s_ = 0;
 };
 
+// --- build ---------------------------------------------------------------------------------------
+
 void Trainer::build() {
-  const TrainOptions& train = run_.train;
+  const DeviceInfo device = setup_device();
+  setup_data();
+  setup_model_and_resume();
+  setup_optimization();
+  setup_cuda_graph();
+  log_setup(device);
+}
+
+DeviceInfo Trainer::setup_device() {
   if (run_.runtime.threads > 0) at::set_num_threads(static_cast<int>(run_.runtime.threads));
   at::globalContext().setFloat32MatmulPrecision(run_.runtime.matmul_precision);
   DeviceInfo device = resolve_device(run_.runtime);
@@ -187,57 +181,69 @@ void Trainer::build() {
   const char* local_rank = std::getenv("LOCAL_RANK");
   device_ = device.type == "cuda" ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank ? std::atoi(local_rank) : 0))
                                   : torch::Device(torch::kCPU);
-  torch::manual_seed(static_cast<uint64_t>(train.seed));
+  torch::manual_seed(static_cast<uint64_t>(run_.train.seed));
+  return device;
+}
 
+void Trainer::setup_data() {
+  const TrainOptions& train = run_.train;
   // The dataset adapts to the model's input: images resized to its image_size, sequences no longer
   // than its max_positions.
-  DataContext data_context;
-  if (const ConfigValue* size = run_.model.options.find("image_size")) data_context.image_size = size->node.as<int64_t>();
-  if (const ConfigValue* positions = run_.model.options.find("max_positions"))
-    data_context.max_positions = positions->node.as<int64_t>();
-  data_context.log = [this](const std::string& line) { context_.observer.on_log(line); };
+  DataContext data_context{.image_size = run_.model.capabilities.image_size,
+                           .max_positions = run_.model.capabilities.max_positions,
+                           .log = [this](const std::string& line) { context_.observer.on_log(line); }};
   data_ = build_dataset(context_.registry, run_.dataset, data_context);
-  const int64_t eval_batch = train.eval_batch_size > 0 ? train.eval_batch_size : train.batch_size;
-  const auto seed = static_cast<uint64_t>(train.seed);
+  // Training data are split across ranks (global batch = batch_size x ranks); every rank
+  // evaluates the whole validation and test splits, so their figures agree without a reduction.
+  strategy_ = build_strategy(context_.registry, run_.strategy, {.timeout_s = run_.runtime.timeout_s, .device = device_});
   // Per-batch image work runs in the loader's threads on CPU runs, on the GPU after the copy on
   // CUDA runs (fetch()); pinned host memory lets that copy run asynchronously.
   const bool on_cpu = device_.is_cpu();
-  auto loader_options = [&](const BatchTransform& transform) {
-    return LoaderOptions{run_.runtime.data_workers, run_.runtime.prefetch, !on_cpu, on_cpu ? transform : BatchTransform()};
+  auto loader_options = [&](bool training, const BatchTransform& transform) {
+    return LoaderOptions{.shuffle = training,
+                         .drop_last = training,
+                         .workers = run_.runtime.data_workers,
+                         .prefetch = run_.runtime.prefetch,
+                         .pin_memory = !on_cpu,
+                         .transform = on_cpu ? transform : BatchTransform(),
+                         .rank = training ? strategy_->rank() : 0,
+                         .world_size = training ? strategy_->world_size() : 1};
   };
-  // Training data are split across ranks (global batch = batch_size x ranks); every rank
-  // evaluates the whole validation and test splits, so their figures agree without a reduction.
-  strategy_ = build_strategy(context_.registry, run_.strategy, {run_.runtime.timeout_s, device_});
-  LoaderOptions train_options = loader_options(data_.train_transform);
-  train_options.rank = strategy_->rank();
-  train_options.world_size = strategy_->world_size();
-  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, true, true, seed, train_options);
-  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, false, false, seed, loader_options(data_.eval_transform));
-  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, false, false, seed, loader_options(data_.eval_transform));
+  const auto seed = static_cast<uint64_t>(train.seed);
+  const int64_t eval_batch = train.eval_batch_size > 0 ? train.eval_batch_size : train.batch_size;
+  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, seed, loader_options(true, data_.train_transform));
+  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, seed, loader_options(false, data_.eval_transform));
+  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, seed, loader_options(false, data_.eval_transform));
   train_batches_ = limited(train_loader_->num_batches(), train.limit_train_batches);
   if (train_batches_ == 0)
     throw UserError(fmt::format("the training split has {} samples, fewer than one batch of {}; "
                                 "lower train.batch_size",
                                 data_.train->size(), train.batch_size));
+}
 
-  model_ = build_model(context_.registry, run_.model, ModelContext{data_.num_classes, data_.vocab_size});
+void Trainer::setup_model_and_resume() {
+  model_ = build_model(context_.registry, run_.model,
+                       ModelContext{.num_classes = data_.num_classes, .vocab_size = data_.vocab_size});
   if (!run_.weights.weights.empty()) {
     WeightsReport report = load_weights(*model_, run_.weights.weights, run_.weights.strict);
     log("weights {}: {}", run_.weights.weights, report.summary());
   }
-  const std::string& resume = train.resume_from;
-  if (!resume.empty()) {
-    progress_ = read_trainer_state(resume);
-    if (progress_.epoch > train.epochs)
-      throw UserError(fmt::format("train.resume_from: {} has trained {} epochs, more than train.epochs ({}); "
-                                  "raise train.epochs", resume, progress_.epoch, train.epochs));
-    load_model_state(resume, *model_);
-    best_weights_ = load_best_weights(resume, *model_);
-    step_ = progress_.step;
-    start_epoch_ = progress_.epoch;
-    start_step_ = progress_.step;
-  }
-  precision_ = build_precision(context_.registry, run_.runtime.precision, {device_.type()});
+  const std::string& resume = run_.train.resume_from;
+  if (resume.empty()) return;
+  progress_ = read_trainer_state(resume);
+  if (progress_.epoch > run_.train.epochs)
+    throw UserError(fmt::format("train.resume_from: {} has trained {} epochs, more than train.epochs ({}); "
+                                "raise train.epochs", resume, progress_.epoch, run_.train.epochs));
+  load_model_state(resume, *model_);
+  best_weights_ = load_best_weights(resume, *model_);
+  step_ = progress_.step;
+  start_epoch_ = progress_.epoch;
+  start_step_ = progress_.step;
+}
+
+void Trainer::setup_optimization() {
+  const TrainOptions& train = run_.train;
+  precision_ = build_precision(context_.registry, run_.runtime.precision, {.device = device_.type()});
   strategy_->setup(*model_, device_, precision_->param_dtype());
   if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
   std::map<std::string, std::string> attributes = precision_->attributes();
@@ -245,6 +251,7 @@ void Trainer::build() {
   attributes["reduce_dtype"] = c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   context_.observer.on_setup(attributes);
   optimizer_ = build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
+  const std::string& resume = train.resume_from;
   if (!resume.empty()) {
     load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
     log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})", resume, progress_.epoch,
@@ -254,34 +261,54 @@ void Trainer::build() {
         progress_.epoch < train.epochs)
       best_weights_ = snapshot_weights();
   }
-  if (run_.runtime.compile == "cuda-graphs") {
-    // Validation ensured a CUDA device, one process, whole steps and a fused Adam.
-    auto* fused = dynamic_cast<FusedAdam*>(optimizer_.get());
-    if (!device_.is_cuda() || !fused) throw std::logic_error("cuda-graphs without a CUDA device or a fused optimizer");
-    lr_tensor_ = fused->learning_rate_tensor(device_);
-    graph_ = std::make_unique<CudaGraphStep>(
-        device_, [this](const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) { train_step(batch, true, logits, loss); },
-        [this] { optimizer_->zero_grad(/*set_to_none=*/true); },
-        [this](const std::string& line) { context_.observer.on_log(line); });
-  }
-  sync_debug_ = SyncDebugGuard::mode(run_.runtime.sync_debug, device_);
   progress_.strategy = run_.strategy.name;
   progress_.world_size = strategy_->world_size();
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
-  schedule_ = build_schedule(context_.registry, run_.scheduler, {total_steps_});
-
-  log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})", device.type,
-      device.name, precision_->name(), precision_->describe(), run_.strategy.name, strategy_->world_size(),
-      strategy_->world_size() == 1 ? "" : "s", c10::toString(strategy_->reduce_dtype()));
-  log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
-            run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
-            data_.test->size(), data_.num_classes);
-  log("{} epochs x {} batches of {}, {} optimizer steps", train.epochs, train_batches_,
-            train.batch_size, total_steps_);
+  schedule_ = build_schedule(context_.registry, run_.scheduler, {.total_steps = total_steps_});
 }
 
-double Trainer::train_epoch(int64_t epoch) {
+void Trainer::setup_cuda_graph() {
+  sync_debug_ = SyncDebugGuard::mode(run_.runtime.sync_debug, device_);
+  if (run_.runtime.compile != "cuda-graphs") return;
+  // Validation ensured a CUDA device, one process, whole steps and an optimizer stepping on the device.
+  DeviceStepping* on_device = device_stepping(*optimizer_);
+  if (!device_.is_cuda() || !on_device)
+    throw std::logic_error("cuda-graphs without a CUDA device or an optimizer that steps on the device");
+  lr_tensor_ = on_device->learning_rate_tensor(device_);
+  graph_ = std::make_unique<CudaGraphStep>(
+      device_,
+      [this](const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
+        train_step(batch, /*step_now=*/true, /*measure_norm=*/true, logits, loss);
+      },
+      [this] { optimizer_->zero_grad(/*set_to_none=*/true); },
+      [this](const std::string& line) { context_.observer.on_log(line); });
+}
+
+void Trainer::log_setup(const DeviceInfo& device) const {
+  const int ranks = strategy_->world_size();
+  log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})", device.type,
+      device.name, precision_->name(), precision_->describe(), run_.strategy.name, ranks, ranks == 1 ? "" : "s",
+      c10::toString(strategy_->reduce_dtype()));
+  log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes", run_.model.name,
+      count_parameters(*model_), data_.train->size(), data_.validation->size(), data_.test->size(),
+      data_.num_classes);
+  log("{} epochs x {} batches of {}, {} optimizer steps", run_.train.epochs, train_batches_, run_.train.batch_size,
+      total_steps_);
+}
+
+// --- fit -----------------------------------------------------------------------------------------
+
+void Trainer::fit() {
+  for (int64_t epoch = progress_.epoch; epoch < run_.train.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    const SplitResult train = train_epoch(epoch);
+    const SplitResult val = evaluate(*val_loader_);
+    end_of_epoch(epoch, seconds_since(epoch_start), train, val);
+  }
+}
+
+SplitResult Trainer::train_epoch(int64_t epoch) {
   const TrainOptions& train = run_.train;
   model_->train();
   train_loader_->start_epoch(epoch, train_batches_);
@@ -297,30 +324,18 @@ double Trainer::train_epoch(int64_t epoch) {
       SyncDebugGuard no_host_waits(sync_debug_);
       const auto wait_start = Clock::now();
       Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b);
-      data_wait_seconds_ += seconds_since(wait_start);
+      meter_.add_data_wait(seconds_since(wait_start));
 
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
       if (graph_) graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
-      else train_step(batch, step_now, logits, loss);
+      else train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits, loss);
       metrics.add(loss, logits, batch.targets);
-      train_samples_ += batch.size();
-      training_flops_ += model_->training_flops(batch);
+      meter_.add_batch(batch.size(), model_->training_flops(batch));
     }
-
-    if (step_now) {
-      ++step_;
-      if (step_ % train.log_every == 0 || step_ == total_steps_) {
-        const double elapsed = seconds_since(run_start_);
-        const double eta = elapsed / static_cast<double>(step_ - start_step_) * static_cast<double>(total_steps_ - step_);
-        log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g} {:.1f} samples/s ETA {}", epoch + 1,
-                  train.epochs, step_, total_steps_, loss.item<double>(), base_lr_ * schedule_(step_ - 1),
-                  static_cast<double>(metrics.samples) / seconds_since(start), format_duration(eta));
-      }
-    }
+    if (step_now && logs_after(++step_)) log_progress(epoch, loss, metrics.samples, start);
   }
   const double seconds = seconds_since(start);
-  train_comm_bytes_ += strategy_->communicated_bytes() - communicated_before;
-  train_comm_steps_ += step_ - steps_before;
+  meter_.add_epoch(seconds, strategy_->communicated_bytes() - communicated_before, step_ - steps_before);
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
     auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
     strategy_->all_reduce_sum(metrics.loss_sum);
@@ -328,12 +343,12 @@ double Trainer::train_epoch(int64_t epoch) {
     strategy_->all_reduce_sum(samples);
     metrics.samples = static_cast<int64_t>(samples.item<double>());
   }
-  epoch_train_ = metrics.result();
   epoch_samples_per_s_ = static_cast<double>(metrics.samples) / seconds;
-  return seconds;
+  return metrics.result();
 }
 
-void Trainer::train_step(const Batch& batch, bool step_now, torch::Tensor& logits, torch::Tensor& loss) {
+void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm, torch::Tensor& logits,
+                         torch::Tensor& loss) {
   const TrainOptions& train = run_.train;
   {
     Precision::AutocastScope autocast(*precision_, device_.type());
@@ -344,9 +359,24 @@ void Trainer::train_step(const Batch& batch, bool step_now, torch::Tensor& logit
   strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
   if (!step_now) return;
   if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
-  if (train.clip_grad_norm > 0) strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
+  if (train.clip_grad_norm > 0) grad_norm_ = strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
+  else if (measure_norm) grad_norm_ = strategy_->gradient_norm(*optimizer_);
   strategy_->step(*optimizer_, scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
   if (scaler_) scaler_->update();
+}
+
+// A progress line: the logging read of the loss (and gradient norm) waits for the device, which is
+// allowed here, outside the sync check; the interval's ms per step then count the device's time.
+void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
+                           Clock::time_point epoch_start) {
+  const double loss_value = loss.item<double>();
+  const std::string norm = grad_norm_.defined() ? fmt::format(" grad norm {:.3g}", grad_norm_.item<double>()) : "";
+  const double ms_per_step = meter_.ms_per_step_since_last(step_);
+  const double elapsed = seconds_since(run_start_);
+  const double eta = elapsed / static_cast<double>(step_ - start_step_) * static_cast<double>(total_steps_ - step_);
+  log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}", epoch + 1,
+      run_.train.epochs, step_, total_steps_, loss_value, base_lr_ * schedule_(step_ - 1), norm, ms_per_step,
+      static_cast<double>(epoch_samples) / seconds_since(epoch_start), format_duration(eta));
 }
 
 SplitResult Trainer::evaluate(DataLoader& loader) {
@@ -364,6 +394,35 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
     metrics.add(loss, logits, batch.targets);
   }
   return metrics.result();
+}
+
+// Keeps the best epoch's weights, records the epoch's metrics and, with train.save_state, writes
+// the training state.
+void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train, const SplitResult& val) {
+  const TrainOptions& options = run_.train;
+  if (val.accuracy > progress_.best_val_acc) {
+    progress_.best_val_acc = val.accuracy;
+    progress_.best_epoch = epoch + 1;
+    if (options.checkpoint == "best" && epoch + 1 < options.epochs) best_weights_ = snapshot_weights();
+    else best_weights_.clear();  // the live weights are the best
+  }
+  MetricValues values = {{metric::kTrainLoss, train.loss},         {metric::kTrainAcc, train.accuracy},
+                         {metric::kValLoss, val.loss},             {metric::kValAcc, val.accuracy},
+                         {metric::kEpochSeconds, epoch_seconds},   {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
+                         {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
+  log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%", epoch + 1,
+      options.epochs, format_duration(epoch_seconds), train.loss, 100 * train.accuracy, val.loss,
+      100 * val.accuracy);
+  context_.observer.on_epoch(epoch + 1, values);
+  progress_.epoch = epoch + 1;
+  progress_.step = step_;
+  if (!options.save_state) return;
+  const std::string dir = context_.output_prefix + ".state";
+  const bool best_is_live = progress_.best_epoch == epoch + 1;
+  save_training_state(dir, *model_, *strategy_, *optimizer_, scaler_.get(), progress_,
+                      best_is_live ? std::vector<torch::Tensor>() : best_weights_);
+  if (epoch == start_epoch_) context_.observer.on_setup({{"state_path", dir}});
+  log("training state of epoch {} written to {}", epoch + 1, dir);
 }
 
 // Copies of the model's state. Sharded strategies hold a rank's share of the parameters: they are
@@ -386,99 +445,70 @@ void Trainer::restore_weights(const std::vector<torch::Tensor>& weights) {
   });
 }
 
+// --- finish --------------------------------------------------------------------------------------
+
 MetricValues Trainer::run() {
-  MemoryMeter memory;
   build();
-  memory.start_device(device_);
-  const TrainOptions& train = run_.train;
+  meter_.start_device(device_);
+  meter_.start_steps(step_);
   run_start_ = Clock::now();
-  double train_loop_seconds = 0;
-  double& best_val_acc = progress_.best_val_acc;
-  int64_t& best_epoch = progress_.best_epoch;
-  for (int64_t epoch = progress_.epoch; epoch < train.epochs; ++epoch) {
-    const auto epoch_start = Clock::now();
-    train_loop_seconds += train_epoch(epoch);
-    SplitResult val = evaluate(*val_loader_);
-    const double epoch_seconds = seconds_since(epoch_start);
-    if (val.accuracy > best_val_acc) {
-      best_val_acc = val.accuracy;
-      best_epoch = epoch + 1;
-      if (train.checkpoint == "best" && epoch + 1 < train.epochs) best_weights_ = snapshot_weights();
-      else best_weights_.clear();  // the live weights are the best
-    }
-    MetricValues values = {{metric::kTrainLoss, epoch_train_.loss},  {metric::kTrainAcc, epoch_train_.accuracy},
-                           {metric::kValLoss, val.loss},             {metric::kValAcc, val.accuracy},
-                           {metric::kEpochSeconds, epoch_seconds},   {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
-                           {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
-    log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%",
-              epoch + 1, train.epochs, format_duration(epoch_seconds), epoch_train_.loss,
-              100 * epoch_train_.accuracy, val.loss, 100 * val.accuracy);
-    context_.observer.on_epoch(epoch + 1, values);
-    progress_.epoch = epoch + 1;
-    progress_.step = step_;
-    if (train.save_state) {
-      const std::string dir = context_.output_prefix + ".state";
-      const bool best_is_live = best_epoch == epoch + 1;
-      save_training_state(dir, *model_, *strategy_, *optimizer_, scaler_.get(), progress_,
-                          best_is_live ? std::vector<torch::Tensor>() : best_weights_);
-      if (epoch == start_epoch_) context_.observer.on_setup({{"state_path", dir}});
-      log("training state of epoch {} written to {}", epoch + 1, dir);
-    }
-  }
-  const double train_seconds = seconds_since(run_start_);
+  fit();
+  return finish(seconds_since(run_start_));
+}
+
+MetricValues Trainer::finish(double train_seconds) {
   if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
-  if (train.checkpoint == "best" && !best_weights_.empty()) {
-    log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", best_epoch, 100 * best_val_acc);
-    restore_weights(best_weights_);
-  }
-  if (train.checkpoint == "last") best_epoch = train.epochs;
-
-  if (train.save_weights) {
-    // The full model whatever the strategy and world size: loadable by any run (model.weights).
-    const std::string path = context_.output_prefix + ".safetensors";
-    strategy_->with_full_parameters(*model_, [&] {
-      if (strategy_->rank() == 0) save_weights(*model_, path);
-    });
-    context_.observer.on_setup({{"weights_path", path}});
-    log("weights of epoch {} written to {}", best_epoch, path);
-  }
-
+  restore_best_weights();
+  if (run_.train.save_weights) save_tested_weights();
   const auto test_start = Clock::now();
-  SplitResult test = evaluate(*test_loader_);
+  const SplitResult test = evaluate(*test_loader_);
   const double test_seconds = seconds_since(test_start);
   log("test loss {:.4f} acc {:.2f}% ({}); training time {}", test.loss, 100 * test.accuracy,
-            format_duration(test_seconds), format_duration(train_seconds));
+      format_duration(test_seconds), format_duration(train_seconds));
+  return final_metrics(test, train_seconds, test_seconds);
+}
 
+// train.checkpoint: best tests the best validation epoch's weights; last, the last epoch's.
+void Trainer::restore_best_weights() {
+  if (run_.train.checkpoint == "last") {
+    progress_.best_epoch = run_.train.epochs;
+    return;
+  }
+  if (best_weights_.empty()) return;  // the live weights are the best
+  log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", progress_.best_epoch,
+      100 * progress_.best_val_acc);
+  restore_weights(best_weights_);
+}
+
+// The full model whatever the strategy and world size: loadable by any run (model.weights).
+void Trainer::save_tested_weights() {
+  const std::string path = context_.output_prefix + ".safetensors";
+  strategy_->with_full_parameters(*model_, [&] {
+    if (strategy_->rank() == 0) save_weights(*model_, path);
+  });
+  context_.observer.on_setup({{"weights_path", path}});
+  log("weights of epoch {} written to {}", progress_.best_epoch, path);
+}
+
+MetricValues Trainer::final_metrics(const SplitResult& test, double train_seconds, double test_seconds) {
   const TrainingStateBytes state = strategy_->state_bytes(*model_, *optimizer_);  // rank 0's; ranks hold equal shares
   MetricValues metrics = {{metric::kTrainSeconds, train_seconds},
                           {metric::kTestSeconds, test_seconds},
                           {metric::kTestLoss, test.loss},
                           {metric::kTestAcc, test.accuracy},
-                          {metric::kBestValAcc, best_val_acc},
-                          {metric::kBestEpoch, static_cast<double>(best_epoch)},
+                          {metric::kBestValAcc, progress_.best_val_acc},
+                          {metric::kBestEpoch, static_cast<double>(progress_.best_epoch)},
                           {metric::kParameters, static_cast<double>(count_parameters(*model_))},
                           {metric::kParameterBytes, state.parameters},
                           {metric::kGradientBytes, state.gradients},
                           {metric::kOptimizerStateBytes, state.optimizer_state},
                           {metric::kSteps, static_cast<double>(step_)},
                           {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
-  if (train_loop_seconds > 0) {  // none when a resumed run had no epoch left to train
-    metrics[metric::kSamplesPerSecond] = static_cast<double>(train_samples_) * strategy_->world_size() / train_loop_seconds;
-    metrics[metric::kDataWait] = data_wait_seconds_ / train_loop_seconds;
-  }
-  if (strategy_->world_size() > 1 && train_comm_steps_ > 0)
-    metrics[metric::kCommBytesPerStep] = train_comm_bytes_ / static_cast<double>(train_comm_steps_);
-  const double tflops = train_loop_seconds > 0 ? training_flops_ / train_loop_seconds / 1e12 : 0;  // this rank's
-  if (tflops > 0) {
-    metrics[metric::kTflops] = tflops * strategy_->world_size();
-    // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
-    std::string compute = c10::toString(precision_->compute_dtype());
-    if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
-    const double peak = peak_tflops(device_name_, compute);
-    // Above 100% means the peak table is wrong for this device, not a fast run: say nothing.
-    if (peak > 0 && tflops <= peak) metrics[metric::kMfu] = tflops / peak;
-  }
-  memory.record(metrics);
+  // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
+  std::string compute = c10::toString(precision_->compute_dtype());
+  if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
+  meter_.record_throughput(metrics, strategy_->world_size(), peak_tflops(device_name_, compute));
+  meter_.record_memory(metrics);
   for (const char* key : {metric::kPeakMemory, metric::kPeakRss, metric::kCudaPeakReserved, metric::kCudaPeakAllocated}) {
     if (!metrics.count(key)) continue;
     auto peak = torch::tensor({metrics[key]}, torch::kDouble);

@@ -1,4 +1,4 @@
-#include "runner/config/config_tree.h"
+#include "config/config_tree.h"
 
 #include <algorithm>
 

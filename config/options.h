@@ -17,8 +17,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "runner/config/config_tree.h"
-#include "runner/config/diagnostics.h"
+#include "config/config_tree.h"
+#include "config/diagnostics.h"
 
 namespace trainyard {
 

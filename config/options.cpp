@@ -1,4 +1,4 @@
-#include "runner/config/options.h"
+#include "config/options.h"
 
 #include <algorithm>
 #include <charconv>

@@ -10,7 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "runner/config/diagnostics.h"
+#include "config/diagnostics.h"
 
 namespace trainyard {
 

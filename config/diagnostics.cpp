@@ -1,4 +1,4 @@
-#include "runner/config/diagnostics.h"
+#include "config/diagnostics.h"
 
 #include <fstream>
 

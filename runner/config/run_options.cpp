@@ -1,0 +1,82 @@
+// The train, runtime and model-weights options of a run, each declared once.
+#include "runner/config/run_spec.h"
+
+namespace trainyard {
+
+const OptionSet<WeightsOptions>& weights_option_set() {
+  static const OptionSet<WeightsOptions> set = [] {
+    OptionSet<WeightsOptions> s;
+    s.add("weights", &WeightsOptions::weights,
+          "safetensors file to initialise the model from; empty = random initialisation")
+        .add("strict", &WeightsOptions::strict,
+             "fail when checkpoint and model do not match (besides the classification head)");
+    return s;
+  }();
+  return set;
+}
+
+const OptionSet<TrainOptions>& train_option_set() {
+  static const OptionSet<TrainOptions> set = [] {
+    OptionSet<TrainOptions> s;
+    s.add("epochs", &TrainOptions::epochs, "passes over the training split", at_least(1))
+        .add("batch_size", &TrainOptions::batch_size, "samples per device per micro-batch", at_least(1))
+        .add("eval_batch_size", &TrainOptions::eval_batch_size,
+             "batch size for validation and test; 0 = batch_size", at_least(0))
+        .add("seed", &TrainOptions::seed, "seed for initialisation, shuffling and dropout", at_least(0))
+        .add("grad_accum", &TrainOptions::grad_accum, "micro-batches accumulated per optimizer step",
+             at_least(1))
+        .add("clip_grad_norm", &TrainOptions::clip_grad_norm,
+             "clip the global gradient norm to this value; 0 = off", at_least(0))
+        .add("checkpoint", &TrainOptions::checkpoint,
+             "weights used for the test: the best validation epoch's, or the last epoch's",
+             one_of({"best", "last"}))
+        .add("log_every", &TrainOptions::log_every, "optimizer steps between progress lines",
+             at_least(1))
+        .add("limit_train_batches", &TrainOptions::limit_train_batches,
+             "train on at most this many batches per epoch; 0 = all", at_least(0))
+        .add("limit_eval_batches", &TrainOptions::limit_eval_batches,
+             "evaluate at most this many batches of validation and test; 0 = all", at_least(0))
+        .add("save_weights", &TrainOptions::save_weights,
+             "write the tested weights (safetensors, loadable by model.weights) beside the run's log")
+        .add("save_state", &TrainOptions::save_state,
+             "after every epoch, write the whole training state (weights, optimizer, counters) to a folder "
+             "beside the run's log, resumable under any strategy and world size")
+        .add("resume_from", &TrainOptions::resume_from,
+             "a training-state folder (train.save_state) to continue from; its epochs count toward train.epochs");
+    return s;
+  }();
+  return set;
+}
+
+const OptionSet<RuntimeOptions>& runtime_option_set() {
+  static const OptionSet<RuntimeOptions> set = [] {
+    OptionSet<RuntimeOptions> s;
+    s.add("accelerator", &RuntimeOptions::accelerator,
+          "where to train: cpu, cuda, or auto (cuda when a GPU is present)",
+          one_of({"cpu", "cuda", "auto"}))
+        .add("devices", &RuntimeOptions::devices, "devices (processes) per node", at_least(1))
+        .add("precision", &RuntimeOptions::precision, "numeric precision, Lightning's names",
+             Rule{})
+        .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
+             at_least(0))
+        .add("matmul_precision", &RuntimeOptions::matmul_precision,
+             "float32 matrix products: highest (full fp32), high (TF32 on GPUs that have it), medium",
+             one_of({"highest", "high", "medium"}))
+        .add("data_workers", &RuntimeOptions::data_workers,
+             "threads building batches in the background; 0 = in the training loop", at_least(0))
+        .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1))
+        .add("timeout_s", &RuntimeOptions::timeout_s,
+             "seconds a rendezvous or collective between ranks may take before the run fails", at_least(1))
+        .add("compile", &RuntimeOptions::compile,
+             "none, or cuda-graphs: the whole training step captured once into a CUDA graph and replayed",
+             one_of({"none", "cuda-graphs"}))
+        .add("sync_debug", &RuntimeOptions::sync_debug,
+             "CUDA: warn about, or fail the run on, any host synchronisation inside a training step (as "
+             "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed",
+             one_of({"off", "warn", "error"}));
+    return s;
+  }();
+  return set;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,102 @@
+#include "runner/config/sweep.h"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/text.h"
+#include "runner/config/layering.h"
+
+namespace trainyard {
+
+namespace {
+
+// What a sweep may vary: a run's settings. (A variant setting sweep or report gets its own message.)
+const std::vector<std::string> kRunSections = {"model", "dataset", "train", "runtime"};
+const std::vector<std::string> kVariantKeys = {"model", "dataset", "train", "runtime", "sweep", "report"};
+
+std::string grid_label(const std::string& key) { return split(key, '.').back(); }
+
+}  // namespace
+
+std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics) {
+  report_unknown_keys(sweep, {"variants", "grid"}, "sweep", "section 'sweep'", diagnostics);
+  std::vector<Variant> variants;
+  std::set<std::string> names;
+  if (const ConfigValue* list = sweep.find("variants")) {
+    if (!list->node.IsSequence() || list->node.size() == 0) {
+      diagnostics.error(list->origin, "'sweep.variants' must be a non-empty list of {name, set}");
+    } else {
+      for (const auto& item : list->node) {
+        Origin origin = origin_of(item, list->origin.file);
+        if (!item.IsMap()) {
+          diagnostics.error(origin, "each sweep variant must be a mapping with 'name' and 'set'");
+          continue;
+        }
+        Variant variant;
+        for (auto it = item.begin(); it != item.end(); ++it) {
+          std::string key = it->first.Scalar();
+          if (key == "name") {
+            variant.name = it->second.IsScalar() ? it->second.Scalar() : "";
+          } else if (key == "set") {
+            if (it->second.IsMap()) flatten_into(variant.overrides, it->second, list->origin.file);
+            else if (!it->second.IsNull())
+              diagnostics.error(origin_of(it->second, list->origin.file),
+                                "'set' must be a mapping of dotted keys to values");
+          } else if (key != "description") {
+            std::string guess = closest_match(key, {"name", "set", "description"});
+            diagnostics.error(origin_of(it->first, list->origin.file),
+                              fmt::format("unknown key '{}' in a sweep variant{}", key,
+                                          guess.empty() ? "; expected name, set, description"
+                                                        : " (did you mean '" + guess + "'?)"));
+          }
+        }
+        if (variant.name.empty()) {
+          diagnostics.error(origin, "sweep variant without a 'name'");
+          continue;
+        }
+        if (!names.insert(variant.name).second)
+          diagnostics.error(origin, fmt::format("duplicate sweep variant name '{}'", variant.name));
+        expand_component_shorthand(variant.overrides);
+        report_unknown_keys(variant.overrides, kVariantKeys, "", "a sweep variant's 'set'", diagnostics);
+        for (const auto& [key, value] : variant.overrides.entries())
+          if (key_is_under(key, "sweep") || key_is_under(key, "report"))
+            diagnostics.error(value.key_origin, fmt::format("a variant cannot set '{}'", key));
+        variants.push_back(std::move(variant));
+      }
+    }
+  }
+  if (variants.empty()) variants.push_back({"", {}});
+
+  ConfigTree grid = sweep.subtree("grid");
+  if (const ConfigValue* value = sweep.find("grid"))
+    diagnostics.error(value->origin, "'sweep.grid' must map dotted keys to lists of values");
+  report_unknown_keys(grid, kRunSections, "", "'sweep.grid' (its keys are a run's settings, e.g. train.batch_size)",
+                      diagnostics);
+  for (const auto& [key, value] : grid.entries()) {
+    if (!value.node.IsSequence() || value.node.size() == 0) {
+      diagnostics.error(value.origin,
+                        fmt::format("'sweep.grid.{}' must be a non-empty list of values", key));
+      continue;
+    }
+    std::vector<Variant> expanded;
+    for (const auto& variant : variants) {
+      for (const auto& item : value.node) {
+        Variant v = variant;
+        std::string label = grid_label(key) + "=" + (item.IsScalar() ? item.Scalar() : yaml_flow_text(item));
+        v.name = v.name.empty() ? label : v.name + "/" + label;
+        ConfigTree one;
+        one.set(key, {item, origin_of(item, value.origin.file), value.key_origin});
+        expand_component_shorthand(one);
+        v.overrides.merge(one);
+        expanded.push_back(std::move(v));
+      }
+    }
+    variants = std::move(expanded);
+  }
+  for (auto& variant : variants)
+    if (variant.name.empty()) variant.name = "default";
+  return variants;
+}
+
+}  // namespace trainyard

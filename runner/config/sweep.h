@@ -1,0 +1,22 @@
+// Sweep expansion: an experiment's `sweep` section — named `variants`, each a set of overrides,
+// times every combination of the `grid`'s lists — into the variants to run, each with its name
+// ("bf16", "fsdp/batch_size=32") and its overrides. Internal to runner/config.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config_tree.h"
+#include "config/diagnostics.h"
+
+namespace trainyard {
+
+struct Variant {
+  std::string name;
+  ConfigTree overrides;
+};
+
+// The variants of `sweep` (the section without its prefix); one unnamed ("default") when empty.
+std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics);
+
+}  // namespace trainyard

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Fails when a file includes against the layer order (ARCHITECTURE.md):
+#
+#   common <- config <- components/registry <- components <- runner/engine
+#   db <- reports;   runner/config (experiment files) and the run spec between;   runner/ on top
+#
+# Each project include ("dir/file.h") of each source file is checked against what its layer may
+# use. Run by CTest (test "layering"); prints every offending include, file:line first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The layer of a path: the most specific rule wins.
+layer_of() {
+  case "$1" in
+    common/*) echo common ;;
+    config/*) echo config ;;
+    components/registry.*) echo registry ;;
+    components/*) echo components ;;
+    db/*) echo db ;;
+    reports/*) echo reports ;;
+    runner/config/run_spec.h | runner/config/run_options.cpp) echo run_spec ;;
+    runner/config/*) echo experiment ;;
+    runner/engine/*) echo engine ;;
+    runner/*) echo runner ;;
+    *) echo other ;;
+  esac
+}
+
+# What each layer may include besides itself.
+declare -A allowed=(
+  [common]=""
+  [config]="common"
+  [registry]="common config"
+  [components]="common config registry"
+  [db]="common"
+  [reports]="common config db"
+  [run_spec]="common config registry"
+  [experiment]="common config registry reports run_spec"
+  [engine]="common config registry components run_spec"
+  [runner]="common config registry components db reports run_spec experiment engine"
+)
+
+failures=0
+while IFS= read -r file; do
+  from=$(layer_of "$file")
+  [ "$from" = other ] && continue
+  while IFS=: read -r line include; do
+    target=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$include")
+    to=$(layer_of "$target")
+    [ "$to" = other ] || [ "$to" = "$from" ] && continue
+    if [[ " ${allowed[$from]} " != *" $to "* ]]; then
+      echo "$file:$line: $from may not include $target ($to); allowed: ${allowed[$from]:-nothing}"
+      failures=$((failures + 1))
+    fi
+  done < <(grep -n '^#include "' "$file" || true)
+done < <(git ls-files --cached --others --exclude-standard -- 'common/*' 'config/*' 'components/*' 'db/*' 'reports/*' 'runner/*' | grep -E '\.(h|cpp)$')
+
+if [ "$failures" -gt 0 ]; then
+  echo "layering: $failures include(s) against the layer order"
+  exit 1
+fi
+echo "layering: ok"
