@@ -8,9 +8,9 @@
 // is indicative only: a 30,522-token vocabulary makes longer pieces, not slower lookups).
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <turbojpeg.h>
-#include <torch/version.h>
 #include <ftw.h>
+#include <torch/version.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -30,7 +30,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 DataSplits load(const std::string& name, const std::string& yaml, DataContext context = {}) {
   ComponentChoice choice{.name = name};
@@ -42,7 +44,10 @@ DataSplits load(const std::string& name, const std::string& yaml, DataContext co
 // (how CPU runs use it).
 double throughput(const DataSplits& splits, int64_t batch, int64_t workers, int64_t batches) {
   DataLoader loader(splits.train, batch, 1,
-                    {.shuffle = true, .drop_last = true, .workers = workers, .prefetch = 4,
+                    {.shuffle = true,
+                     .drop_last = true,
+                     .workers = workers,
+                     .prefetch = 4,
                      .transform = splits.train_transform});
   batches = std::min(batches, loader.num_batches());
   loader.start_epoch(0, batches);
@@ -57,7 +62,8 @@ void write_cifar(const fs::path& dir, int per_file) {
   std::mt19937 random(7);
   std::vector<char> record(3073);
   for (int f = 1; f <= 6; ++f) {
-    std::ofstream out(dir / (f <= 5 ? fmt::format("data_batch_{}.bin", f) : "test_batch.bin"), std::ios::binary);
+    std::ofstream out(dir / (f <= 5 ? fmt::format("data_batch_{}.bin", f) : "test_batch.bin"),
+                      std::ios::binary);
     for (int r = 0; r < per_file; ++r) {
       for (auto& c : record) c = static_cast<char>(random());
       record[0] = static_cast<char>(r % 10);
@@ -78,7 +84,8 @@ void write_jpegs(const fs::path& dir, int count, int width, int height) {
     for (const char* split : {"train", "val"}) {
       fs::path file = dir / split / (i % 2 ? "b" : "a") / fmt::format("{:05}.jpg", i);
       fs::create_directories(file.parent_path());
-      std::ofstream(file, std::ios::binary).write(reinterpret_cast<char*>(jpeg), static_cast<std::streamsize>(size));
+      std::ofstream(file, std::ios::binary)
+          .write(reinterpret_cast<char*>(jpeg), static_cast<std::streamsize>(size));
     }
     tjFree(jpeg);
   }
@@ -86,8 +93,9 @@ void write_jpegs(const fs::path& dir, int count, int width, int height) {
 }
 
 void write_reviews(const fs::path& root, int count, int words) {
-  const std::vector<std::string> vocabulary = {"the", "movie", "was", "great", "acting", "plot", "ending", "loved",
-                                               "predictable", "superb", "film", "and", "but", "i", "didn't", "like"};
+  const std::vector<std::string> vocabulary = {
+      "the",         "movie",  "was",  "great", "acting", "plot", "ending", "loved",
+      "predictable", "superb", "film", "and",   "but",    "i",    "didn't", "like"};
   std::mt19937 random(5);
   for (int i = 0; i < count; ++i) {
     const char* split = i % 2 ? "train" : "test";
@@ -95,7 +103,8 @@ void write_reviews(const fs::path& root, int count, int words) {
     fs::path file = root / split / label / fmt::format("{}_{}.txt", i, i % 10);
     fs::create_directories(file.parent_path());
     std::ofstream out(file);
-    for (int w = 0; w < words; ++w) out << vocabulary[random() % vocabulary.size()] << (w % 17 == 16 ? ". " : " ");
+    for (int w = 0; w < words; ++w)
+      out << vocabulary[random() % vocabulary.size()] << (w % 17 == 16 ? ". " : " ");
   }
 }
 
@@ -117,15 +126,21 @@ int main(int argc, char** argv) {
   fmt::print("CPU: {} ({} hardware threads, {} intra-op threads); LibTorch {}\n\n", cpu_name(),
              std::thread::hardware_concurrency(), at::get_num_threads(), TORCH_VERSION);
 
-  fmt::print("## Images (model input: float [B, 3, 224, 224])\n\n| pipeline | batch | workers | images/s |\n|---|---:|---:|---:|\n");
+  fmt::print(
+      "## Images (model input: float [B, 3, 224, 224])\n\n| pipeline | batch | workers | images/s "
+      "|\n|---|---:|---:|---:|\n");
   write_cifar(tmp / "cifar", quick ? 400 : 2000);
-  DataSplits cifar = load("cifar10", fmt::format("{{root: '{}', val_size: 100}}", (tmp / "cifar").string()), {224});
+  DataSplits cifar = load(
+      "cifar10", fmt::format("{{root: '{}', val_size: 100}}", (tmp / "cifar").string()), {224});
   write_jpegs(tmp / "jpegs", quick ? 64 : 256, 500, 375);
-  DataSplits folder = load("imagefolder", fmt::format("{{root: '{}'}}", (tmp / "jpegs").string()), {224});
+  DataSplits folder =
+      load("imagefolder", fmt::format("{{root: '{}'}}", (tmp / "jpegs").string()), {224});
   for (int64_t workers : {0, 1, 2}) {
-    fmt::print("| cifar10: uint8 32x32 -> resize 224, scale | 16 | {} | {:.0f} |\n", workers, throughput(cifar, 16, workers, quick ? 30 : 200));
-    fmt::print("| imagefolder: JPEG 500x375 decode -> 224, ImageNet normalise | 16 | {} | {:.0f} |\n", workers,
-               throughput(folder, 16, workers, quick ? 4 : 16));
+    fmt::print("| cifar10: uint8 32x32 -> resize 224, scale | 16 | {} | {:.0f} |\n", workers,
+               throughput(cifar, 16, workers, quick ? 30 : 200));
+    fmt::print(
+        "| imagefolder: JPEG 500x375 decode -> 224, ImageNet normalise | 16 | {} | {:.0f} |\n",
+        workers, throughput(folder, 16, workers, quick ? 4 : 16));
   }
 
   fmt::print("\n## Text (model input: int64 ids and mask [B, T])\n\n");
@@ -133,8 +148,9 @@ int main(int argc, char** argv) {
   write_reviews(tmp / "aclImdb", reviews, 230);
   const std::string vocab = std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/vocab.txt";
   auto imdb_yaml = [&](const char* padding) {
-    return fmt::format("{{root: '{}', vocab: '{}', max_length: 512, padding: {}, train_size: {}, val_size: {}}}",
-                       (tmp / "aclImdb").string(), vocab, padding, reviews * 7 / 10, reviews / 10);
+    return fmt::format(
+        "{{root: '{}', vocab: '{}', max_length: 512, padding: {}, train_size: {}, val_size: {}}}",
+        (tmp / "aclImdb").string(), vocab, padding, reviews * 7 / 10, reviews / 10);
   };
   auto start = Clock::now();
   DataSplits imdb = load("imdb", imdb_yaml("max_length"));
@@ -143,15 +159,21 @@ int main(int argc, char** argv) {
   DataSplits cached = load("imdb", imdb_yaml("dynamic"));
   double second = since(start);
   fmt::print("| stage | sequences/s | time |\n|---|---:|---:|\n");
-  fmt::print("| tokenise {} reviews of ~230 words (all cores), write the cache | {:.0f} | {:.2f}s |\n", reviews, reviews / first, first);
+  fmt::print(
+      "| tokenise {} reviews of ~230 words (all cores), write the cache | {:.0f} | {:.2f}s |\n",
+      reviews, reviews / first, first);
   fmt::print("| load the token cache | {:.0f} | {:.3f}s |\n", reviews / second, second);
   fmt::print("\n| collate | batch | workers | sequences/s |\n|---|---:|---:|---:|\n");
   for (int64_t workers : {0, 2}) {
-    fmt::print("| padding max_length (512) | 12 | {} | {:.0f} |\n", workers, throughput(imdb, 12, workers, 100));
-    fmt::print("| padding dynamic | 12 | {} | {:.0f} |\n", workers, throughput(cached, 12, workers, 100));
+    fmt::print("| padding max_length (512) | 12 | {} | {:.0f} |\n", workers,
+               throughput(imdb, 12, workers, 100));
+    fmt::print("| padding dynamic | 12 | {} | {:.0f} |\n", workers,
+               throughput(cached, 12, workers, 100));
   }
   // Not fs::remove_all: LibTorch's exported copy of it crashes (ARCHITECTURE.md).
-  nftw(tmp.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-       FTW_DEPTH | FTW_PHYS);
+  nftw(
+      tmp.c_str(),
+      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+      FTW_DEPTH | FTW_PHYS);
   return 0;
 }

@@ -10,8 +10,8 @@ namespace trainyard {
 
 // Exit codes of the `trainyard` executable.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // a run failed, or something unexpected broke
-inline constexpr int kExitUserError = 2;   // bad config, data, weights or command line
+inline constexpr int kExitFailure = 1;    // a run failed, or something unexpected broke
+inline constexpr int kExitUserError = 2;  // bad config, data, weights or command line
 inline constexpr int kExitInterrupted = 130;
 
 // A problem the user can fix: bad YAML, a missing or malformed data file, bad weights, a bad

@@ -11,36 +11,52 @@ const std::vector<MetricInfo>& metric_vocabulary() {
   using B = Better;
   using S = MetricScope;
   static const std::vector<MetricInfo> vocabulary = {
-      {metric::kTrainLoss, "train loss", plain, B::lower, S::epoch, "mean training loss of the epoch"},
-      {metric::kTrainAcc, "train acc", fraction, B::higher, S::epoch, "training accuracy of the epoch"},
+      {metric::kTrainLoss, "train loss", plain, B::lower, S::epoch,
+       "mean training loss of the epoch"},
+      {metric::kTrainAcc, "train acc", fraction, B::higher, S::epoch,
+       "training accuracy of the epoch"},
       {metric::kValLoss, "val loss", plain, B::lower, S::epoch, "validation loss after the epoch"},
-      {metric::kValAcc, "val acc", fraction, B::higher, S::epoch, "validation accuracy after the epoch"},
-      {metric::kEpochSeconds, "epoch time", seconds, B::lower, S::epoch, "training + validation time of the epoch"},
-      {metric::kLearningRate, "lr", plain, B::neither, S::epoch, "learning rate at the end of the epoch"},
+      {metric::kValAcc, "val acc", fraction, B::higher, S::epoch,
+       "validation accuracy after the epoch"},
+      {metric::kEpochSeconds, "epoch time", seconds, B::lower, S::epoch,
+       "training + validation time of the epoch"},
+      {metric::kLearningRate, "lr", plain, B::neither, S::epoch,
+       "learning rate at the end of the epoch"},
       {metric::kEpochSamplesPerSecond, "samples/s", per_second, B::higher, S::epoch,
        "training samples per second in the epoch's training loop (later epochs: warmed up)"},
       {metric::kTrainSeconds, "training time", seconds, B::lower, S::final,
        "training plus per-epoch validation, as the reference studies time it"},
-      {metric::kTestSeconds, "test time", seconds, B::lower, S::final, "evaluation of the best model on the test split"},
-      {metric::kTestLoss, "test loss", plain, B::lower, S::final, "test loss of the best-validation model"},
-      {metric::kTestAcc, "test acc", fraction, B::higher, S::final, "test accuracy of the best-validation model"},
-      {metric::kBestValAcc, "best val acc", fraction, B::higher, S::final, "best validation accuracy over the epochs"},
-      {metric::kBestEpoch, "best epoch", count, B::neither, S::final, "epoch whose weights were kept for the test"},
+      {metric::kTestSeconds, "test time", seconds, B::lower, S::final,
+       "evaluation of the best model on the test split"},
+      {metric::kTestLoss, "test loss", plain, B::lower, S::final,
+       "test loss of the best-validation model"},
+      {metric::kTestAcc, "test acc", fraction, B::higher, S::final,
+       "test accuracy of the best-validation model"},
+      {metric::kBestValAcc, "best val acc", fraction, B::higher, S::final,
+       "best validation accuracy over the epochs"},
+      {metric::kBestEpoch, "best epoch", count, B::neither, S::final,
+       "epoch whose weights were kept for the test"},
       {metric::kSamplesPerSecond, "samples/s", per_second, B::higher, S::final,
        "training samples per second per run (all devices)"},
       {metric::kTflops, "TFLOP/s", plain, B::higher, S::final,
        "achieved training TFLOP/s (model FLOPs, forward + backward) over the training loop"},
       {metric::kMfu, "MFU", fraction, B::higher, S::final,
        "model FLOPs utilisation: achieved TFLOP/s over the device's peak for the compute dtype"},
-      {metric::kDataWait, "data wait", fraction, B::lower, S::final, "share of training time spent waiting for batches"},
+      {metric::kDataWait, "data wait", fraction, B::lower, S::final,
+       "share of training time spent waiting for batches"},
       {metric::kPeakMemory, "peak memory", bytes, B::lower, S::final,
        "peak reserved CUDA memory on GPU runs, peak resident memory (RSS) on CPU runs"},
-      {metric::kPeakRss, "peak RSS", bytes, B::lower, S::final, "peak resident memory of the process during the run"},
-      {metric::kCudaPeakReserved, "CUDA peak reserved", bytes, B::lower, S::final, "peak memory reserved by the CUDA caching allocator"},
-      {metric::kCudaPeakAllocated, "CUDA peak allocated", bytes, B::lower, S::final, "peak memory allocated to tensors on the GPU"},
-      {metric::kParameters, "parameters", count, B::neither, S::final, "trainable parameters of the model"},
+      {metric::kPeakRss, "peak RSS", bytes, B::lower, S::final,
+       "peak resident memory of the process during the run"},
+      {metric::kCudaPeakReserved, "CUDA peak reserved", bytes, B::lower, S::final,
+       "peak memory reserved by the CUDA caching allocator"},
+      {metric::kCudaPeakAllocated, "CUDA peak allocated", bytes, B::lower, S::final,
+       "peak memory allocated to tensors on the GPU"},
+      {metric::kParameters, "parameters", count, B::neither, S::final,
+       "trainable parameters of the model"},
       {metric::kCommBytesPerStep, "comm/step", bytes, B::lower, S::final,
-       "bytes of gradients and parameters all-reduced, reduce-scattered or all-gathered per optimizer step, training only"},
+       "bytes of gradients and parameters all-reduced, reduce-scattered or all-gathered per "
+       "optimizer step, training only"},
       {metric::kParameterBytes, "param bytes/rank", bytes, B::lower, S::final,
        "parameter bytes each rank keeps (1/N of the model under fsdp)"},
       {metric::kGradientBytes, "grad bytes/rank", bytes, B::lower, S::final,
@@ -50,7 +66,8 @@ const std::vector<MetricInfo>& metric_vocabulary() {
       {metric::kSteps, "steps", count, B::neither, S::final, "optimizer steps taken"},
       {metric::kSkippedSteps, "skipped steps", count, B::lower, S::final,
        "steps skipped by the fp16 loss scaler because the gradients overflowed"},
-      {metric::kSpeedup, "speedup", ratio, B::higher, S::derived, "baseline training time / this variant's training time"},
+      {metric::kSpeedup, "speedup", ratio, B::higher, S::derived,
+       "baseline training time / this variant's training time"},
   };
   return vocabulary;
 }
@@ -70,13 +87,20 @@ std::vector<std::string> metric_keys(MetricScope scope) {
 
 std::string format_metric(const MetricInfo& metric, double value) {
   switch (metric.unit) {
-    case MetricUnit::seconds: return format_duration(value);
-    case MetricUnit::bytes: return format_bytes(value);
-    case MetricUnit::fraction: return fmt::format("{:.1f}%", 100 * value);
-    case MetricUnit::count: return fmt::format("{:L}", static_cast<long long>(value));
-    case MetricUnit::per_second: return fmt::format("{:.1f}/s", value);
-    case MetricUnit::ratio: return fmt::format("{:.2f}x", value);
-    case MetricUnit::plain: return fmt::format("{:.4g}", value);
+    case MetricUnit::seconds:
+      return format_duration(value);
+    case MetricUnit::bytes:
+      return format_bytes(value);
+    case MetricUnit::fraction:
+      return fmt::format("{:.1f}%", 100 * value);
+    case MetricUnit::count:
+      return fmt::format("{:L}", static_cast<long long>(value));
+    case MetricUnit::per_second:
+      return fmt::format("{:.1f}/s", value);
+    case MetricUnit::ratio:
+      return fmt::format("{:.2f}x", value);
+    case MetricUnit::plain:
+      return fmt::format("{:.4g}", value);
   }
   return fmt::format("{}", value);
 }

@@ -8,12 +8,18 @@ namespace trainyard {
 
 const char* to_string(ComponentKind kind) {
   switch (kind) {
-    case ComponentKind::model: return "model";
-    case ComponentKind::dataset: return "dataset";
-    case ComponentKind::optimizer: return "optimizer";
-    case ComponentKind::scheduler: return "scheduler";
-    case ComponentKind::precision: return "precision";
-    case ComponentKind::strategy: return "strategy";
+    case ComponentKind::model:
+      return "model";
+    case ComponentKind::dataset:
+      return "dataset";
+    case ComponentKind::optimizer:
+      return "optimizer";
+    case ComponentKind::scheduler:
+      return "scheduler";
+    case ComponentKind::precision:
+      return "precision";
+    case ComponentKind::strategy:
+      return "strategy";
   }
   return "?";
 }

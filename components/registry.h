@@ -25,10 +25,11 @@ const std::vector<ComponentKind>& all_component_kinds();
 // the controller and the engine ask these instead of comparing names. Each component declares its
 // own when it registers (a function of its decoded options); what does not apply to a kind stays 0.
 struct Capabilities {
-  bool multi_process = false;    // strategy: one process per device (the launcher starts ranks)
-  bool steps_on_device = false;  // optimizer: step and learning rate stay on the device (CUDA graphs)
-  int64_t image_size = 0;        // model: the input resolution images are resized to; 0: no images
-  int64_t max_positions = 0;     // model: the longest sequence it reads; 0: no sequences
+  bool multi_process = false;  // strategy: one process per device (the launcher starts ranks)
+  bool steps_on_device =
+      false;                  // optimizer: step and learning rate stay on the device (CUDA graphs)
+  int64_t image_size = 0;     // model: the input resolution images are resized to; 0: no images
+  int64_t max_positions = 0;  // model: the longest sequence it reads; 0: no sequences
 };
 
 // A component chosen by name, with its resolved options (every option, defaults included) and
@@ -48,8 +49,9 @@ struct ComponentEntry {
   std::function<Capabilities(const ConfigTree& resolved)> capabilities{};
   // Validates a config section ("model.*" without the prefix) and returns every option with its
   // value, defaults included. "name" and the `reserved` keys belong to the caller.
-  std::function<ConfigTree(const ConfigTree& section, const std::string& prefix, const Origin& section_origin,
-                           const std::vector<std::string>& reserved, Diagnostics&)>
+  std::function<ConfigTree(const ConfigTree& section, const std::string& prefix,
+                           const Origin& section_origin, const std::vector<std::string>& reserved,
+                           Diagnostics&)>
       resolve{};
   std::any factory{};  // std::function<Product(const ConfigTree& resolved, Args...)>
 };
@@ -63,7 +65,8 @@ class Registry {
     using Function = std::function<Product(const ConfigTree&, Context...)>;
     template <class Opts, class Build>
     static Function make(const OptionSet<Opts>& options, Build build, const std::string& where) {
-      return [options, build = std::move(build), where](const ConfigTree& resolved, Context... context) {
+      return [options, build = std::move(build), where](const ConfigTree& resolved,
+                                                        Context... context) {
         Diagnostics diagnostics;
         Opts opts = options.decode(resolved, "", where, {}, diagnostics, {"name"});
         diagnostics.throw_if_any();
@@ -78,23 +81,27 @@ class Registry {
   // e.g. ModelPtr(const ModelContext&). `describe` (Capabilities(const Opts&)) says what the
   // component can do; without it, nothing. Throws std::logic_error on a duplicate name.
   template <class Signature, class Opts, class Build>
-  void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options, Build build) {
+  void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options,
+           Build build) {
     add<Signature>(kind, std::move(name), std::move(help), std::move(options), std::move(build),
                    [](const Opts&) { return Capabilities{}; });
   }
   template <class Signature, class Opts, class Build, class Describe>
-  void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options, Build build,
-           Describe describe) {
+  void add(ComponentKind kind, std::string name, std::string help, OptionSet<Opts> options,
+           Build build, Describe describe) {
     std::string where = std::string(to_string(kind)) + " '" + name + "'";
-    ComponentEntry entry{.kind = kind, .name = name, .help = std::move(help), .options = options.describe()};
-    entry.capabilities = [options, where, describe = std::move(describe)](const ConfigTree& resolved) {
+    ComponentEntry entry{
+        .kind = kind, .name = name, .help = std::move(help), .options = options.describe()};
+    entry.capabilities = [options, where,
+                          describe = std::move(describe)](const ConfigTree& resolved) {
       Diagnostics diagnostics;
       Opts opts = options.decode(resolved, "", where, {}, diagnostics, {"name"});
       diagnostics.throw_if_any();
       return describe(opts);
     };
-    entry.resolve = [options, where](const ConfigTree& section, const std::string& prefix, const Origin& origin,
-                                     const std::vector<std::string>& reserved, Diagnostics& diagnostics) {
+    entry.resolve = [options, where](const ConfigTree& section, const std::string& prefix,
+                                     const Origin& origin, const std::vector<std::string>& reserved,
+                                     Diagnostics& diagnostics) {
       std::vector<std::string> ignore = reserved;
       ignore.push_back("name");
       Opts opts = options.decode(section, prefix, where, origin, diagnostics, ignore);
@@ -111,11 +118,13 @@ class Registry {
   // Builds component `name` of `kind` from its resolved options, with the `Signature` it was
   // registered with; each kind's header wraps this in a typed helper (build_model, ...).
   template <class Signature, class... Args>
-  auto build(ComponentKind kind, const std::string& name, const ConfigTree& options, Args&&... args) const {
+  auto build(ComponentKind kind, const std::string& name, const ConfigTree& options,
+             Args&&... args) const {
     const ComponentEntry* entry = find(kind, name);
     if (entry == nullptr)
       throw UserError(std::string("unknown ") + to_string(kind) + " '" + name + "'");
-    const auto& factory = std::any_cast<const typename Factory<Signature>::Function&>(entry->factory);
+    const auto& factory =
+        std::any_cast<const typename Factory<Signature>::Function&>(entry->factory);
     return factory(options, std::forward<Args>(args)...);
   }
 

@@ -83,8 +83,10 @@ std::vector<YAML::Node> merged_maps(const YAML::Node& key, const YAML::Node& val
     for (const YAML::Node& item : value) sources.push_back(item);
   else
     sources.push_back(value);
-  if (!std::all_of(sources.begin(), sources.end(), [](const YAML::Node& s) { return s.IsMap(); })) return {};
-  return sources;  // (not reordered in place: assigning a YAML::Node writes into the node it refers to)
+  if (!std::all_of(sources.begin(), sources.end(), [](const YAML::Node& s) { return s.IsMap(); }))
+    return {};
+  return sources;  // (not reordered in place: assigning a YAML::Node writes into the node it refers
+                   // to)
 }
 
 }  // namespace
@@ -92,10 +94,12 @@ std::vector<YAML::Node> merged_maps(const YAML::Node& key, const YAML::Node& val
 void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& file,
                   const std::string& prefix) {
   // Merge keys first (`<<: *defaults`, as YAML 1.1 defines them), so the map's own keys, set
-  // after them, win. A merge of anything but mappings stays a key named '<<': validation reports it.
+  // after them, win. A merge of anything but mappings stays a key named '<<': validation reports
+  // it.
   for (auto it = map.begin(); it != map.end(); ++it) {
     std::vector<YAML::Node> sources = merged_maps(it->first, it->second);
-    for (auto source = sources.rbegin(); source != sources.rend(); ++source) flatten_into(tree, *source, file, prefix);
+    for (auto source = sources.rbegin(); source != sources.rend(); ++source)
+      flatten_into(tree, *source, file, prefix);
   }
   for (auto it = map.begin(); it != map.end(); ++it) {
     if (!merged_maps(it->first, it->second).empty()) continue;

@@ -41,7 +41,8 @@ std::string Diagnostics::format() const {
       std::string text = source_line(d.origin.file, d.origin.line);
       if (!text.empty()) {
         out += fmt::format("  {}\n", text);
-        if (d.origin.column > 0) out += fmt::format("  {}^\n", std::string(d.origin.column - 1, ' '));
+        if (d.origin.column > 0)
+          out += fmt::format("  {}^\n", std::string(d.origin.column - 1, ' '));
       }
     }
   }

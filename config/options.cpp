@@ -94,8 +94,7 @@ YAML::Node encode_value(const std::vector<std::string>& value) {
 std::optional<std::string> check_rule(const Rule& rule, double value) {
   bool below = rule.min && (rule.min_exclusive ? value <= *rule.min : value < *rule.min);
   bool above = rule.max && value > *rule.max;
-  if (below || above)
-    return fmt::format("must be {}, got {}", rule.describe(), number_text(value));
+  if (below || above) return fmt::format("must be {}, got {}", rule.describe(), number_text(value));
   return std::nullopt;
 }
 
@@ -142,11 +141,13 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
     std::string head = split(key, '.').front();
     if (std::find(reported.begin(), reported.end(), head) != reported.end()) continue;
     reported.push_back(head);
-    std::string message = fmt::format("unknown key '{}' for {}",
-                                      prefix.empty() ? head : prefix + "." + head, where);
+    std::string message =
+        fmt::format("unknown key '{}' for {}", prefix.empty() ? head : prefix + "." + head, where);
     std::string guess = closest_match(head, known);
-    if (!guess.empty()) message += fmt::format(" (did you mean '{}'?)", guess);
-    else message += "; known keys: " + join(known);
+    if (!guess.empty())
+      message += fmt::format(" (did you mean '{}'?)", guess);
+    else
+      message += "; known keys: " + join(known);
     diagnostics.error(value.key_origin, message);
   }
 }

@@ -80,12 +80,28 @@ YAML::Node encode_value(bool value);
 YAML::Node encode_value(const std::string& value);
 YAML::Node encode_value(const std::vector<std::string>& value);
 
-template <class T> const char* type_name();
-template <> inline const char* type_name<int64_t>() { return "int"; }
-template <> inline const char* type_name<double>() { return "float"; }
-template <> inline const char* type_name<bool>() { return "bool"; }
-template <> inline const char* type_name<std::string>() { return "string"; }
-template <> inline const char* type_name<std::vector<std::string>>() { return "list"; }
+template <class T>
+const char* type_name();
+template <>
+inline const char* type_name<int64_t>() {
+  return "int";
+}
+template <>
+inline const char* type_name<double>() {
+  return "float";
+}
+template <>
+inline const char* type_name<bool>() {
+  return "bool";
+}
+template <>
+inline const char* type_name<std::string>() {
+  return "string";
+}
+template <>
+inline const char* type_name<std::vector<std::string>>() {
+  return "list";
+}
 
 // Checks `value` against `rule`; on failure returns the message ("must be ≥ 1, got 0").
 std::optional<std::string> check_rule(const Rule& rule, double value);
@@ -161,8 +177,10 @@ class OptionSet {
           diagnostics.error(value ? value->origin : section_origin,
                             "missing required key '" + name + "' for " + where);
         else if (value)
-          diagnostics.error(value->origin, "'" + name + "' has no value; remove the key to use "
-                                           "the default (" + field.info.default_value + ")");
+          diagnostics.error(value->origin, "'" + name +
+                                               "' has no value; remove the key to use "
+                                               "the default (" +
+                                               field.info.default_value + ")");
         continue;
       }
       field.decode(opts, *value, name, diagnostics);

@@ -14,7 +14,8 @@ namespace {
 }  // namespace
 
 Database::Database(const std::string& path) : path_(path) {
-  int code = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  int code =
+      sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (code != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -41,7 +42,8 @@ int64_t Database::last_insert_id() const { return sqlite3_last_insert_rowid(db_)
 int Database::changes() const { return sqlite3_changes(db_); }
 
 Statement::Statement(Database& db, std::string_view sql) : db_(&db) {
-  if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) != SQLITE_OK)
+  if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &stmt_, nullptr) !=
+      SQLITE_OK)
     fail(db.handle(), db.path(), "cannot prepare '" + std::string(sql) + "'");
 }
 
@@ -64,7 +66,8 @@ Statement& Statement::bind(int index, double value) {
   return *this;
 }
 Statement& Statement::bind(int index, std::string_view value) {
-  check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
+  check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
+                          SQLITE_TRANSIENT));
   return *this;
 }
 Statement& Statement::bind_null(int index) {

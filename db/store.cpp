@@ -111,12 +111,18 @@ RunRecord read_run(const sql::Statement& s) {
 
 const char* to_string(RunStatus status) {
   switch (status) {
-    case RunStatus::queued: return "queued";
-    case RunStatus::running: return "running";
-    case RunStatus::completed: return "completed";
-    case RunStatus::failed: return "failed";
-    case RunStatus::interrupted: return "interrupted";
-    case RunStatus::skipped: return "skipped";
+    case RunStatus::queued:
+      return "queued";
+    case RunStatus::running:
+      return "running";
+    case RunStatus::completed:
+      return "completed";
+    case RunStatus::failed:
+      return "failed";
+    case RunStatus::interrupted:
+      return "interrupted";
+    case RunStatus::skipped:
+      return "skipped";
   }
   return "?";
 }
@@ -179,7 +185,11 @@ int64_t Store::upsert_experiment(const std::string& name, const std::string& fil
          "INSERT INTO experiments (name, file, description, report_yaml, created_at) "
          "VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET file = excluded.file, "
          "description = excluded.description, report_yaml = excluded.report_yaml")
-      .bind(1, name).bind(2, file).bind(3, description).bind(4, report_yaml).bind(5, utc_now())
+      .bind(1, name)
+      .bind(2, file)
+      .bind(3, description)
+      .bind(4, report_yaml)
+      .bind(5, utc_now())
       .run();
   return find_experiment(name)->id;
 }
@@ -192,14 +202,16 @@ std::optional<ExperimentRecord> Store::find_experiment(const std::string& name) 
 
 std::vector<ExperimentRecord> Store::experiments() {
   std::vector<ExperimentRecord> out;
-  auto s = db_.prepare("SELECT id, name, file, description, report_yaml, created_at FROM experiments ORDER BY id");
+  auto s = db_.prepare(
+      "SELECT id, name, file, description, report_yaml, created_at FROM experiments ORDER BY id");
   while (s.step())
     out.push_back({s.column_int(0), s.column_text(1), s.column_text(2), s.column_text(3),
                    s.column_text(4), s.column_text(5)});
   return out;
 }
 
-std::optional<int64_t> Store::find_completed_run(int64_t experiment_id, const std::string& config_hash) {
+std::optional<int64_t> Store::find_completed_run(int64_t experiment_id,
+                                                 const std::string& config_hash) {
   auto s = db_.prepare(
       "SELECT id FROM runs WHERE experiment_id = ? AND config_hash = ? AND status = 'completed' "
       "ORDER BY id DESC LIMIT 1");
@@ -213,9 +225,17 @@ int64_t Store::queue_run(int64_t experiment_id, const QueuedRun& run) {
          "INSERT INTO runs (experiment_id, variant, position, config_yaml, config_hash, status, "
          "precision, strategy, devices, queued_at, host, pid) "
          "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)")
-      .bind(1, experiment_id).bind(2, run.variant).bind(3, run.position).bind(4, run.config_yaml)
-      .bind(5, run.config_hash).bind(6, run.precision).bind(7, run.strategy).bind(8, run.devices)
-      .bind(9, utc_now()).bind(10, host_name()).bind(11, static_cast<int64_t>(getpid()))
+      .bind(1, experiment_id)
+      .bind(2, run.variant)
+      .bind(3, run.position)
+      .bind(4, run.config_yaml)
+      .bind(5, run.config_hash)
+      .bind(6, run.precision)
+      .bind(7, run.strategy)
+      .bind(8, run.devices)
+      .bind(9, utc_now())
+      .bind(10, host_name())
+      .bind(11, static_cast<int64_t>(getpid()))
       .run();
   return db_.last_insert_id();
 }
@@ -224,15 +244,22 @@ void Store::start_run(int64_t run_id, const RunEnvironment& env) {
   db_.prepare(
          "UPDATE runs SET status = 'running', started_at = ?, host = ?, pid = ?, git_revision = ?, "
          "torch_version = ?, device_name = ?, log_path = ? WHERE id = ?")
-      .bind(1, utc_now()).bind(2, host_name()).bind(3, static_cast<int64_t>(getpid()))
-      .bind(4, env.git_revision).bind(5, env.torch_version).bind(6, env.device_name)
-      .bind(7, env.log_path).bind(8, run_id)
+      .bind(1, utc_now())
+      .bind(2, host_name())
+      .bind(3, static_cast<int64_t>(getpid()))
+      .bind(4, env.git_revision)
+      .bind(5, env.torch_version)
+      .bind(6, env.device_name)
+      .bind(7, env.log_path)
+      .bind(8, run_id)
       .run();
 }
 
-void Store::record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values) {
+void Store::record_epoch(int64_t run_id, int64_t epoch,
+                         const std::map<std::string, double>& values) {
   sql::Transaction transaction(db_);
-  auto s = db_.prepare("INSERT OR REPLACE INTO epoch_metrics (run_id, epoch, key, value) VALUES (?, ?, ?, ?)");
+  auto s = db_.prepare(
+      "INSERT OR REPLACE INTO epoch_metrics (run_id, epoch, key, value) VALUES (?, ?, ?, ?)");
   for (const auto& [key, value] : values) {
     s.bind(1, run_id).bind(2, epoch).bind(3, key).bind(4, value).run();
     s.reset();
@@ -240,9 +267,11 @@ void Store::record_epoch(int64_t run_id, int64_t epoch, const std::map<std::stri
   transaction.commit();
 }
 
-void Store::record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes) {
+void Store::record_attributes(int64_t run_id,
+                              const std::map<std::string, std::string>& attributes) {
   sql::Transaction transaction(db_);
-  auto s = db_.prepare("INSERT OR REPLACE INTO run_attributes (run_id, key, value) VALUES (?, ?, ?)");
+  auto s =
+      db_.prepare("INSERT OR REPLACE INTO run_attributes (run_id, key, value) VALUES (?, ?, ?)");
   for (const auto& [key, value] : attributes) {
     s.bind(1, run_id).bind(2, key).bind(3, value).run();
     s.reset();
@@ -260,29 +289,38 @@ std::map<std::string, std::string> Store::attributes(int64_t run_id) {
 
 void Store::complete_run(int64_t run_id, const std::map<std::string, double>& metrics) {
   sql::Transaction transaction(db_);
-  auto s = db_.prepare("INSERT OR REPLACE INTO final_metrics (run_id, key, value) VALUES (?, ?, ?)");
+  auto s =
+      db_.prepare("INSERT OR REPLACE INTO final_metrics (run_id, key, value) VALUES (?, ?, ?)");
   for (const auto& [key, value] : metrics) {
     s.bind(1, run_id).bind(2, key).bind(3, value).run();
     s.reset();
   }
   db_.prepare("UPDATE runs SET status = 'completed', ended_at = ?, error = '' WHERE id = ?")
-      .bind(1, utc_now()).bind(2, run_id).run();
+      .bind(1, utc_now())
+      .bind(2, run_id)
+      .run();
   transaction.commit();
 }
 
 void Store::end_run(int64_t run_id, RunStatus status, const std::string& error) {
   db_.prepare("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE id = ?")
-      .bind(1, to_string(status)).bind(2, utc_now()).bind(3, error).bind(4, run_id).run();
+      .bind(1, to_string(status))
+      .bind(2, utc_now())
+      .bind(3, error)
+      .bind(4, run_id)
+      .run();
 }
 
 int Store::mark_orphaned_runs_interrupted() {
   std::vector<int64_t> orphans;
-  auto s = db_.prepare("SELECT id, pid FROM runs WHERE status IN ('queued', 'running') AND host = ?");
+  auto s =
+      db_.prepare("SELECT id, pid FROM runs WHERE status IN ('queued', 'running') AND host = ?");
   s.bind(1, host_name());
   while (s.step())
     if (!process_alive(s.column_int(1))) orphans.push_back(s.column_int(0));
   for (int64_t id : orphans)
-    end_run(id, RunStatus::interrupted, "the trainyard process running it exited before it finished");
+    end_run(id, RunStatus::interrupted,
+            "the trainyard process running it exited before it finished");
   return static_cast<int>(orphans.size());
 }
 
@@ -316,7 +354,8 @@ std::map<std::string, double> Store::final_metrics(int64_t run_id) {
 
 std::vector<EpochRow> Store::epoch_metrics(int64_t run_id) {
   std::vector<EpochRow> out;
-  auto s = db_.prepare("SELECT epoch, key, value FROM epoch_metrics WHERE run_id = ? ORDER BY epoch, key");
+  auto s = db_.prepare(
+      "SELECT epoch, key, value FROM epoch_metrics WHERE run_id = ? ORDER BY epoch, key");
   s.bind(1, run_id);
   while (s.step()) {
     int64_t epoch = s.column_int(0);

@@ -38,7 +38,8 @@ struct Bar {
 std::string bar_chart(const std::string& title, const std::vector<Bar>& bars) {
   if (bars.empty()) return "";
   const int label_width = 170, bar_width = 300, row = 26, top = 28;
-  const int width = label_width + bar_width + 110, height = top + row * static_cast<int>(bars.size()) + 8;
+  const int width = label_width + bar_width + 110,
+            height = top + row * static_cast<int>(bars.size()) + 8;
   double max = 0;
   for (const auto& b : bars) max = std::max(max, b.value);
   std::string svg = fmt::format(
@@ -48,12 +49,12 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars) {
   for (size_t i = 0; i < bars.size(); ++i) {
     const int y = top + row * static_cast<int>(i);
     const double w = max > 0 ? bar_width * bars[i].value / max : 0;
-    svg += fmt::format(
-        R"(<text x="{0}" y="{1}" text-anchor="end">{2}</text>)"
-        R"(<rect x="{3}" y="{4}" width="{5:.1f}" height="{6}" rx="3" fill="#4f7cd6"/>)"
-        R"(<text x="{7:.1f}" y="{1}">{8}</text>)",
-        label_width - 8, y + 15, html_escape(bars[i].label), label_width, y + 3, w, row - 8,
-        label_width + w + 6, html_escape(bars[i].text));
+    svg +=
+        fmt::format(R"(<text x="{0}" y="{1}" text-anchor="end">{2}</text>)"
+                    R"(<rect x="{3}" y="{4}" width="{5:.1f}" height="{6}" rx="3" fill="#4f7cd6"/>)"
+                    R"(<text x="{7:.1f}" y="{1}">{8}</text>)",
+                    label_width - 8, y + 15, html_escape(bars[i].label), label_width, y + 3, w,
+                    row - 8, label_width + w + 6, html_escape(bars[i].text));
   }
   return svg + "</svg>";
 }
@@ -65,18 +66,22 @@ std::optional<double> best_value(const ExperimentReport& section, const MetricIn
   for (const auto& row : section.rows) {
     auto it = row.metrics.find(info.key);
     if (row.status != RunStatus::completed || it == row.metrics.end()) continue;
-    if (!best || (info.better == Better::higher ? it->second > *best : it->second < *best)) best = it->second;
+    if (!best || (info.better == Better::higher ? it->second > *best : it->second < *best))
+      best = it->second;
   }
   return best;
 }
 
 std::string results_table(const ExperimentReport& section) {
-  std::string html = "<table><thead><tr><th>variant</th><th>precision</th><th>devices</th><th>strategy</th>";
-  for (const auto& key : section.options.metrics) html += "<th>" + html_escape(find_metric(key)->label) + "</th>";
+  std::string html =
+      "<table><thead><tr><th>variant</th><th>precision</th><th>devices</th><th>strategy</th>";
+  for (const auto& key : section.options.metrics)
+    html += "<th>" + html_escape(find_metric(key)->label) + "</th>";
   html += "</tr></thead><tbody>";
   const size_t columns = 4 + section.options.metrics.size();
   for (const auto& row : section.rows) {
-    html += fmt::format(R"(<tr{}><td>{})", row.variant == section.baseline ? R"( class="baseline")" : "",
+    html += fmt::format(R"(<tr{}><td>{})",
+                        row.variant == section.baseline ? R"( class="baseline")" : "",
                         html_escape(row.variant));
     if (row.status != RunStatus::completed)
       html += fmt::format(R"( <span class="status {0}">{0}</span>)", to_string(row.status));
@@ -96,7 +101,8 @@ std::string results_table(const ExperimentReport& section) {
     }
     html += "</tr>";
     if (!row.error.empty())
-      html += fmt::format(R"(<tr><td colspan="{}" class="error">{}</td></tr>)", columns, html_escape(row.error));
+      html += fmt::format(R"(<tr><td colspan="{}" class="error">{}</td></tr>)", columns,
+                          html_escape(row.error));
   }
   return html + "</tbody></table>";
 }
@@ -135,7 +141,11 @@ std::string epoch_tables(const ExperimentReport& section) {
       html += fmt::format("<tr><td>{}</td>", epoch.epoch);
       for (const auto& key : keys) {
         auto it = epoch.values.find(key);
-        html += "<td>" + (it == epoch.values.end() ? std::string("—") : html_escape(format_metric(*find_metric(key), it->second))) + "</td>";
+        html +=
+            "<td>" +
+            (it == epoch.values.end() ? std::string("—")
+                                      : html_escape(format_metric(*find_metric(key), it->second))) +
+            "</td>";
       }
       html += "</tr>";
     }
@@ -148,9 +158,11 @@ std::string epoch_tables(const ExperimentReport& section) {
 // graphs were captured, where it saved weights — one column per thing any run recorded.
 std::string run_details(const ExperimentReport& section) {
   static const std::vector<std::pair<std::string, std::string>> kLabels = {
-      {"param_dtype", "parameters"},       {"compute_dtype", "compute"},        {"grad_dtype", "gradients"},
-      {"reduce_dtype", "gradient reduction"}, {"loss_scaling", "loss scaling"}, {"matmul_precision", "float32 matmuls"},
-      {"cuda_graphs", "CUDA graphs"},      {"weights_path", "weights"},         {"state_path", "training state"}};
+      {"param_dtype", "parameters"},    {"compute_dtype", "compute"},
+      {"grad_dtype", "gradients"},      {"reduce_dtype", "gradient reduction"},
+      {"loss_scaling", "loss scaling"}, {"matmul_precision", "float32 matmuls"},
+      {"cuda_graphs", "CUDA graphs"},   {"weights_path", "weights"},
+      {"state_path", "training state"}};
   std::vector<std::pair<std::string, std::string>> columns;
   for (const auto& [key, label] : kLabels) {
     for (const auto& row : section.rows)
@@ -161,7 +173,8 @@ std::string run_details(const ExperimentReport& section) {
   }
   for (const auto& row : section.rows)  // anything else a run recorded, under its own key
     for (const auto& [key, value] : row.attributes)
-      if (std::none_of(columns.begin(), columns.end(), [&](const auto& c) { return c.first == key; }))
+      if (std::none_of(columns.begin(), columns.end(),
+                       [&](const auto& c) { return c.first == key; }))
         columns.emplace_back(key, key);
   if (columns.empty()) return "";
   std::string html = "<details><summary>Run details</summary><table><thead><tr><th>variant</th>";
@@ -171,7 +184,8 @@ std::string run_details(const ExperimentReport& section) {
     html += "<tr><td>" + html_escape(row.variant) + "</td>";
     for (const auto& column : columns) {
       auto it = row.attributes.find(column.first);
-      html += R"(<td class="text">)" + (it == row.attributes.end() ? std::string("—") : html_escape(it->second)) + "</td>";
+      html += R"(<td class="text">)" +
+              (it == row.attributes.end() ? std::string("—") : html_escape(it->second)) + "</td>";
     }
     html += "</tr>";
   }
@@ -184,9 +198,10 @@ std::string hardware_line(const ExperimentReport& section) {
     if (!row.device_name.empty()) devices.insert(row.device_name);
     if (!row.torch_version.empty()) versions.insert(row.torch_version);
   }
-  return fmt::format("Hardware: {} · LibTorch {}",
-                     devices.empty() ? "—" : html_escape(join({devices.begin(), devices.end()}, "; ")),
-                     versions.empty() ? "—" : html_escape(join({versions.begin(), versions.end()}, ", ")));
+  return fmt::format(
+      "Hardware: {} · LibTorch {}",
+      devices.empty() ? "—" : html_escape(join({devices.begin(), devices.end()}, "; ")),
+      versions.empty() ? "—" : html_escape(join({versions.begin(), versions.end()}, ", ")));
 }
 
 }  // namespace
@@ -197,19 +212,27 @@ std::string render_html(const Report& report) {
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
       "<title>Trainyard report</title><style>{}</style></head><body>"
       "<h1>Trainyard report</h1><p class=\"meta\">Generated {} · {} experiment{}</p>",
-      kStyle, report.generated_at, report.experiments.size(), report.experiments.size() == 1 ? "" : "s");
-  if (report.experiments.empty()) html += "<p>No experiments yet: run <code>trainyard run FILE</code> first.</p>";
+      kStyle, report.generated_at, report.experiments.size(),
+      report.experiments.size() == 1 ? "" : "s");
+  if (report.experiments.empty())
+    html += "<p>No experiments yet: run <code>trainyard run FILE</code> first.</p>";
   for (const auto& section : report.experiments) {
     const auto& e = section.experiment;
-    html += fmt::format("<section><h2>{}</h2>", html_escape(section.options.title.empty() ? e.name : section.options.title));
+    html +=
+        fmt::format("<section><h2>{}</h2>",
+                    html_escape(section.options.title.empty() ? e.name : section.options.title));
     if (!e.description.empty()) html += "<p>" + html_escape(e.description) + "</p>";
-    html += fmt::format("<p class=\"meta\">Experiment <code>{}</code> from <code>{}</code> · {} · speedups relative to <b>{}</b></p>",
-                        html_escape(e.name), html_escape(e.file), hardware_line(section), html_escape(section.baseline));
+    html += fmt::format(
+        "<p class=\"meta\">Experiment <code>{}</code> from <code>{}</code> · {} · speedups "
+        "relative to <b>{}</b></p>",
+        html_escape(e.name), html_escape(e.file), hardware_line(section),
+        html_escape(section.baseline));
     if (section.rows.empty()) {
       html += "<p>No runs yet.</p></section>";
       continue;
     }
-    html += results_table(section) + charts(section) + epoch_tables(section) + run_details(section) + "</section>";
+    html += results_table(section) + charts(section) + epoch_tables(section) +
+            run_details(section) + "</section>";
   }
   return html + "</body></html>\n";
 }

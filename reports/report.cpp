@@ -55,7 +55,8 @@ Report build_report(Store& store, const std::string& experiment_name) {
       for (const auto& e : store.experiments()) names.push_back(e.name);
       std::string guess = closest_match(experiment_name, names);
       throw UserError(fmt::format("no experiment '{}' in {}{}; experiments: {}", experiment_name,
-                                  store.path(), guess.empty() ? "" : " (did you mean '" + guess + "'?)",
+                                  store.path(),
+                                  guess.empty() ? "" : " (did you mean '" + guess + "'?)",
                                   names.empty() ? "none yet" : join(names)));
     }
   }
@@ -81,7 +82,8 @@ Report build_report(Store& store, const std::string& experiment_name) {
     for (const auto& variant : order) section.rows.push_back(make_row(store, chosen[variant]));
 
     section.baseline = section.options.baseline;
-    if (section.baseline.empty() && !section.rows.empty()) section.baseline = section.rows.front().variant;
+    if (section.baseline.empty() && !section.rows.empty())
+      section.baseline = section.rows.front().variant;
     const VariantRow* baseline = nullptr;
     for (const auto& row : section.rows)
       if (row.variant == section.baseline && row.status == RunStatus::completed) baseline = &row;
@@ -103,12 +105,23 @@ std::string html_escape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -147,8 +160,8 @@ std::string render_markdown(const Report& report) {
     out += "\n" + rule + "\n";
     for (const auto& row : section.rows) {
       out += fmt::format("| {}{} | {} | {} | {} | {} |", row.variant,
-                         row.variant == section.baseline ? " (baseline)" : "", to_string(row.status),
-                         row.precision, row.devices, row.strategy);
+                         row.variant == section.baseline ? " (baseline)" : "",
+                         to_string(row.status), row.precision, row.devices, row.strategy);
       for (const auto& key : section.options.metrics) out += " " + cell(row, key) + " |";
       out += "\n";
     }
@@ -161,15 +174,16 @@ std::string render_csv(const Report& report) {
   std::vector<std::string> keys;
   for (const auto& m : metric_vocabulary())
     if (m.scope != MetricScope::epoch) keys.push_back(m.key);
-  std::string out = "experiment,variant,run_id,status,precision,devices,strategy,device,torch_version";
+  std::string out =
+      "experiment,variant,run_id,status,precision,devices,strategy,device,torch_version";
   for (const auto& key : keys) out += "," + key;
   out += "\n";
   for (const auto& section : report.experiments) {
     for (const auto& row : section.rows) {
       out += fmt::format("{},{},{},{},{},{},{},{},{}", csv_field(section.experiment.name),
-                         csv_field(row.variant), row.run_id, to_string(row.status), csv_field(row.precision),
-                         row.devices, csv_field(row.strategy), csv_field(row.device_name),
-                         csv_field(row.torch_version));
+                         csv_field(row.variant), row.run_id, to_string(row.status),
+                         csv_field(row.precision), row.devices, csv_field(row.strategy),
+                         csv_field(row.device_name), csv_field(row.torch_version));
       for (const auto& key : keys) {
         auto it = row.metrics.find(key);
         out += it == row.metrics.end() ? "," : fmt::format(",{}", it->second);

@@ -28,7 +28,9 @@ class StoreObserver : public RunObserver {
   void on_setup(const std::map<std::string, std::string>& attributes) override {
     store_.record_attributes(run_id_, attributes);
   }
-  void on_epoch(int64_t epoch, const MetricValues& values) override { store_.record_epoch(run_id_, epoch, values); }
+  void on_epoch(int64_t epoch, const MetricValues& values) override {
+    store_.record_epoch(run_id_, epoch, values);
+  }
 
  private:
   Store& store_;
@@ -49,7 +51,8 @@ std::string command_output(const std::string& command) {
 
 std::string safe_file_name(const std::string& text) {
   std::string out;
-  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
+  for (char c : text)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
   return out;
 }
 
@@ -75,29 +78,37 @@ std::string git_revision_of(const std::string& path) {
   std::string quoted = "'" + dir.string() + "'";
   std::string revision = command_output("git -C " + quoted + " rev-parse --short HEAD 2>/dev/null");
   if (revision.empty()) return "";
-  if (!command_output("git -C " + quoted + " status --porcelain --untracked-files=no 2>/dev/null").empty())
+  if (!command_output("git -C " + quoted + " status --porcelain --untracked-files=no 2>/dev/null")
+           .empty())
     revision += "-dirty";
   return revision;
 }
 
 Controller::Controller(Store& store, const Registry& registry, std::string log_dir,
                        const std::atomic<bool>& stop_requested, NodeSpec node)
-    : store_(store), registry_(registry), log_dir_(std::move(log_dir)), stop_requested_(stop_requested),
+    : store_(store),
+      registry_(registry),
+      log_dir_(std::move(log_dir)),
+      stop_requested_(stop_requested),
       node_(std::move(node)) {}
 
 BatchSummary Controller::run_experiment(const Experiment& experiment, bool force) {
   BatchSummary summary;
   if (int orphans = store_.mark_orphaned_runs_interrupted())
-    fmt::print(stderr, "{} run{} left unfinished by an earlier trainyard process marked interrupted\n",
+    fmt::print(stderr,
+               "{} run{} left unfinished by an earlier trainyard process marked interrupted\n",
                orphans, orphans == 1 ? "" : "s");
   const int64_t experiment_id = store_.upsert_experiment(
       experiment.name, experiment.file, experiment.description,
       report_option_set().encode(experiment.report, "", {}).to_yaml_text());
 
   // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
-  // Every node must launch the same runs in the same order; only node 0 knows what completed before.
+  // Every node must launch the same runs in the same order; only node 0 knows what completed
+  // before.
   if (node_.multi_node() && !force) {
-    fmt::print(stderr, "multi-node: every run executes (completed runs are not skipped, so the nodes stay in step)\n");
+    fmt::print(stderr,
+               "multi-node: every run executes (completed runs are not skipped, so the nodes stay "
+               "in step)\n");
     force = true;
   }
   std::vector<std::pair<int64_t, const RunSpec*>> queue;
@@ -111,7 +122,8 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
                      .strategy = run.strategy.name,
                      .devices = run.runtime.devices};
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
-      fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n", run.variant, *done);
+      fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n",
+                 run.variant, *done);
       ++summary.already_completed;
       continue;
     }
@@ -131,7 +143,8 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
   for (size_t i = 0; i < queue.size(); ++i) {
     if (summary.interrupted || stop_requested_.load()) {
       summary.interrupted = true;
-      store_.end_run(queue[i].first, RunStatus::interrupted, "the batch was interrupted before this run started");
+      store_.end_run(queue[i].first, RunStatus::interrupted,
+                     "the batch was interrupted before this run started");
       continue;
     }
     fmt::print(stderr, "> {} [{}/{}]\n", queue[i].second->variant, i + 1, queue.size());
@@ -141,12 +154,14 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
   return summary;
 }
 
-void Controller::execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run,
-                         BatchSummary& summary) {
+void Controller::execute(const Experiment& experiment, int64_t run_id, int ordinal,
+                         const RunSpec& run, BatchSummary& summary) {
   // Node K > 0 of a multi-node run keeps its logs apart from node 0's, should they share a folder.
-  const std::string node_suffix = node_.node_rank > 0 ? fmt::format("-node{}", node_.node_rank) : "";
-  const fs::path stem = fs::path(log_dir_) / safe_file_name(experiment.name) /
-                        fmt::format("run-{}-{}{}", run_id, safe_file_name(run.variant), node_suffix);
+  const std::string node_suffix =
+      node_.node_rank > 0 ? fmt::format("-node{}", node_.node_rank) : "";
+  const fs::path stem =
+      fs::path(log_dir_) / safe_file_name(experiment.name) /
+      fmt::format("run-{}-{}{}", run_id, safe_file_name(run.variant), node_suffix);
   fs::create_directories(stem.parent_path());
   const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
   std::ofstream(config_path) << run.config_yaml;  // what every rank reads
@@ -156,7 +171,8 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, int ordin
                             .device_name = device.name,
                             .log_path = log_path});
   auto log = run_logger(run.variant, log_path);
-  log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name, run.variant, run.config_hash);
+  log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name,
+            run.variant, run.config_hash);
   StoreObserver observer(store_, run_id, log);
   // A one-device run stays on node 0 (the other nodes skip it), whatever the batch spans.
   const NodeSpec node = run.strategy.capabilities.multi_process ? node_ : NodeSpec();

@@ -35,7 +35,8 @@ class Controller {
   BatchSummary run_experiment(const Experiment& experiment, bool force);
 
  private:
-  void execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run, BatchSummary& summary);
+  void execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run,
+               BatchSummary& summary);
 
   Store& store_;
   const Registry& registry_;

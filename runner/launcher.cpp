@@ -77,9 +77,11 @@ struct Rank {
 // Starts rank `r`: its output goes to its log file, its reports to the pipe on fd 3.
 void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int port) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", r.log_path, std::strerror(errno)));
+  if (log < 0)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", r.log_path, std::strerror(errno)));
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -91,14 +93,18 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
     dup2(log, STDERR_FILENO);
     dup2(fds[1], kChannelFd);
     std::vector<std::pair<std::string, std::string>> env = {
-        {"RANK", std::to_string(r.rank)}, {"WORLD_SIZE", std::to_string(spec.node.nnodes * spec.devices)},
-        {"LOCAL_RANK", std::to_string(r.local)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.devices)},
-        {"NODE_RANK", std::to_string(spec.node.node_rank)}, {"MASTER_ADDR", spec.node.master_addr},
+        {"RANK", std::to_string(r.rank)},
+        {"WORLD_SIZE", std::to_string(spec.node.nnodes * spec.devices)},
+        {"LOCAL_RANK", std::to_string(r.local)},
+        {"LOCAL_WORLD_SIZE", std::to_string(spec.devices)},
+        {"NODE_RANK", std::to_string(spec.node.node_rank)},
+        {"MASTER_ADDR", spec.node.master_addr},
         {"MASTER_PORT", std::to_string(port)},
         {kChannelVariable, std::to_string(kChannelFd)}};
     for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
-    execl(executable.c_str(), executable.c_str(), "worker", "--config", spec.config_path.c_str(), "--variant",
-          spec.variant.c_str(), "--output-prefix", spec.output_prefix.c_str(), static_cast<char*>(nullptr));
+    execl(executable.c_str(), executable.c_str(), "worker", "--config", spec.config_path.c_str(),
+          "--variant", spec.variant.c_str(), "--output-prefix", spec.output_prefix.c_str(),
+          static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -109,15 +115,19 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
 
 std::string describe_exit(const Rank& r) {
   if (WIFSIGNALED(r.status))
-    return fmt::format("rank {} was killed by signal {} ({})", r.rank, WTERMSIG(r.status), strsignal(WTERMSIG(r.status)));
+    return fmt::format("rank {} was killed by signal {} ({})", r.rank, WTERMSIG(r.status),
+                       strsignal(WTERMSIG(r.status)));
   return fmt::format("rank {} exited with code {}", r.rank, WEXITSTATUS(r.status));
 }
 
-bool failed(const Rank& r) { return r.exited && !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0); }
+bool failed(const Rank& r) {
+  return r.exited && !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
+}
 
 }  // namespace
 
-LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std::atomic<bool>& stop_requested) {
+LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
+                        const std::atomic<bool>& stop_requested) {
   const std::string executable = self_executable();
   const int port = spec.port > 0 ? spec.port : free_port();
   std::vector<Rank> ranks(static_cast<size_t>(spec.devices));
@@ -152,8 +162,10 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
         if (message.contains("error")) r.error = message["error"].get<std::string>();
         if (r.local != 0) continue;
         if (message.contains("log")) observer.on_log(message["log"].get<std::string>());
-        if (message.contains("setup")) observer.on_setup(message["setup"].get<std::map<std::string, std::string>>());
-        if (message.contains("epoch")) observer.on_epoch(message["epoch"].get<int64_t>(), message["values"].get<MetricValues>());
+        if (message.contains("setup"))
+          observer.on_setup(message["setup"].get<std::map<std::string, std::string>>());
+        if (message.contains("epoch"))
+          observer.on_epoch(message["epoch"].get<int64_t>(), message["values"].get<MetricValues>());
         if (message.contains("result")) {
           result.metrics = message["result"].get<MetricValues>();
           got_result = true;
@@ -168,8 +180,10 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
     std::vector<pollfd> polls;
     for (auto& r : ranks)
       if (r.channel >= 0) polls.push_back({r.channel, POLLIN, 0});
-    if (!polls.empty()) poll(polls.data(), polls.size(), 100);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!polls.empty())
+      poll(polls.data(), polls.size(), 100);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (auto& r : ranks) {
       if (r.channel >= 0 && drain(r) == 0) {
         close(r.channel);
@@ -182,12 +196,13 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
     for (auto& r : ranks) {
       if (r.exited || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
       r.exited = true;
-      if (failed(r) && (!cause || (WIFSIGNALED(r.status) && !WIFSIGNALED(cause->status)))) cause = &r;
+      if (failed(r) && (!cause || (WIFSIGNALED(r.status) && !WIFSIGNALED(cause->status))))
+        cause = &r;
     }
     if (cause && !stopping) {
       std::string reported = cause->error.empty() ? "" : ": " + cause->error;
-      first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path + ":" +
-                      last_lines(cause->log_path, 10);
+      first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path +
+                      ":" + last_lines(cause->log_path, 10);
       stopping = true;
       stop_all(SIGTERM);
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
@@ -211,11 +226,13 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std
     // A single process that reported its own error (bad data, bad weights) says it best; with
     // several ranks, which rank failed comes first.
     const bool alone = spec.devices * spec.node.nnodes == 1;
-    result.error = alone && !ranks[0].error.empty() && failed(ranks[0]) ? ranks[0].error : first_failure;
+    result.error =
+        alone && !ranks[0].error.empty() && failed(ranks[0]) ? ranks[0].error : first_failure;
   } else if (got_result) {
     result.outcome = LaunchOutcome::completed;
   } else {
-    result.error = fmt::format("rank {} exited without reporting a result; see {}", ranks[0].rank, ranks[0].log_path);
+    result.error = fmt::format("rank {} exited without reporting a result; see {}", ranks[0].rank,
+                               ranks[0].log_path);
   }
   return result;
 }
@@ -246,8 +263,12 @@ class ChannelObserver : public RunObserver {
     std::fprintf(stderr, "%s\n", line.c_str());
     send({{"log", line}});
   }
-  void on_setup(const std::map<std::string, std::string>& attributes) override { send({{"setup", attributes}}); }
-  void on_epoch(int64_t epoch, const MetricValues& values) override { send({{"epoch", epoch}, {"values", values}}); }
+  void on_setup(const std::map<std::string, std::string>& attributes) override {
+    send({{"setup", attributes}});
+  }
+  void on_epoch(int64_t epoch, const MetricValues& values) override {
+    send({{"epoch", epoch}, {"values", values}});
+  }
 };
 
 }  // namespace

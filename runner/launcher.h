@@ -1,10 +1,11 @@
-// The launcher: runs one run in worker processes — `trainyard worker`, one per rank — and supervises
-// them from the controller, with no MPI and no torchrun. Each rank gets torchrun's environment
-// contract (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT: a
-// free port on one node, the agreed one across nodes), writes its output to its own log file, and reports to the controller over a pipe as
-// JSON lines; rank 0's reports become the run's records. When any rank exits non-zero or dies from a
-// signal, the others get SIGTERM, then SIGKILL after a grace period; a stop request (Ctrl-C) does the
-// same and marks the run interrupted. Workers die with the controller (PR_SET_PDEATHSIG): no orphans.
+// The launcher: runs one run in worker processes — `trainyard worker`, one per rank — and
+// supervises them from the controller, with no MPI and no torchrun. Each rank gets torchrun's
+// environment contract (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR,
+// MASTER_PORT: a free port on one node, the agreed one across nodes), writes its output to its own
+// log file, and reports to the controller over a pipe as JSON lines; rank 0's reports become the
+// run's records. When any rank exits non-zero or dies from a signal, the others get SIGTERM, then
+// SIGKILL after a grace period; a stop request (Ctrl-C) does the same and marks the run
+// interrupted. Workers die with the controller (PR_SET_PDEATHSIG): no orphans.
 #pragma once
 
 #include <atomic>
@@ -18,12 +19,13 @@ namespace trainyard {
 struct LaunchSpec {
   std::string config_path;  // the run's resolved config, written by the controller
   std::string variant;
-  std::string log_prefix;   // rank R logs to <log_prefix>-rank<R>.log
-  std::string output_prefix;  // files the run writes: <prefix>.safetensors (weights), <prefix>.state/
-  int devices = 1;          // ranks on this node
-  NodeSpec node;            // this node's place; ranks are node_rank * devices + local rank
-  int port = 0;             // MASTER_PORT; 0: a free port (one node only)
-  int grace_seconds = 5;    // between SIGTERM and SIGKILL
+  std::string log_prefix;  // rank R logs to <log_prefix>-rank<R>.log
+  std::string
+      output_prefix;      // files the run writes: <prefix>.safetensors (weights), <prefix>.state/
+  int devices = 1;        // ranks on this node
+  NodeSpec node;          // this node's place; ranks are node_rank * devices + local rank
+  int port = 0;           // MASTER_PORT; 0: a free port (one node only)
+  int grace_seconds = 5;  // between SIGTERM and SIGKILL
 };
 
 enum class LaunchOutcome { completed, failed, interrupted };
@@ -36,7 +38,8 @@ struct LaunchResult {
 
 // Blocks until every rank of this node has exited. `observer` receives the log lines, setup and
 // epochs of the node's first rank (rank 0 on node 0).
-LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer, const std::atomic<bool>& stop_requested);
+LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
+                        const std::atomic<bool>& stop_requested);
 
 // The worker's side of the pipe: `trainyard worker` writes its reports through this observer.
 // Returns nullptr when the process was not started by the launcher.

@@ -13,9 +13,11 @@ namespace trainyard {
 namespace {
 
 void print_usage() {
-  fmt::print("trainyard {} — declarative experiment runner for deep-learning training\n\n"
-             "usage: trainyard COMMAND [options]   (trainyard COMMAND --help for its options)\n\ncommands:\n",
-             TRAINYARD_VERSION);
+  fmt::print(
+      "trainyard {} — declarative experiment runner for deep-learning training\n\n"
+      "usage: trainyard COMMAND [options]   (trainyard COMMAND --help for its "
+      "options)\n\ncommands:\n",
+      TRAINYARD_VERSION);
   for (const auto& command : commands()) fmt::print("  {:<10} {}\n", command.name, command.summary);
 }
 
@@ -36,7 +38,8 @@ int dispatch(const std::vector<std::string>& argv) {
   }
   std::string guess = closest_match(argv[0], names);
   throw UserError(fmt::format("unknown command '{}'{}; commands: {}", argv[0],
-                              guess.empty() ? "" : " (did you mean '" + guess + "'?)", join(names)));
+                              guess.empty() ? "" : " (did you mean '" + guess + "'?)",
+                              join(names)));
 }
 
 }  // namespace
@@ -50,9 +53,14 @@ int main(int argc, char** argv) {
   } catch (...) {
     const Failure failure = failure_of(std::current_exception());
     switch (failure.exit_code) {
-      case kExitUserError: fmt::print(stderr, "error: {}\n", failure.message); break;
-      case kExitInterrupted: fmt::print(stderr, "{}\n", failure.message); break;
-      default: fmt::print(stderr, "trainyard: {}\n", failure.message);
+      case kExitUserError:
+        fmt::print(stderr, "error: {}\n", failure.message);
+        break;
+      case kExitInterrupted:
+        fmt::print(stderr, "{}\n", failure.message);
+        break;
+      default:
+        fmt::print(stderr, "trainyard: {}\n", failure.message);
     }
     return failure.exit_code;
   }

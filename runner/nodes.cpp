@@ -13,7 +13,8 @@ std::string first_slurm_host(const std::string& nodelist) {
   return nodelist.substr(0, bracket) + nodelist.substr(bracket + 1, end - bracket - 1);
 }
 
-std::optional<NodeSpec> node_spec_from_slurm(const std::function<const char*(const char*)>& getenv) {
+std::optional<NodeSpec> node_spec_from_slurm(
+    const std::function<const char*(const char*)>& getenv) {
   const char* nnodes = getenv("SLURM_NNODES");
   const char* node_id = getenv("SLURM_NODEID");
   const char* nodelist = getenv("SLURM_JOB_NODELIST");

@@ -16,8 +16,8 @@ struct NodeSpec {
   int master_port = 0;  // 0: a free port per run (one node only)
 
   bool multi_node() const { return nnodes > 1; }
-  // Run number `ordinal` of a batch rendezvouses on master_port + ordinal, so consecutive runs never
-  // meet the previous run's store; 0 lets the launcher pick a free port.
+  // Run number `ordinal` of a batch rendezvouses on master_port + ordinal, so consecutive runs
+  // never meet the previous run's store; 0 lets the launcher pick a free port.
   int port_for_run(int ordinal) const { return master_port > 0 ? master_port + ordinal : 0; }
 };
 

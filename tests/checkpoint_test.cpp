@@ -1,5 +1,5 @@
-// Training-state folders, end to end: a run resumes exactly where it stopped, under any strategy and
-// world size, and keeps its best epoch's weights.
+// Training-state folders, end to end: a run resumes exactly where it stopped, under any strategy
+// and world size, and keeps its best epoch's weights.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,18 +11,18 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::KillOnExit;
-using testing::Result;
 using testing::exit_code_of;
+using testing::KillOnExit;
+using testing::read_file;
+using testing::Result;
 using testing::source;
 using testing::start_run;
-using testing::read_file;
 using testing::trainyard;
 
 class CheckpointTest : public testing::CliTest {};
 
-// Training state is saved whole, per parameter: a run resumes exactly where it stopped, and a 4-rank
-// fsdp state resumes (or is evaluated) under another strategy and world size.
+// Training state is saved whole, per parameter: a run resumes exactly where it stopped, and a
+// 4-rank fsdp state resumes (or is evaluated) under another strategy and world size.
 TEST_F(CheckpointTest, TrainingStateResumesUnderAnyStrategyAndWorldSize) {
   std::string file = dir.write("resume.yaml", R"(
 name: resume
@@ -53,8 +53,10 @@ sweep:
   EXPECT_TRUE(fs::exists(fs::path(fsdp_state) / "model.safetensors"));
 
   auto resume = [&](const std::string& state, const std::string& name, const std::string& sets) {
-    std::string variant = dir.write(name + ".yaml", "extends: resume.yaml\nname: " + name + "\nsweep: {variants: [{name: " +
-                                                        name + ", set: {train.resume_from: '" + state + "', " + sets + "}}]}\n");
+    std::string variant =
+        dir.write(name + ".yaml",
+                  "extends: resume.yaml\nname: " + name + "\nsweep: {variants: [{name: " + name +
+                      ", set: {train.resume_from: '" + state + "', " + sets + "}}]}\n");
     Result run = trainyard("run " + variant + " --db " + db());
     EXPECT_EQ(run.exit_code, 0) << run.output;
     auto resumed = store.runs(name);
@@ -65,15 +67,21 @@ sweep:
   // 4 fsdp ranks' state on 1 process and on 2 ddp ranks (global batch 16 throughout): the same
   // training up to float summation order.
   EXPECT_NEAR(resume(fsdp_state, "fsdp-on-single", "train.epochs: 3"), test_loss(runs[2]), 5e-4);
-  EXPECT_NEAR(resume(fsdp_state, "fsdp-on-ddp", "train.epochs: 3, runtime.strategy: ddp, runtime.devices: 2, train.batch_size: 8"),
-              test_loss(runs[2]), 5e-4);
-  // Nothing left to train: the state's model evaluated on 1 and 2 ranks scores as the 4-rank run did.
+  EXPECT_NEAR(
+      resume(fsdp_state, "fsdp-on-ddp",
+             "train.epochs: 3, runtime.strategy: ddp, runtime.devices: 2, train.batch_size: 8"),
+      test_loss(runs[2]), 5e-4);
+  // Nothing left to train: the state's model evaluated on 1 and 2 ranks scores as the 4-rank run
+  // did.
   EXPECT_NEAR(resume(fsdp_state, "fsdp-evaluated", "train.epochs: 2"), test_loss(runs[3]), 1e-6);
-  EXPECT_NEAR(resume(fsdp_state, "fsdp-evaluated-2", "train.epochs: 2, runtime.strategy: fsdp, runtime.devices: 2, train.batch_size: 8"),
-              test_loss(runs[3]), 1e-6);
+  EXPECT_NEAR(
+      resume(fsdp_state, "fsdp-evaluated-2",
+             "train.epochs: 2, runtime.strategy: fsdp, runtime.devices: 2, train.batch_size: 8"),
+      test_loss(runs[3]), 1e-6);
 
   // A folder that is not a training state fails the run with the reason, and nothing else.
-  Result bad = trainyard("run " + file + " --db " + db() + " --set train.resume_from=" + dir.path().string());
+  Result bad = trainyard("run " + file + " --db " + db() +
+                         " --set train.resume_from=" + dir.path().string());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("has no trainer_state.json"), std::string::npos) << bad.output;
 }
@@ -97,7 +105,8 @@ sweep:
   Store store(db());
   auto runs = store.runs("best");
   auto straight = store.final_metrics(runs[0].id);
-  ASSERT_EQ(straight.at("best_epoch"), 2);  // epoch 3 validates worse: the test uses epoch 2's weights
+  ASSERT_EQ(straight.at("best_epoch"),
+            2);  // epoch 3 validates worse: the test uses epoch 2's weights
   const std::string state = store.attributes(runs[1].id).at("state_path");
   Result resumed = trainyard("run " + file + " --db " + db() + " --set train.resume_from=" + state);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

@@ -26,13 +26,17 @@ void write_cifar_file(const std::string& path, int records, int offset = 0) {
 class Cifar10Test : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (int i = 1; i <= 5; ++i) write_cifar_file(file("data_batch_" + std::to_string(i) + ".bin"), 4, i);
+    for (int i = 1; i <= 5; ++i)
+      write_cifar_file(file("data_batch_" + std::to_string(i) + ".bin"), 4, i);
     write_cifar_file(file("test_batch.bin"), 6);
   }
   std::string file(const std::string& name) const { return (dir.path() / name).string(); }
   DataSplits load(int64_t image_size, int64_t val_size = 5) {
     ComponentChoice choice{.name = "cifar10"};
-    flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', val_size: " + std::to_string(val_size) + "}"), "t");
+    flatten_into(choice.options,
+                 YAML::Load("{root: '" + dir.path().string() +
+                            "', val_size: " + std::to_string(val_size) + "}"),
+                 "t");
     return build_dataset(builtin_registry(), choice, {.image_size = image_size});
   }
   std::string error_of(int64_t val_size = 5) {
@@ -55,7 +59,8 @@ TEST_F(Cifar10Test, ReadsRecordsExactly) {
 }
 
 // A batch as the model sees it: the dataset's uint8 rows through its transform.
-Batch model_input(const DataSplits& splits, const DatasetPtr& split, std::vector<int64_t> indices, bool training = false) {
+Batch model_input(const DataSplits& splits, const DatasetPtr& split, std::vector<int64_t> indices,
+                  bool training = false) {
   Batch batch = split->get_batch(indices);
   return (training ? splits.train_transform : splits.eval_transform)(batch, 0);
 }
@@ -84,7 +89,10 @@ TEST_F(Cifar10Test, ImagesAreScaledToUnitRangeAndResized) {
 
 TEST_F(Cifar10Test, NormalisationAndAugmentation) {
   ComponentChoice choice{.name = "cifar10"};
-  flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', val_size: 5, normalize: imagenet, augment: flip}"), "t");
+  flatten_into(choice.options,
+               YAML::Load("{root: '" + dir.path().string() +
+                          "', val_size: 5, normalize: imagenet, augment: flip}"),
+               "t");
   DataSplits splits = build_dataset(builtin_registry(), choice, {.image_size = 32});
   Batch eval = model_input(splits, splits.train, {1});
   EXPECT_NEAR(eval.inputs[0][0][5][5].item<float>(), (1.0f / 255.0f - 0.485f) / 0.229f, 1e-5);
@@ -104,8 +112,10 @@ TEST_F(Cifar10Test, MissingFileNamesItAndTheExpectedLayout) {
 TEST_F(Cifar10Test, TruncatedFileIsReportedWithItsSize) {
   ASSERT_EQ(truncate(file("data_batch_2.bin").c_str(), 3073 * 4 - 100), 0);
   std::string error = error_of();
-  EXPECT_NE(error.find(file("data_batch_2.bin") + ": 12192 bytes is not a whole number of 3073-byte records"),
-            std::string::npos) << error;
+  EXPECT_NE(error.find(file("data_batch_2.bin") +
+                       ": 12192 bytes is not a whole number of 3073-byte records"),
+            std::string::npos)
+      << error;
 }
 
 TEST_F(Cifar10Test, EmptyFileAndBadLabel) {

@@ -27,7 +27,9 @@ Result trainyard(const std::string& args) {
   return result;
 }
 
-std::string source(const std::string& relative) { return std::string(TRAINYARD_SOURCE_DIR) + "/" + relative; }
+std::string source(const std::string& relative) {
+  return std::string(TRAINYARD_SOURCE_DIR) + "/" + relative;
+}
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path);

@@ -34,7 +34,8 @@ struct KillOnExit {
 };
 
 // Starts `trainyard run FILE --db DB EXTRA...` in the background, its output discarded.
-pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra = {});
+pid_t start_run(const std::string& file, const std::string& db,
+                std::vector<std::string> extra = {});
 // Waits for `child` and returns its exit code (128 + the signal when a signal ended it).
 int exit_code_of(pid_t child);
 
@@ -42,7 +43,8 @@ int exit_code_of(pid_t child);
 std::vector<pid_t> children_of(pid_t parent);
 // The rank number a worker process was given (RANK in its environment), or -1.
 int rank_of(pid_t pid);
-// The worker processes of a run `controller` started, once there are `count` of them (60 s at most).
+// The worker processes of a run `controller` started, once there are `count` of them (60 s at
+// most).
 std::vector<pid_t> wait_for_workers(pid_t controller, size_t count);
 // Rank 1 of a 2-rank run `controller` started, a few seconds into training (past the rendezvous);
 // -1 when the workers did not appear.

@@ -14,12 +14,12 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::KillOnExit;
-using testing::Result;
 using testing::exit_code_of;
+using testing::KillOnExit;
+using testing::read_file;
+using testing::Result;
 using testing::source;
 using testing::start_run;
-using testing::read_file;
 using testing::trainyard;
 
 class CliTest : public testing::CliTest {};
@@ -52,13 +52,15 @@ TEST_F(CliTest, QuickstartRunsIntoTheDatabaseAndTheReport) {
   Result report = trainyard("report --db " + db() + " -o " + html.string());
   ASSERT_EQ(report.exit_code, 0) << report.output;
   std::string page = read_file(html);
-  for (const char* text : {"Quickstart — ViT on synthetic images (CPU)", "bf16-mixed", "batch-64-adamw-cosine",
-                           "1.00x", "speedup", "<svg", "LibTorch 2."})
+  for (const char* text : {"Quickstart — ViT on synthetic images (CPU)", "bf16-mixed",
+                           "batch-64-adamw-cosine", "1.00x", "speedup", "<svg", "LibTorch 2."})
     EXPECT_NE(page.find(text), std::string::npos) << text;
 
-  Result again = trainyard("run " + source("experiments/quickstart.yaml") + " --db " + db() + " --set train.epochs=3");
+  Result again = trainyard("run " + source("experiments/quickstart.yaml") + " --db " + db() +
+                           " --set train.epochs=3");
   EXPECT_EQ(again.exit_code, 0);
-  EXPECT_NE(again.output.find("0 completed, 3 already completed"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("0 completed, 3 already completed"), std::string::npos)
+      << again.output;
 
   Result listing = trainyard("runs --db " + db());
   EXPECT_EQ(listing.exit_code, 0);
@@ -70,15 +72,18 @@ TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {
                                                "\ntrain:\n  epcohs: 2\n  batch_size: -1\n");
   Result run = trainyard("run " + file + " --db " + db());
   EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("bad.yaml:3:3: error: unknown key 'train.epcohs'"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("bad.yaml:4:15: error: 'train.batch_size' must be ≥ 1, got -1"), std::string::npos);
+  EXPECT_NE(run.output.find("bad.yaml:3:3: error: unknown key 'train.epcohs'"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("bad.yaml:4:15: error: 'train.batch_size' must be ≥ 1, got -1"),
+            std::string::npos);
   EXPECT_NE(run.output.find("2 errors"), std::string::npos);
   EXPECT_FALSE(fs::exists(db()));
   EXPECT_FALSE(fs::exists(dir.path() / "runs"));
 }
 
 TEST_F(CliTest, DryRunPrintsTheResolvedRunsAndTouchesNothing) {
-  Result run = trainyard("run " + source("experiments/quickstart.yaml") + " --dry-run --set train.epochs=1 --db " + db());
+  Result run = trainyard("run " + source("experiments/quickstart.yaml") +
+                         " --dry-run --set train.epochs=1 --db " + db());
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.output.find("--- run 2/3: bf16-mixed"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("epochs: 1"), std::string::npos);
@@ -96,8 +101,10 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
   Store store(db());
   auto runs = store.runs("distilbert_imdb");
   ASSERT_EQ(runs.size(), 5u) << run.output;
-  if (runs[0].status == RunStatus::skipped) {  // no GPU here: every run (fp32 ... 4-GPU fsdp) is skipped
-    for (const auto& r : runs) EXPECT_EQ(r.error, "needs a CUDA device; this machine has none") << r.variant;
+  if (runs[0].status ==
+      RunStatus::skipped) {  // no GPU here: every run (fp32 ... 4-GPU fsdp) is skipped
+    for (const auto& r : runs)
+      EXPECT_EQ(r.error, "needs a CUDA device; this machine has none") << r.variant;
     EXPECT_EQ(run.exit_code, 0) << run.output;
   }
 }
@@ -105,8 +112,10 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
 // The benchmarks' experiment files run where device time is scarce: a file that no longer validates
 // must fail here, not in the one GPU call of a session.
 TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
-  std::map<std::string, int> runs = {{"gpu/vit_throughput.yaml", 12}, {"gpu/distilbert_throughput.yaml", 12},
-                                     {"gpu/sync_check.yaml", 5},       {"gpu/study_vit.yaml", 1},
+  std::map<std::string, int> runs = {{"gpu/vit_throughput.yaml", 12},
+                                     {"gpu/distilbert_throughput.yaml", 12},
+                                     {"gpu/sync_check.yaml", 5},
+                                     {"gpu/study_vit.yaml", 1},
                                      {"gpu/study_distilbert.yaml", 1}};
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(source("bench"))) {
@@ -128,12 +137,14 @@ TEST_F(CliTest, ValidateListAndHelp) {
   EXPECT_EQ(validate.exit_code, 0) << validate.output;
   EXPECT_NE(validate.output.find("ok — experiment 'quickstart', 3 runs"), std::string::npos);
   Result strategies_example = trainyard("validate " + source("experiments/strategies_cpu.yaml"));
-  EXPECT_NE(strategies_example.output.find("ok — experiment 'strategies_cpu', 4 runs"), std::string::npos)
+  EXPECT_NE(strategies_example.output.find("ok — experiment 'strategies_cpu', 4 runs"),
+            std::string::npos)
       << strategies_example.output;
 
   Result list = trainyard("list");
   EXPECT_EQ(list.exit_code, 0);
-  for (const char* name : {"vit", "cifar10", "synthetic-images", "adamw", "cosine", "bf16-mixed", "single"})
+  for (const char* name :
+       {"vit", "cifar10", "synthetic-images", "adamw", "cosine", "bf16-mixed", "single"})
     EXPECT_NE(list.output.find(name), std::string::npos) << name;
   EXPECT_NE(list.output.find("reshard_after_forward"), std::string::npos);  // fsdp's options
 

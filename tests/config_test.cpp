@@ -139,14 +139,17 @@ TEST_F(ConfigTest, ResolvedComponentsCarryTheirCapabilities) {
   EXPECT_FALSE(e.runs[0].strategy.capabilities.multi_process);
   EXPECT_FALSE(e.runs[0].optimizer.capabilities.steps_on_device);
   // A multi-process strategy is not captured in a CUDA graph.
-  std::string graphs = std::string(kValid) + "  compile: cuda-graphs\n  strategy: ddp\n  devices: 2\n";
+  std::string graphs =
+      std::string(kValid) + "  compile: cuda-graphs\n  strategy: ddp\n  devices: 2\n";
   graphs.replace(graphs.find("accelerator: cpu"), 16, "accelerator: cuda");
   EXPECT_TRUE(has(errors(graphs), "strategy ddp is not captured"));
-  EXPECT_TRUE(has(errors(std::string(kValid) + "  precision: 16-mixd\n"), "unknown precision '16-mixd' (did you mean '16-mixed'?)"));
+  EXPECT_TRUE(has(errors(std::string(kValid) + "  precision: 16-mixd\n"),
+                  "unknown precision '16-mixd' (did you mean '16-mixed'?)"));
 }
 
 TEST_F(ConfigTest, SeveralDevicesNeedAMultiDeviceStrategy) {
-  EXPECT_TRUE(has(errors(std::string(kValid) + "  devices: 4\n"), "strategy 'single' trains on one device"));
+  EXPECT_TRUE(has(errors(std::string(kValid) + "  devices: 4\n"),
+                  "strategy 'single' trains on one device"));
 }
 
 // runtime.compile: cuda-graphs refuses, with the fix, what a captured step cannot hold.
@@ -155,16 +158,20 @@ TEST_F(ConfigTest, CudaGraphsRefuseWhatCannotBeCaptured) {
   EXPECT_TRUE(has(errors(graphs), "cuda-graphs needs runtime.accelerator: cuda (or auto)"));
   std::string on_cuda = graphs;
   on_cuda.replace(on_cuda.find("accelerator: cpu"), 16, "accelerator: cuda");
-  EXPECT_TRUE(load(on_cuda).runs.size() == 1u);  // the fused adam's steps and learning rate stay on the device
+  EXPECT_TRUE(load(on_cuda).runs.size() ==
+              1u);  // the fused adam's steps and learning rate stay on the device
   EXPECT_TRUE(has(errors(on_cuda, {"train.grad_accum=2"}), "set train.grad_accum: 1"));
-  EXPECT_EQ(load(on_cuda, {"train.clip_grad_norm=1.0"}).runs.size(), 1u);  // clipping stays on the device
+  EXPECT_EQ(load(on_cuda, {"train.clip_grad_norm=1.0"}).runs.size(),
+            1u);  // clipping stays on the device
   EXPECT_TRUE(has(errors(on_cuda, {"train.optimizer.name=sgd"}), "needs the fused adam or adamw"));
-  EXPECT_TRUE(has(errors(std::string(kValid) + "  compile: cuda-graph\n"), "cuda-graphs"));  // a typo lists the choices
+  EXPECT_TRUE(has(errors(std::string(kValid) + "  compile: cuda-graph\n"),
+                  "cuda-graphs"));  // a typo lists the choices
 }
 
 // runtime.sync_debug watches CUDA's host synchronisations: meaningless on a CPU-only run.
 TEST_F(ConfigTest, SyncDebugNeedsCuda) {
-  EXPECT_TRUE(has(errors(kValid, {"runtime.sync_debug=error"}), "set runtime.sync_debug: off or runtime.accelerator: cuda"));
+  EXPECT_TRUE(has(errors(kValid, {"runtime.sync_debug=error"}),
+                  "set runtime.sync_debug: off or runtime.accelerator: cuda"));
   EXPECT_EQ(load(kValid, {"runtime.sync_debug=error", "runtime.accelerator=auto"}).runs.size(), 1u);
   EXPECT_TRUE(has(errors(kValid, {"runtime.sync_debug=always"}), "sync_debug"));
 }
@@ -197,11 +204,12 @@ TEST_F(ConfigTest, NonMappingFileIsRejected) {
 
 TEST_F(ConfigTest, ExtendsLayersParentThenChild) {
   dir.write("base/common.yaml", std::string(kValid) + "report: {title: from base}\n");
-  Experiment e = load("extends: base/common.yaml\nname: child\nmodel: {width: 32}\ntrain: {batch_size: 4}\n");
+  Experiment e =
+      load("extends: base/common.yaml\nname: child\nmodel: {width: 32}\ntrain: {batch_size: 4}\n");
   EXPECT_EQ(e.name, "child");
-  EXPECT_EQ(e.runs[0].model.name, "toy");  // inherited
+  EXPECT_EQ(e.runs[0].model.name, "toy");                                 // inherited
   EXPECT_EQ(e.runs[0].model.options.find("width")->node.Scalar(), "32");  // overridden
-  EXPECT_EQ(e.runs[0].train.epochs, 2);  // inherited
+  EXPECT_EQ(e.runs[0].train.epochs, 2);                                   // inherited
   EXPECT_EQ(e.runs[0].train.batch_size, 4);
   EXPECT_EQ(e.report.title, "from base");
 }
@@ -231,7 +239,8 @@ TEST_F(ConfigTest, ExtendsCycleAndMissingParent) {
 }
 
 TEST_F(ConfigTest, SetOverridesWinAndNameThemselvesInErrors) {
-  Experiment e = load(kValid, {"train.epochs=5", "model.act=gelu", "train.optimizer={name: sgd, lr: 0.5}"});
+  Experiment e =
+      load(kValid, {"train.epochs=5", "model.act=gelu", "train.optimizer={name: sgd, lr: 0.5}"});
   EXPECT_EQ(e.runs[0].train.epochs, 5);
   EXPECT_EQ(e.runs[0].model.options.find("act")->node.Scalar(), "gelu");
   EXPECT_EQ(e.runs[0].optimizer.name, "sgd");
@@ -245,7 +254,8 @@ TEST_F(ConfigTest, SetOverridesWinAndNameThemselvesInErrors) {
 TEST_F(ConfigTest, NamingAnotherComponentReplacesTheSection) {
   Experiment e = load(kValid, {"train.optimizer={name: sgd}"});
   EXPECT_EQ(e.runs[0].optimizer.name, "sgd");
-  EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(), "0.1");  // sgd's default, not adam's 0.01
+  EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(),
+            "0.1");  // sgd's default, not adam's 0.01
   // Naming the same component keeps its other options.
   e = load(kValid, {"train.optimizer={name: adam}"});
   EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(), "0.01");
@@ -318,7 +328,8 @@ report:
   EXPECT_TRUE(has(d, "'report.baseline' names no variant: 'b'"));
 }
 
-// A misspelt section in a variant or a grid would otherwise give runs that silently differ in nothing.
+// A misspelt section in a variant or a grid would otherwise give runs that silently differ in
+// nothing.
 TEST_F(ConfigTest, SweepKeysOutsideTheRunSectionsAreReported) {
   Diagnostics d = errors(std::string(kValid) + R"(
 sweep:
@@ -354,19 +365,24 @@ sweep:
   EXPECT_EQ(e.runs[2].train.seed, 6);
 
   std::string text = kValid;
-  text.replace(text.find("train:\n  epochs: 2"), 18, "defaults: &d {epochs: 7, seed: 8}\ntrain:\n  <<: *d\n  epochs: 2");
+  text.replace(text.find("train:\n  epochs: 2"), 18,
+               "defaults: &d {epochs: 7, seed: 8}\ntrain:\n  <<: *d\n  epochs: 2");
   EXPECT_TRUE(has(errors(text), "unknown key 'defaults'"));  // anchors live in known sections
   text = kValid;
-  text.replace(text.find("train:\n  epochs: 2"), 18, "train:\n  <<: {epochs: 7, seed: 8}\n  epochs: 2");
+  text.replace(text.find("train:\n  epochs: 2"), 18,
+               "train:\n  <<: {epochs: 7, seed: 8}\n  epochs: 2");
   EXPECT_EQ(load(text).runs[0].train.seed, 8);
   EXPECT_EQ(load(text).runs[0].train.epochs, 2);
   // A quoted "<<" is an ordinary key.
-  EXPECT_TRUE(has(errors(std::string(kValid) + "sweep:\n  variants:\n    - {name: a, set: {\"<<\": {train.epochs: 5}}}\n"),
-                  "unknown key '<<'"));
+  EXPECT_TRUE(
+      has(errors(std::string(kValid) +
+                 "sweep:\n  variants:\n    - {name: a, set: {\"<<\": {train.epochs: 5}}}\n"),
+          "unknown key '<<'"));
 }
 
 TEST_F(ConfigTest, ReportMetricsMustBeKnown) {
-  Diagnostics d = errors(std::string(kValid) + "report: {metrics: [train_seconds, test_accuracy]}\n");
+  Diagnostics d =
+      errors(std::string(kValid) + "report: {metrics: [train_seconds, test_accuracy]}\n");
   EXPECT_TRUE(has(d, "unknown value 'test_accuracy'"));
 }
 

@@ -16,12 +16,12 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::KillOnExit;
-using testing::Result;
 using testing::exit_code_of;
+using testing::KillOnExit;
+using testing::read_file;
+using testing::Result;
 using testing::source;
 using testing::start_run;
-using testing::read_file;
 using testing::trainyard;
 
 class ControllerTest : public testing::CliTest {};
@@ -47,7 +47,8 @@ sweep:
   auto runs = store.runs("mixed");
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[0].status, RunStatus::failed);
-  EXPECT_NE(runs[0].error.find("cifar10: no such folder '/no/such/cifar'"), std::string::npos) << runs[0].error;
+  EXPECT_NE(runs[0].error.find("cifar10: no such folder '/no/such/cifar'"), std::string::npos)
+      << runs[0].error;
   EXPECT_EQ(runs[1].variant, "gpu");
   if (runs[1].status == RunStatus::skipped) {
     EXPECT_EQ(runs[1].error, "needs a CUDA device; this machine has none");

@@ -12,7 +12,8 @@ class DdpTest : public testing::CliTest {};
 TEST_F(DdpTest, OnTwoAndFourRanksMatchesOneProcessWithTheGlobalBatch) {
   testing::expect_ranks_match_one_process(
       dir, db(), "ddp", {.parameters = false, .gradients_and_optimizer_state = false},
-      {"{name: ddp-4-small-buckets, set: {runtime.strategy: {name: ddp, bucket_mb: 0.01}, runtime.devices: 4, "
+      {"{name: ddp-4-small-buckets, set: {runtime.strategy: {name: ddp, bucket_mb: 0.01}, "
+       "runtime.devices: 4, "
        "train.batch_size: 4}}"});
 }
 

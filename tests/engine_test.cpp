@@ -29,7 +29,9 @@ runtime: {accelerator: cpu, threads: 1}
 
 struct Recorder : RunObserver {
   void on_log(const std::string& line) override { lines.push_back(line); }
-  void on_epoch(int64_t epoch, const MetricValues& values) override { epochs.emplace_back(epoch, values); }
+  void on_epoch(int64_t epoch, const MetricValues& values) override {
+    epochs.emplace_back(epoch, values);
+  }
   std::vector<std::string> lines;
   std::vector<std::pair<int64_t, MetricValues>> epochs;
 };
@@ -39,8 +41,11 @@ class EngineTest : public ::testing::Test {
   RunSpec spec(const std::vector<std::string>& overrides = {}) {
     return load_experiment(dir.write("tiny.yaml", kTiny), overrides, builtin_registry()).runs.at(0);
   }
-  MetricValues train(const RunSpec& run, Recorder& recorder, const std::atomic<bool>* stop = nullptr) {
-    return train_run(run, RunContext{.registry = builtin_registry(), .observer = recorder, .stop_requested = stop});
+  MetricValues train(const RunSpec& run, Recorder& recorder,
+                     const std::atomic<bool>* stop = nullptr) {
+    return train_run(
+        run,
+        RunContext{.registry = builtin_registry(), .observer = recorder, .stop_requested = stop});
   }
   testing::TempDir dir;
 };
@@ -51,10 +56,13 @@ TEST_F(EngineTest, ProgressLinesShowTheGradientNormAndMsPerStep) {
   for (const char* clip : {"0", "0.5"}) {
     SCOPED_TRACE(clip);
     Recorder recorder;
-    train(spec({"train.epochs=1", "train.log_every=4", std::string("train.clip_grad_norm=") + clip}), recorder);
+    train(
+        spec({"train.epochs=1", "train.log_every=4", std::string("train.clip_grad_norm=") + clip}),
+        recorder);
     int progress_lines = 0;
     for (const auto& line : recorder.lines) {
-      if (line.find(" step ") == std::string::npos || line.find(" loss ") == std::string::npos) continue;
+      if (line.find(" step ") == std::string::npos || line.find(" loss ") == std::string::npos)
+        continue;
       ++progress_lines;
       const size_t norm_at = line.find(" grad norm ");
       ASSERT_NE(norm_at, std::string::npos) << line;
@@ -93,7 +101,7 @@ TEST(PeakTest, KnownDevicesOnly) {
   EXPECT_EQ(peak_tflops("NVIDIA H200", "BFloat16"), 790);
   EXPECT_EQ(peak_tflops("NVIDIA H200", "Float"), 67);  // 32-true with matmul_precision highest
   EXPECT_EQ(peak_tflops("NVIDIA H200", "TensorFloat32"), 495);  // ... with high or medium
-  EXPECT_EQ(peak_tflops("NVIDIA H200", "Float8_e4m3fn"), 0);  // no peak known: no MFU
+  EXPECT_EQ(peak_tflops("NVIDIA H200", "Float8_e4m3fn"), 0);    // no peak known: no MFU
   EXPECT_EQ(peak_tflops("Intel(R) Xeon(R) (2 threads)", "Float"), 0);
 }
 
@@ -110,7 +118,8 @@ TEST_F(EngineTest, SameSeedSameNumbers) {
 TEST_F(EngineTest, GradientAccumulationMatchesTheLargerBatch) {
   Recorder big, accumulated;
   MetricValues a = train(spec({"train.epochs=1", "train.batch_size=32"}), big);
-  MetricValues b = train(spec({"train.epochs=1", "train.batch_size=16", "train.grad_accum=2"}), accumulated);
+  MetricValues b =
+      train(spec({"train.epochs=1", "train.batch_size=16", "train.grad_accum=2"}), accumulated);
   EXPECT_EQ(a.at("steps"), 8);
   EXPECT_EQ(b.at("steps"), 8);
   EXPECT_NEAR(a.at("test_loss"), b.at("test_loss"), 1e-4);
@@ -127,7 +136,8 @@ TEST_F(EngineTest, Bf16MixedTrainsWithAutocast) {
   MetricValues m = train(spec({"runtime.precision=bf16-mixed", "train.epochs=2"}), recorder);
   EXPECT_GT(m.at("test_acc"), 0.4);
   bool logged = false;
-  for (const auto& line : recorder.lines) logged = logged || line.find("compute BFloat16") != std::string::npos;
+  for (const auto& line : recorder.lines)
+    logged = logged || line.find("compute BFloat16") != std::string::npos;
   EXPECT_TRUE(logged);
 }
 
@@ -144,7 +154,8 @@ TEST_F(EngineTest, StopRequestInterruptsTheRun) {
 }
 
 TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
-  if (resolve_device(RuntimeOptions{.accelerator = "cuda"}).unavailable_reason.empty()) GTEST_SKIP() << "a GPU is present";
+  if (resolve_device(RuntimeOptions{.accelerator = "cuda"}).unavailable_reason.empty())
+    GTEST_SKIP() << "a GPU is present";
   Recorder recorder;
   try {
     train(spec({"runtime.accelerator=cuda"}), recorder);
@@ -186,7 +197,8 @@ runtime: {accelerator: cpu}
   Recorder recorder;
   train(load_experiment(file, {}, builtin_registry()).runs.at(0), recorder);
   bool logged = false;
-  for (const auto& line : recorder.lines) logged = logged || line.find("32 tensors loaded") != std::string::npos;
+  for (const auto& line : recorder.lines)
+    logged = logged || line.find("32 tensors loaded") != std::string::npos;
   EXPECT_TRUE(logged);
 }
 
@@ -194,7 +206,9 @@ TEST_F(EngineTest, SavedWeightsLoadBackIntoTheSameModel) {
   Recorder recorder;
   RunSpec run = spec({"train.save_weights=true", "train.epochs=1"});
   std::string path = (dir.path() / "kept.safetensors").string();  // from the output prefix "kept"
-  RunContext context{.registry = builtin_registry(), .observer = recorder, .output_prefix = (dir.path() / "kept").string()};
+  RunContext context{.registry = builtin_registry(),
+                     .observer = recorder,
+                     .output_prefix = (dir.path() / "kept").string()};
   train_run(run, context);
   ASSERT_TRUE(std::filesystem::exists(path));
   ModelPtr fresh = build_model(builtin_registry(), run.model, {.num_classes = 4});

@@ -11,12 +11,13 @@ namespace {
 
 TEST(FlatParameters, ParametersLiveInOnePaddedBufferSplitIntoEqualChunks) {
   torch::manual_seed(0);
-  torch::Tensor a = torch::randn({3, 2}, torch::requires_grad()), b = torch::randn({5}, torch::requires_grad());
+  torch::Tensor a = torch::randn({3, 2}, torch::requires_grad()),
+                b = torch::randn({5}, torch::requires_grad());
   const torch::Tensor a0 = a.detach().clone(), b0 = b.detach().clone();
   FlatParameters flat({a, b}, /*rank=*/1, /*world_size=*/4);
   EXPECT_EQ(flat.flat().numel(), 12);  // 11 elements padded to a multiple of 4
   EXPECT_EQ(flat.chunk_numel(), 3);
-  EXPECT_TRUE(torch::equal(a, a0));  // values kept
+  EXPECT_TRUE(torch::equal(a, a0));                               // values kept
   EXPECT_EQ(a.data_ptr<float>(), flat.flat().data_ptr<float>());  // and now inside the buffer
   EXPECT_TRUE(torch::equal(flat.chunk(flat.flat()), flat.flat().narrow(0, 3, 3)));
   std::vector<torch::Tensor> parts = flat.split(flat.flat());
@@ -41,7 +42,8 @@ TEST(FlatParameters, ReleasedMemoryGatheredBackIsWhatBackwardReads) {
     flat.flat().copy_(values * 3);  // "gathered": now 6 everywhere
   }
   y.backward();
-  EXPECT_TRUE(torch::allclose(x.grad(), torch::full({1, 2}, 12.0)));  // d/dx of x·W uses the gathered W
+  EXPECT_TRUE(
+      torch::allclose(x.grad(), torch::full({1, 2}, 12.0)));  // d/dx of x·W uses the gathered W
   EXPECT_TRUE(torch::allclose(w.grad(), torch::ones({2, 2})));
   torch::Tensor gradients = flat.take_gradients(torch::kFloat);
   EXPECT_FALSE(w.grad().defined());  // handed over

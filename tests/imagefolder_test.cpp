@@ -16,25 +16,31 @@ namespace trainyard {
 namespace {
 
 // A solid-colour image with `channels` (1 grey, 3 RGB, 4 RGBA) written as PNG.
-void write_png(const std::string& path, int width, int height, int channels, std::vector<uint8_t> colour) {
+void write_png(const std::string& path, int width, int height, int channels,
+               std::vector<uint8_t> colour) {
   png_image image{};
   image.version = PNG_IMAGE_VERSION;
   image.width = width;
   image.height = height;
   image.format = channels == 1 ? PNG_FORMAT_GRAY : channels == 3 ? PNG_FORMAT_RGB : PNG_FORMAT_RGBA;
   std::vector<uint8_t> pixels;
-  for (int i = 0; i < width * height; ++i) pixels.insert(pixels.end(), colour.begin(), colour.end());
+  for (int i = 0; i < width * height; ++i)
+    pixels.insert(pixels.end(), colour.begin(), colour.end());
   ASSERT_TRUE(png_image_write_to_file(&image, path.c_str(), 0, pixels.data(), 0, nullptr));
 }
 
 void write_jpeg(const std::string& path, int width, int height, std::vector<uint8_t> colour) {
   std::vector<uint8_t> pixels;
-  for (int i = 0; i < width * height; ++i) pixels.insert(pixels.end(), colour.begin(), colour.end());
+  for (int i = 0; i < width * height; ++i)
+    pixels.insert(pixels.end(), colour.begin(), colour.end());
   tjhandle handle = tjInitCompress();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
-  ASSERT_EQ(tjCompress2(handle, pixels.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_444, 95, 0), 0);
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<char*>(jpeg), static_cast<std::streamsize>(size));
+  ASSERT_EQ(tjCompress2(handle, pixels.data(), width, 0, height, TJPF_RGB, &jpeg, &size, TJSAMP_444,
+                        95, 0),
+            0);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<char*>(jpeg), static_cast<std::streamsize>(size));
   tjFree(jpeg);
   tjDestroy(handle);
 }
@@ -52,10 +58,13 @@ class ImageFolderTest : public ::testing::Test {
     write_png(file("train", "dog", "alpha.png"), 8, 8, 4, {0, 255, 0, 255});
     dir.write("train/dog/notes.txt", "not an image");
   }
-  std::string file(const char* split, const char* label, const char* name) { return (dir.path() / split / label / name).string(); }
+  std::string file(const char* split, const char* label, const char* name) {
+    return (dir.path() / split / label / name).string();
+  }
   DataSplits load(int64_t size = 16) {
     ComponentChoice choice{.name = "imagefolder"};
-    flatten_into(choice.options, YAML::Load("{root: '" + dir.path().string() + "', normalize: none}"), "t");
+    flatten_into(choice.options,
+                 YAML::Load("{root: '" + dir.path().string() + "', normalize: none}"), "t");
     return build_dataset(builtin_registry(), choice, {.image_size = size});
   }
   std::string error_of() {
@@ -79,11 +88,11 @@ TEST_F(ImageFolderTest, ClassesAreSortedFoldersAndImagesAnySize) {
   EXPECT_EQ(batch.inputs.sizes(), (std::vector<int64_t>{4, 3, 16, 16}));
   EXPECT_EQ(batch.targets[0].item<int64_t>(), 0);  // cat/a.png
   EXPECT_EQ(batch.targets[2].item<int64_t>(), 1);  // dog/alpha.png ("alpha" < "b.jpg")
-  EXPECT_NEAR(batch.inputs[0][0][5][5].item<float>(), 1.0f, 1e-6);   // red PNG, exact
+  EXPECT_NEAR(batch.inputs[0][0][5][5].item<float>(), 1.0f, 1e-6);  // red PNG, exact
   EXPECT_NEAR(batch.inputs[0][2][5][5].item<float>(), 0.0f, 1e-6);
   EXPECT_NEAR(batch.inputs[1][0][3][3].item<float>(), 128 / 255.0f, 1e-6);  // grey -> RGB
-  EXPECT_NEAR(batch.inputs[2][1][3][3].item<float>(), 1.0f, 1e-6);  // RGBA green
-  EXPECT_NEAR(batch.inputs[3][2][8][8].item<float>(), 1.0f, 0.03f);  // blue JPEG, lossy
+  EXPECT_NEAR(batch.inputs[2][1][3][3].item<float>(), 1.0f, 1e-6);          // RGBA green
+  EXPECT_NEAR(batch.inputs[3][2][8][8].item<float>(), 1.0f, 0.03f);         // blue JPEG, lossy
 }
 
 TEST_F(ImageFolderTest, CorruptImageNamesTheFileWhenItIsRead) {
@@ -93,14 +102,16 @@ TEST_F(ImageFolderTest, CorruptImageNamesTheFileWhenItIsRead) {
     splits.train->get_batch({3});
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("b.jpg: not a readable JPEG"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("b.jpg: not a readable JPEG"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST_F(ImageFolderTest, BrokenFolders) {
   std::filesystem::create_directories(dir.path() / "val" / "bird");
   write_png(file("val", "bird", "c.png"), 4, 4, 3, {1, 2, 3});
-  EXPECT_NE(error_of().find("val/bird is a class folder that train/ lacks"), std::string::npos) << error_of();
+  EXPECT_NE(error_of().find("val/bird is a class folder that train/ lacks"), std::string::npos)
+      << error_of();
   std::filesystem::rename(dir.path() / "val", dir.path() / "validation");
   EXPECT_NE(error_of().find("imagefolder: missing folder"), std::string::npos);
 }

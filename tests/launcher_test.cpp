@@ -1,5 +1,5 @@
-// The launcher, end to end: one worker process per rank, supervised — a killed or hanging rank fails
-// its run and the batch goes on; two nodes on loopback train as one node of as many ranks.
+// The launcher, end to end: one worker process per rank, supervised — a killed or hanging rank
+// fails its run and the batch goes on; two nodes on loopback train as one node of as many ranks.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -15,12 +15,12 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::KillOnExit;
-using testing::Result;
 using testing::exit_code_of;
+using testing::KillOnExit;
+using testing::read_file;
+using testing::Result;
 using testing::source;
 using testing::start_run;
-using testing::read_file;
 using testing::trainyard;
 
 class LauncherTest : public testing::CliTest {};
@@ -51,7 +51,8 @@ sweep:
   auto runs = store.runs("kill");
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].status, RunStatus::failed);
-  EXPECT_NE(runs[0].error.find("rank 1 was killed by signal 9"), std::string::npos) << runs[0].error;
+  EXPECT_NE(runs[0].error.find("rank 1 was killed by signal 9"), std::string::npos)
+      << runs[0].error;
   EXPECT_NE(runs[0].error.find("-rank1.log"), std::string::npos) << runs[0].error;  // where to look
   EXPECT_EQ(runs[1].status, RunStatus::completed);
   EXPECT_LT(std::chrono::steady_clock::now() - killed_at, std::chrono::seconds(30));
@@ -86,7 +87,8 @@ sweep:
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].status, RunStatus::failed);
   EXPECT_NE(runs[0].error.find("rank 0 exited with code"), std::string::npos) << runs[0].error;
-  EXPECT_NE(runs[0].error.find("imed out"), std::string::npos) << runs[0].error;  // Gloo: "Timed out ..."
+  EXPECT_NE(runs[0].error.find("imed out"), std::string::npos)
+      << runs[0].error;  // Gloo: "Timed out ..."
   EXPECT_EQ(runs[1].status, RunStatus::completed) << runs[1].error;
   EXPECT_NE(kill(rank1, 0), 0);  // no orphan
 }
@@ -106,13 +108,15 @@ sweep:
       set: {runtime.strategy: single, runtime.devices: 1, train.batch_size: 16}
 )");
   const std::string one_node_db = (dir.path() / "one" / "t.db").string();
-  Result one_node = trainyard("run " + file + " --db " + one_node_db + " --set runtime.devices=4 --set runtime.strategy=ddp");
+  Result one_node = trainyard("run " + file + " --db " + one_node_db +
+                              " --set runtime.devices=4 --set runtime.strategy=ddp");
   ASSERT_EQ(one_node.exit_code, 0) << one_node.output;
 
   const std::string port = std::to_string(20000 + getpid() % 20000);
   auto node = [&](int rank, const std::string& db_path) {
-    return start_run(file, db_path, {"--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr", "127.0.0.1",
-                                     "--master-port", port});
+    return start_run(file, db_path,
+                     {"--nnodes", "2", "--node-rank", std::to_string(rank), "--master-addr",
+                      "127.0.0.1", "--master-port", port});
   };
   pid_t node1 = node(1, (dir.path() / "node1" / "t.db").string());
   KillOnExit guard1{node1};
@@ -129,11 +133,16 @@ sweep:
   const double four_ranks = reference.final_metrics(reference.runs("nodes")[0].id).at("test_loss");
   EXPECT_NEAR(store.final_metrics(runs[0].id).at("test_loss"), four_ranks, 1e-5);
   EXPECT_FALSE(fs::exists(dir.path() / "node1" / "t.db"));  // only node 0 records
-  EXPECT_TRUE(fs::exists(dir.path() / "node1" / "logs" / "nodes" / "run-1-default-node1-rank3.log"));
+  EXPECT_TRUE(
+      fs::exists(dir.path() / "node1" / "logs" / "nodes" / "run-1-default-node1-rank3.log"));
 
   // Flags that cannot describe a node are refused before anything runs.
-  EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 2 --master-port 1234").exit_code, 2);
-  EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 1").exit_code, 2);  // no port
+  EXPECT_EQ(
+      trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 2 --master-port 1234")
+          .exit_code,
+      2);
+  EXPECT_EQ(trainyard("run " + file + " --db " + db() + " --nnodes 2 --node-rank 1").exit_code,
+            2);  // no port
 }
 
 }  // namespace

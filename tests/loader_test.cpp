@@ -41,7 +41,8 @@ TEST(LoaderTest, WorkersDeliverTheSameBatchesInOrder) {
   DataLoader sync(data, 8, 5, {.shuffle = true, .drop_last = true, .workers = 0, .prefetch = 1});
   DataLoader async(data, 8, 5, {.shuffle = true, .drop_last = true, .workers = 3, .prefetch = 2});
   EXPECT_EQ(sync.num_batches(), 12);  // the last 7 dropped
-  for (int64_t epoch = 0; epoch < 3; ++epoch) EXPECT_EQ(epoch_of(sync, epoch), epoch_of(async, epoch));
+  for (int64_t epoch = 0; epoch < 3; ++epoch)
+    EXPECT_EQ(epoch_of(sync, epoch), epoch_of(async, epoch));
   EXPECT_NE(epoch_of(sync, 0), epoch_of(sync, 1));  // reshuffled each epoch
 }
 
@@ -60,7 +61,8 @@ TEST(LoaderTest, TransformRunsInTheWorkersWithTheBatchSeed) {
   DataLoader loader(std::make_shared<Numbers>(16), 4, 9, options);
   loader.start_epoch(2, 4);
   for (int64_t b = 0; b < 4; ++b)
-    EXPECT_EQ(loader.next().inputs[0].item<float>(), static_cast<float>(loader.batch_seed(2, b) % 1000));
+    EXPECT_EQ(loader.next().inputs[0].item<float>(),
+              static_cast<float>(loader.batch_seed(2, b) % 1000));
 }
 
 TEST(LoaderTest, AWorkersErrorReachesTheTrainer) {
@@ -78,7 +80,8 @@ TEST(LoaderTest, AWorkersErrorReachesTheTrainer) {
 // The kernel lists each live thread of the process under /proc/self/task.
 int64_t live_threads() {
   const std::filesystem::path tasks("/proc/self/task");
-  return std::distance(std::filesystem::directory_iterator(tasks), std::filesystem::directory_iterator());
+  return std::distance(std::filesystem::directory_iterator(tasks),
+                       std::filesystem::directory_iterator());
 }
 
 TEST(LoaderTest, StoppingMidEpochJoinsTheWorkers) {
@@ -92,7 +95,7 @@ TEST(LoaderTest, StoppingMidEpochJoinsTheWorkers) {
   loader->start_epoch(0, loader->num_batches());
   loader->next();
   EXPECT_EQ(live_threads(), before + 2);  // both workers busy, 248 batches still to build
-  loader.reset();  // mid-epoch: the destructor stops and joins them
+  loader.reset();                         // mid-epoch: the destructor stops and joins them
   EXPECT_EQ(live_threads(), before);
 }
 

@@ -15,8 +15,10 @@ TEST(SlurmNodes, FirstHostOfANodeList) {
 }
 
 TEST(SlurmNodes, LayoutFromTheEnvironment) {
-  std::map<std::string, std::string> env = {{"SLURM_NNODES", "4"}, {"SLURM_NODEID", "2"},
-                                            {"SLURM_JOB_NODELIST", "gpu[10-13]"}, {"SLURM_JOB_ID", "123456"}};
+  std::map<std::string, std::string> env = {{"SLURM_NNODES", "4"},
+                                            {"SLURM_NODEID", "2"},
+                                            {"SLURM_JOB_NODELIST", "gpu[10-13]"},
+                                            {"SLURM_JOB_ID", "123456"}};
   auto getenv = [&](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();

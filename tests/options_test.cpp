@@ -51,7 +51,9 @@ TEST(OptionSetTest, DefaultsComeFromTheStruct) {
 
 TEST(OptionSetTest, DecodesEveryType) {
   Diagnostics d;
-  Opts o = option_set().decode(tree_of("{depth: 3, dropout: 0.5, flag: true, mode: slow, tags: [x, y]}"), "x", "thing", {}, d);
+  Opts o =
+      option_set().decode(tree_of("{depth: 3, dropout: 0.5, flag: true, mode: slow, tags: [x, y]}"),
+                          "x", "thing", {}, d);
   EXPECT_TRUE(d.empty()) << d.format();
   EXPECT_EQ(o.depth, 3);
   EXPECT_DOUBLE_EQ(o.dropout, 0.5);
@@ -69,14 +71,16 @@ TEST(OptionSetTest, IntegerIsAValidFloat) {
 
 TEST(OptionSetTest, BadValuesAreReportedWithTheirOrigin) {
   Diagnostics d;
-  option_set().decode(tree_of("depth: 0\ndropout: 2\nflag: maybe\nmode: fats\ntags: 3\n"), "x", "thing", {}, d);
+  option_set().decode(tree_of("depth: 0\ndropout: 2\nflag: maybe\nmode: fats\ntags: 3\n"), "x",
+                      "thing", {}, d);
   ASSERT_EQ(d.size(), 5u) << d.format();
   EXPECT_EQ(d.items()[0].message, "'x.depth' must be ≥ 1, got 0");
   EXPECT_EQ(d.items()[0].origin.line, 1);
   EXPECT_EQ(d.items()[1].message, "'x.dropout' must be 0 to 1, got 2");
   EXPECT_EQ(d.items()[2].message, "'x.flag' must be true or false, got 'maybe'");
-  EXPECT_EQ(d.items()[3].message,
-            "'x.mode' has unknown value 'fats' (did you mean 'fast'?); expected one of: fast, slow");
+  EXPECT_EQ(
+      d.items()[3].message,
+      "'x.mode' has unknown value 'fats' (did you mean 'fast'?); expected one of: fast, slow");
   EXPECT_EQ(d.items()[4].message, "'x.tags' must be a list of strings, got '3'");
 }
 

@@ -60,7 +60,8 @@ struct Recorder : RunObserver {
   std::map<std::string, std::string> attributes;
 };
 
-class PrecisionTest : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string, std::string>> {};
+class PrecisionTest : public ::testing::TestWithParam<
+                          std::tuple<std::string, std::string, std::string, std::string>> {};
 
 TEST_P(PrecisionTest, TrainsOnTheCpuAndReportsItsDtypes) {
   auto [precision, param, compute, scaling] = GetParam();
@@ -86,21 +87,25 @@ TEST(PrecisionValidationTest, FloatSixteenWithAdamsDefaultEpsIsRejected) {
     load_experiment(dir.write("p.yaml", kTiny), {"runtime.precision=16-true"}, builtin_registry());
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("train.optimizer.eps 1e-08 rounds to 0 and adam divides by zero"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(
+                  "train.optimizer.eps 1e-08 rounds to 0 and adam divides by zero"),
+              std::string::npos)
         << e.what();
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryPrecision, PrecisionTest,
-    ::testing::Values(std::tuple{"32-true", "Float", "Float", "none"}, std::tuple{"bf16-mixed", "Float", "BFloat16", "none"},
-                      std::tuple{"16-mixed", "Float", "Half", "dynamic"}, std::tuple{"bf16-true", "BFloat16", "BFloat16", "none"},
-                      std::tuple{"16-true", "Half", "Half", "none"}),
-    [](const auto& info) {
-      std::string name = std::get<0>(info.param);
-      for (auto& c : name) if (c == '-') c = '_';
-      return "p" + name;
-    });
+INSTANTIATE_TEST_SUITE_P(EveryPrecision, PrecisionTest,
+                         ::testing::Values(std::tuple{"32-true", "Float", "Float", "none"},
+                                           std::tuple{"bf16-mixed", "Float", "BFloat16", "none"},
+                                           std::tuple{"16-mixed", "Float", "Half", "dynamic"},
+                                           std::tuple{"bf16-true", "BFloat16", "BFloat16", "none"},
+                                           std::tuple{"16-true", "Half", "Half", "none"}),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param);
+                           for (auto& c : name)
+                             if (c == '-') c = '_';
+                           return "p" + name;
+                         });
 
 }  // namespace
 }  // namespace trainyard

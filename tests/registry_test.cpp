@@ -11,16 +11,19 @@ TEST(RegistryTest, BuildsFromResolvedOptions) {
   ConfigTree options;
   options.set("width", {YAML::Node(30), {}, {}});
   EXPECT_EQ((r.build<int(int)>(ComponentKind::model, "toy", options, 12)), 42);
-  EXPECT_EQ((r.build<int(int)>(ComponentKind::model, "toy", ConfigTree(), 0)), 8);  // the default width
+  EXPECT_EQ((r.build<int(int)>(ComponentKind::model, "toy", ConfigTree(), 0)),
+            8);  // the default width
 }
 
 TEST(RegistryTest, DuplicateNamesFailAtRegistration) {
   Registry r = testing::fake_registry();
   struct None {};
-  EXPECT_THROW(r.add<int()>(ComponentKind::optimizer, "adam", "again", OptionSet<None>(), [](const None&) { return 0; }),
+  EXPECT_THROW(r.add<int()>(ComponentKind::optimizer, "adam", "again", OptionSet<None>(),
+                            [](const None&) { return 0; }),
                std::logic_error);
   // The same name under another kind is fine.
-  r.add<int()>(ComponentKind::scheduler, "adam", "a scheduler", OptionSet<None>(), [](const None&) { return 0; });
+  r.add<int()>(ComponentKind::scheduler, "adam", "a scheduler", OptionSet<None>(),
+               [](const None&) { return 0; });
 }
 
 TEST(RegistryTest, ListsNamesAndOptionsInRegistrationOrder) {
@@ -36,11 +39,14 @@ TEST(RegistryTest, ListsNamesAndOptionsInRegistrationOrder) {
 TEST(RegistryTest, LookupExplainsUnknownNames) {
   Registry r = testing::fake_registry();
   Diagnostics d;
-  EXPECT_EQ(lookup_component(r, ComponentKind::optimizer, "sdg", "train.optimizer.name", {}, d), nullptr);
-  EXPECT_NE(lookup_component(r, ComponentKind::optimizer, "sgd", "train.optimizer.name", {}, d), nullptr);
+  EXPECT_EQ(lookup_component(r, ComponentKind::optimizer, "sdg", "train.optimizer.name", {}, d),
+            nullptr);
+  EXPECT_NE(lookup_component(r, ComponentKind::optimizer, "sgd", "train.optimizer.name", {}, d),
+            nullptr);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d.items()[0].message,
-            "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, sgd");
+  EXPECT_EQ(
+      d.items()[0].message,
+      "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, sgd");
 }
 
 // A component says what it can do when it registers, as a function of its options; a component
@@ -52,9 +58,12 @@ TEST(RegistryTest, CapabilitiesComeFromTheRegistrationAndTheOptions) {
   };
   OptionSet<Size> options;
   options.add("image_size", &Size::image_size, "input resolution", at_least(1));
-  r.add<int()>(ComponentKind::model, "sized", "a model with an input size", options, [](const Size&) { return 0; },
-               [](const Size& o) { return Capabilities{.image_size = o.image_size}; });
-  r.add<int()>(ComponentKind::model, "plain", "a model that says nothing", options, [](const Size&) { return 0; });
+  r.add<int()>(
+      ComponentKind::model, "sized", "a model with an input size", options,
+      [](const Size&) { return 0; },
+      [](const Size& o) { return Capabilities{.image_size = o.image_size}; });
+  r.add<int()>(ComponentKind::model, "plain", "a model that says nothing", options,
+               [](const Size&) { return 0; });
   ConfigTree resolved;
   resolved.set("image_size", {YAML::Node(32), {}, {}});
   EXPECT_EQ(r.find(ComponentKind::model, "sized")->capabilities(resolved).image_size, 32);

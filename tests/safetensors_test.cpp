@@ -36,7 +36,9 @@ TEST(SafetensorsTest, WritesAndReadsBack) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};
   std::vector<uint16_t> b = {0x3f80, 0x4000};  // bf16 1.0, 2.0
   std::string path = (dir.path() / "w.safetensors").string();
-  write_safetensors(path, {{"a", SafetensorsDtype::F32, {2, 3}, a.data(), 24}, {"b.c", SafetensorsDtype::BF16, {2}, b.data(), 4}},
+  write_safetensors(path,
+                    {{"a", SafetensorsDtype::F32, {2, 3}, a.data(), 24},
+                     {"b.c", SafetensorsDtype::BF16, {2}, b.data(), 4}},
                     {{"format", "pt"}});
   SafetensorsFile file(path);
   ASSERT_EQ(file.entries().size(), 2u);
@@ -51,7 +53,8 @@ TEST(SafetensorsTest, WritesAndReadsBack) {
 }
 
 TEST(SafetensorsTest, ReadsTheReferenceImplementationsFiles) {
-  SafetensorsFile file(std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/vit_torchvision.safetensors");
+  SafetensorsFile file(std::string(TRAINYARD_SOURCE_DIR) +
+                       "/tests/fixtures/vit_torchvision.safetensors");
   const SafetensorsEntry* head = file.find("heads.head.weight");
   ASSERT_NE(head, nullptr);
   EXPECT_EQ(head->shape, (std::vector<int64_t>{10, 32}));
@@ -60,10 +63,14 @@ TEST(SafetensorsTest, ReadsTheReferenceImplementationsFiles) {
 
 TEST(SafetensorsTest, TooShortAndHeaderLengthProblems) {
   testing::TempDir dir;
-  EXPECT_NE(error_of(dir.write("w.safetensors", "abc")).find("3 bytes is too short"), std::string::npos);
-  EXPECT_NE(error_of(raw_file(dir, "{}", 0, 1ull << 40)).find("exceeds the format's limit"), std::string::npos);
-  EXPECT_NE(error_of(raw_file(dir, "{}", 0, 1000)).find("runs past the end of the 10-byte file"), std::string::npos);
-  EXPECT_NE(error_of(raw_file(dir, "{not json", 0)).find("the header is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(dir.write("w.safetensors", "abc")).find("3 bytes is too short"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(dir, "{}", 0, 1ull << 40)).find("exceeds the format's limit"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(dir, "{}", 0, 1000)).find("runs past the end of the 10-byte file"),
+            std::string::npos);
+  EXPECT_NE(error_of(raw_file(dir, "{not json", 0)).find("the header is not valid JSON"),
+            std::string::npos);
   EXPECT_NE(error_of(raw_file(dir, "[1, 2]", 0)).find("must be a JSON object"), std::string::npos);
   EXPECT_NE(error_of((dir.path() / "absent").string()).find("No such file"), std::string::npos);
 }
@@ -74,17 +81,27 @@ TEST(SafetensorsTest, EntryProblemsNameTheTensor) {
     std::string error = error_of(raw_file(dir, header, data));
     EXPECT_NE(error.find(expected), std::string::npos) << header << "\n -> " << error;
   };
-  check(R"({"w": {"dtype": "F32", "shape": [2]}})", 8, "tensor 'w': entry must have dtype, shape and data_offsets");
-  check(R"({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", 2, "tensor 'w': unsupported dtype \"F8_E4M3\"");
-  check(R"({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8, "shape [-2] must hold non-negative integers");
-  check(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8, "end before they begin");
-  check(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 4, "run past the 4 data bytes of the file; the file is truncated");
-  check(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8, "8 bytes of data, but shape [3] of F32 needs 12");
-  check(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
-        12, "tensor 'b' overlaps the tensor before it");
-  check(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8, "bytes 0 to 4 before tensor 'a' belong to no tensor");
-  check(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 8, "the last 4 data bytes belong to no tensor");
-  check(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 4]}})", 4, "impossibly large");
+  check(R"({"w": {"dtype": "F32", "shape": [2]}})", 8,
+        "tensor 'w': entry must have dtype, shape and data_offsets");
+  check(R"({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}})", 2,
+        "tensor 'w': unsupported dtype \"F8_E4M3\"");
+  check(R"({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8,
+        "shape [-2] must hold non-negative integers");
+  check(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8,
+        "end before they begin");
+  check(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 4,
+        "run past the 4 data bytes of the file; the file is truncated");
+  check(R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", 8,
+        "8 bytes of data, but shape [3] of F32 needs 12");
+  check(
+      R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+      12, "tensor 'b' overlaps the tensor before it");
+  check(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})", 8,
+        "bytes 0 to 4 before tensor 'a' belong to no tensor");
+  check(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 8,
+        "the last 4 data bytes belong to no tensor");
+  check(R"({"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 4]}})", 4,
+        "impossibly large");
 }
 
 }  // namespace

@@ -31,9 +31,9 @@ TEST(SchedulersTest, StepAndExponentialDecay) {
 
 TEST(SchedulersTest, CosineEndsAtTheMinimumAfterWarmup) {
   auto s = schedule("cosine", "{warmup_steps: 2, min_lr_ratio: 0.1}", 12);
-  EXPECT_DOUBLE_EQ(s(2), 1.0);                 // start of the decay
-  EXPECT_NEAR(s(7), 0.55, 1e-12);              // halfway: (1 + 0.1) / 2
-  EXPECT_NEAR(s(12), 0.1, 1e-12);              // the end
+  EXPECT_DOUBLE_EQ(s(2), 1.0);     // start of the decay
+  EXPECT_NEAR(s(7), 0.55, 1e-12);  // halfway: (1 + 0.1) / 2
+  EXPECT_NEAR(s(12), 0.1, 1e-12);  // the end
 }
 
 }  // namespace

@@ -71,12 +71,16 @@ TEST_F(StoreTest, ProcessesOpeningANewDatabaseTogetherMigrateItOnce) {
 }
 
 TEST_F(StoreTest, DatabaseFromANewerTrainyardIsRefused) {
-  { sql::Database db(path); db.exec("PRAGMA user_version = 99"); }
+  {
+    sql::Database db(path);
+    db.exec("PRAGMA user_version = 99");
+  }
   try {
     Store store(path);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 99, newer than this trainyard's"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("schema version 99, newer than this trainyard's"),
+              std::string::npos);
   }
 }
 

@@ -11,8 +11,9 @@ namespace trainyard::testing {
 
 namespace fs = std::filesystem;
 
-void expect_ranks_match_one_process(const TempDir& dir, const std::string& db, const std::string& strategy,
-                                    Sharding sharding, const std::vector<std::string>& extra_variants) {
+void expect_ranks_match_one_process(const TempDir& dir, const std::string& db,
+                                    const std::string& strategy, Sharding sharding,
+                                    const std::vector<std::string>& extra_variants) {
   std::string yaml = R"(
 name: strategies
 model: {name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
@@ -24,8 +25,10 @@ sweep:
     - name: single
 )";
   for (int ranks : {2, 4})
-    yaml += fmt::format("    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.devices: {1}, train.batch_size: {2}}}}}\n",
-                        strategy, ranks, 16 / ranks);
+    yaml += fmt::format(
+        "    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.devices: {1}, "
+        "train.batch_size: {2}}}}}\n",
+        strategy, ranks, 16 / ranks);
   for (const auto& variant : extra_variants) yaml += "    - " + variant + "\n";
   Result run = trainyard("run " + dir.write("strategies.yaml", yaml) + " --db " + db);
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -39,28 +42,36 @@ sweep:
     auto m = store.final_metrics(runs[i].id);
     EXPECT_EQ(m.at("steps"), single.at("steps"));
     EXPECT_NEAR(m.at("test_loss"), single.at("test_loss"), 1e-4);
-    EXPECT_NEAR(store.epoch_metrics(runs[i].id)[1].values.at("train_loss"), single_epochs[1].values.at("train_loss"), 1e-4);
+    EXPECT_NEAR(store.epoch_metrics(runs[i].id)[1].values.at("train_loss"),
+                single_epochs[1].values.at("train_loss"), 1e-4);
   }
   // Per-rank training state, from the engine's accounting: a share of 1/N within 2% where sharded —
   // shards are padded to a multiple of N, and Adam keeps one step count per tensor it updates (one
   // per parameter when whole, one per shard when sharded).
-  for (const char* key : {"param_bytes_per_rank", "grad_bytes_per_rank", "optimizer_state_bytes_per_rank"}) {
+  for (const char* key :
+       {"param_bytes_per_rank", "grad_bytes_per_rank", "optimizer_state_bytes_per_rank"}) {
     SCOPED_TRACE(key);
-    const bool sharded = std::string(key) == "param_bytes_per_rank" ? sharding.parameters
-                                                                     : sharding.gradients_and_optimizer_state;
+    const bool sharded = std::string(key) == "param_bytes_per_rank"
+                             ? sharding.parameters
+                             : sharding.gradients_and_optimizer_state;
     for (int ranks : {2, 4}) {
       const double whole = single.at(key);
-      const double held = store.final_metrics(runs[ranks / 2].id).at(key);  // runs 1 and 2: 2 and 4 ranks
-      if (sharded) EXPECT_NEAR(held, whole / ranks, 0.02 * whole / ranks);
-      else EXPECT_EQ(held, whole);
+      const double held =
+          store.final_metrics(runs[ranks / 2].id).at(key);  // runs 1 and 2: 2 and 4 ranks
+      if (sharded)
+        EXPECT_NEAR(held, whole / ranks, 0.02 * whole / ranks);
+      else
+        EXPECT_EQ(held, whole);
     }
   }
-  EXPECT_TRUE(fs::exists(runs[1].environment.log_path.substr(0, runs[1].environment.log_path.size() - 4) + "-rank1.log"));
+  EXPECT_TRUE(
+      fs::exists(runs[1].environment.log_path.substr(0, runs[1].environment.log_path.size() - 4) +
+                 "-rank1.log"));
 }
 
-std::map<std::string, double> expect_composes_with_precisions(const TempDir& dir, const std::string& db,
-                                                              const std::string& strategy,
-                                                              const std::vector<std::string>& extra_variants) {
+std::map<std::string, double> expect_composes_with_precisions(
+    const TempDir& dir, const std::string& db, const std::string& strategy,
+    const std::vector<std::string>& extra_variants) {
   std::string yaml = R"(
 name: compose
 model: {name: distilbert, layers: 2, dim: 32, heads: 2, hidden_dim: 64, max_positions: 64, dropout: 0, attention_dropout: 0, classifier_dropout: 0}
@@ -72,7 +83,9 @@ sweep:
     - {name: single-8, set: {train.batch_size: 8, runtime.devices: 1}}
 )";
   for (const char* precision : {"bf16-mixed", "16-mixed", "bf16-true"})
-    yaml += fmt::format("    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.precision: {1}}}}}\n", strategy, precision);
+    yaml += fmt::format(
+        "    - {{name: {0}-{1}, set: {{runtime.strategy: {0}, runtime.precision: {1}}}}}\n",
+        strategy, precision);
   for (const auto& variant : extra_variants) yaml += "    - " + variant + "\n";
   std::map<std::string, double> losses;
   Result run = trainyard("run " + dir.write("compose.yaml", yaml) + " --db " + db);

@@ -37,13 +37,16 @@ TEST(GradientClippingTest, TheGradientNormIsTheNormClippingReportsAndChangesNoth
   torch::optim::SGD clipped_optimizer(clipped, torch::optim::SGDOptions(0.1));
   const torch::Tensor norm = single_strategy()->gradient_norm(measured_optimizer);
   EXPECT_EQ(norm.dim(), 0);
-  EXPECT_EQ(norm.item<double>(), single_strategy()->clip_grad_norm(clipped_optimizer, 1.0).item<double>());
+  EXPECT_EQ(norm.item<double>(),
+            single_strategy()->clip_grad_norm(clipped_optimizer, 1.0).item<double>());
   const auto untouched = parameters_with_gradients(10.0, torch::kFloat);
-  for (size_t i = 0; i + 1 < measured.size(); ++i) EXPECT_TRUE(torch::equal(measured[i].grad(), untouched[i].grad()));
+  for (size_t i = 0; i + 1 < measured.size(); ++i)
+    EXPECT_TRUE(torch::equal(measured[i].grad(), untouched[i].grad()));
 }
 
 TEST(GradientClippingTest, MatchesTorchClipGradNormAboveAndBelowTheLimit) {
-  for (double scale : {10.0, 0.01}) {  // a norm above max_norm (scaled down) and below it (unchanged)
+  for (double scale :
+       {10.0, 0.01}) {  // a norm above max_norm (scaled down) and below it (unchanged)
     auto ours = parameters_with_gradients(scale, torch::kFloat);
     auto reference = parameters_with_gradients(scale, torch::kFloat);
     torch::optim::SGD optimizer(ours, torch::optim::SGDOptions(0.1));
@@ -54,7 +57,8 @@ TEST(GradientClippingTest, MatchesTorchClipGradNormAboveAndBelowTheLimit) {
     EXPECT_EQ(norm.dim(), 0);
     EXPECT_NEAR(norm.item<double>(), expected, 1e-5 * expected);
     for (size_t i = 0; i + 1 < ours.size(); ++i)
-      EXPECT_TRUE(torch::allclose(ours[i].grad(), reference[i].grad(), 1e-6, 1e-7)) << "parameter " << i;
+      EXPECT_TRUE(torch::allclose(ours[i].grad(), reference[i].grad(), 1e-6, 1e-7))
+          << "parameter " << i;
     EXPECT_FALSE(ours.back().grad().defined());
   }
 }
@@ -64,15 +68,18 @@ TEST(GradientClippingTest, MatchesTorchClipGradNormAboveAndBelowTheLimit) {
 TEST(GradientClippingTest, HalfPrecisionGradientsAreMeasuredInFloat) {
   for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
     auto parameters = parameters_with_gradients(1.0, dtype);
-    for (size_t i = 0; i + 1 < parameters.size(); ++i) parameters[i].mutable_grad().fill_(30000);  // squares overflow fp16
+    for (size_t i = 0; i + 1 < parameters.size(); ++i)
+      parameters[i].mutable_grad().fill_(30000);  // squares overflow fp16
     torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(0.1));
 
     torch::Tensor norm = single_strategy()->clip_grad_norm(optimizer, 1.0);
 
     EXPECT_EQ(norm.scalar_type(), torch::kFloat);
     const double elements = 12 + 5 + 8;
-    EXPECT_NEAR(norm.item<double>(), 30000 * std::sqrt(elements), 1e-2 * 30000 * std::sqrt(elements));
-    auto clipped = torch::cat({parameters[0].grad().flatten(), parameters[1].grad().flatten(), parameters[2].grad().flatten()});
+    EXPECT_NEAR(norm.item<double>(), 30000 * std::sqrt(elements),
+                1e-2 * 30000 * std::sqrt(elements));
+    auto clipped = torch::cat({parameters[0].grad().flatten(), parameters[1].grad().flatten(),
+                               parameters[2].grad().flatten()});
     EXPECT_EQ(clipped.scalar_type(), dtype);
     EXPECT_NEAR(clipped.to(torch::kFloat).norm().item<double>(), 1.0, 1e-2);
   }

@@ -26,9 +26,12 @@ TEST(SyncDebugTest, TheGuardArmsLibTorchsCheckAndDisarmsItAfter) {
 
 TEST(SyncDebugTest, OnlyCudaRunsAreChecked) {
   EXPECT_EQ(SyncDebugGuard::mode("error", torch::kCPU), c10::cuda::SyncDebugMode::L_DISABLED);
-  EXPECT_EQ(SyncDebugGuard::mode("error", torch::Device(torch::kCUDA, 0)), c10::cuda::SyncDebugMode::L_ERROR);
-  EXPECT_EQ(SyncDebugGuard::mode("warn", torch::Device(torch::kCUDA, 0)), c10::cuda::SyncDebugMode::L_WARN);
-  EXPECT_EQ(SyncDebugGuard::mode("off", torch::Device(torch::kCUDA, 0)), c10::cuda::SyncDebugMode::L_DISABLED);
+  EXPECT_EQ(SyncDebugGuard::mode("error", torch::Device(torch::kCUDA, 0)),
+            c10::cuda::SyncDebugMode::L_ERROR);
+  EXPECT_EQ(SyncDebugGuard::mode("warn", torch::Device(torch::kCUDA, 0)),
+            c10::cuda::SyncDebugMode::L_WARN);
+  EXPECT_EQ(SyncDebugGuard::mode("off", torch::Device(torch::kCUDA, 0)),
+            c10::cuda::SyncDebugMode::L_DISABLED);
 }
 
 }  // namespace

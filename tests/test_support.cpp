@@ -12,7 +12,8 @@ namespace fs = std::filesystem;
 
 TempDir::TempDir() {
   std::random_device random;
-  path_ = fs::temp_directory_path() / ("trainyard-test-" + std::to_string(random()) + std::to_string(random()));
+  path_ = fs::temp_directory_path() /
+          ("trainyard-test-" + std::to_string(random()) + std::to_string(random()));
   fs::create_directories(path_);
 }
 
@@ -21,7 +22,8 @@ TempDir::TempDir() {
 // linked against LibTorch calls it.
 TempDir::~TempDir() {
   nftw(
-      path_.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+      path_.c_str(),
+      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
       FTW_DEPTH | FTW_PHYS);
 }
 
@@ -49,23 +51,34 @@ struct Nothing {};
 Registry fake_registry() {
   Registry r;
   OptionSet<ToyModel> model;
-  model.add("width", &ToyModel::width, "width", at_least(1)).add("act", &ToyModel::act, "activation", one_of({"relu", "gelu"}));
-  r.add<int(int)>(ComponentKind::model, "toy", "a toy model", model, [](const ToyModel& o, int x) { return static_cast<int>(o.width) + x; });
+  model.add("width", &ToyModel::width, "width", at_least(1))
+      .add("act", &ToyModel::act, "activation", one_of({"relu", "gelu"}));
+  r.add<int(int)>(ComponentKind::model, "toy", "a toy model", model,
+                  [](const ToyModel& o, int x) { return static_cast<int>(o.width) + x; });
   OptionSet<ToyData> data;
   data.add("root", &ToyData::root, "folder", required());
-  r.add<int()>(ComponentKind::dataset, "toy-data", "toy data", data, [](const ToyData&) { return 1; });
+  r.add<int()>(ComponentKind::dataset, "toy-data", "toy data", data,
+               [](const ToyData&) { return 1; });
   OptionSet<Lr> lr;
   lr.add("lr", &Lr::lr, "learning rate", greater_than(0));
-  r.add<int()>(ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; },
-               [](const Lr&) { return Capabilities{.steps_on_device = true}; });
+  r.add<int()>(
+      ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; },
+      [](const Lr&) { return Capabilities{.steps_on_device = true}; });
   r.add<int()>(ComponentKind::optimizer, "sgd", "sgd", lr, [](const Lr&) { return 3; });
-  r.add<int()>(ComponentKind::scheduler, "none", "none", OptionSet<Nothing>(), [](const Nothing&) { return 4; });
-  r.add<int()>(ComponentKind::precision, "32-true", "fp32", OptionSet<Nothing>(), [](const Nothing&) { return 5; });
-  r.add<int()>(ComponentKind::precision, "bf16-mixed", "bf16", OptionSet<Nothing>(), [](const Nothing&) { return 6; });
-  r.add<int()>(ComponentKind::precision, "16-mixed", "fp16", OptionSet<Nothing>(), [](const Nothing&) { return 8; });
-  r.add<int()>(ComponentKind::strategy, "single", "one device", OptionSet<Nothing>(), [](const Nothing&) { return 7; });
-  r.add<int()>(ComponentKind::strategy, "ddp", "one process per device", OptionSet<Nothing>(),
-               [](const Nothing&) { return 9; }, [](const Nothing&) { return Capabilities{.multi_process = true}; });
+  r.add<int()>(ComponentKind::scheduler, "none", "none", OptionSet<Nothing>(),
+               [](const Nothing&) { return 4; });
+  r.add<int()>(ComponentKind::precision, "32-true", "fp32", OptionSet<Nothing>(),
+               [](const Nothing&) { return 5; });
+  r.add<int()>(ComponentKind::precision, "bf16-mixed", "bf16", OptionSet<Nothing>(),
+               [](const Nothing&) { return 6; });
+  r.add<int()>(ComponentKind::precision, "16-mixed", "fp16", OptionSet<Nothing>(),
+               [](const Nothing&) { return 8; });
+  r.add<int()>(ComponentKind::strategy, "single", "one device", OptionSet<Nothing>(),
+               [](const Nothing&) { return 7; });
+  r.add<int()>(
+      ComponentKind::strategy, "ddp", "one process per device", OptionSet<Nothing>(),
+      [](const Nothing&) { return 9; },
+      [](const Nothing&) { return Capabilities{.multi_process = true}; });
   return r;
 }
 

@@ -24,7 +24,8 @@ class TempDir {
 
 // model "toy" {width: int ≥ 1 = 8, act: relu|gelu}, dataset "toy-data" {root: required string},
 // optimizers "adam" {lr > 0} (steps on the device) and "sgd", scheduler "none", precisions
-// "32-true", "bf16-mixed", "16-mixed", strategies "single" and "ddp" (multi-process). Products are ints.
+// "32-true", "bf16-mixed", "16-mixed", strategies "single" and "ddp" (multi-process). Products are
+// ints.
 Registry fake_registry();
 
 }  // namespace trainyard::testing

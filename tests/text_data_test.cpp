@@ -13,7 +13,9 @@
 namespace trainyard {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
 
 TEST(NumpyPermutationTest, MatchesNumpysRandomState) {
   // numpy.random.RandomState(1).permutation(10) and (50000)[:8]
@@ -21,7 +23,8 @@ TEST(NumpyPermutationTest, MatchesNumpysRandomState) {
   std::vector<int64_t> big = numpy_permutation(1, 50000);
   EXPECT_EQ(std::vector<int64_t>(big.begin(), big.begin() + 8),
             (std::vector<int64_t>{26247, 35067, 34590, 16668, 12196, 2600, 9047, 2206}));
-  EXPECT_EQ(std::vector<int64_t>(big.end() - 3, big.end()), (std::vector<int64_t>{5192, 12172, 33003}));
+  EXPECT_EQ(std::vector<int64_t>(big.end() - 3, big.end()),
+            (std::vector<int64_t>{5192, 12172, 33003}));
 }
 
 class ImdbTest : public ::testing::Test {
@@ -33,15 +36,17 @@ class ImdbTest : public ::testing::Test {
       for (const char* label : {"pos", "neg"})
         for (int i = 0; i < 4; ++i)
           dir.write(std::string("aclImdb/") + split + "/" + label + "/" + names[i],
-                    std::string("the movie ") + split + " " + label + " " + std::to_string(i) + (i == 3 ? " was great" : ""));
-    dir.write("aclImdb/train/neg/0_9.txt", "");                 // an empty review
+                    std::string("the movie ") + split + " " + label + " " + std::to_string(i) +
+                        (i == 3 ? " was great" : ""));
+    dir.write("aclImdb/train/neg/0_9.txt", "");                    // an empty review
     dir.write("aclImdb/train/pos/2_3.txt", "bad \xff\xfe bytes");  // not UTF-8
-    dir.write("aclImdb/train/unsup/0_0.txt", "ignored");          // not a labelled folder
+    dir.write("aclImdb/train/unsup/0_0.txt", "ignored");           // not a labelled folder
   }
   DataSplits load(const std::string& extra = "") {
     ComponentChoice choice{.name = "imdb"};
-    std::string yaml = "{root: '" + (dir.path() / "aclImdb").string() + "', vocab: '" + fixture("vocab.txt") +
-                       "', max_length: 12, train_size: 8, val_size: 4" + extra + "}";
+    std::string yaml = "{root: '" + (dir.path() / "aclImdb").string() + "', vocab: '" +
+                       fixture("vocab.txt") + "', max_length: 12, train_size: 8, val_size: 4" +
+                       extra + "}";
     flatten_into(choice.options, YAML::Load(yaml), "t");
     DataContext context;
     context.log = [this](const std::string& line) { log.push_back(line); };
@@ -75,14 +80,16 @@ TEST_F(ImdbTest, StudiesOrderPermutationAndSplit) {
     int i = static_cast<int>(r % 4);
     if (r == 12) return std::string("");
     if (r == 10) return std::string("bad \xff\xfe bytes");
-    return std::string("the movie ") + split + " " + label + " " + std::to_string(i) + (i == 3 ? " was great" : "");
+    return std::string("the movie ") + split + " " + label + " " + std::to_string(i) +
+           (i == 3 ? " was great" : "");
   };
   for (int64_t k = 0; k < 8; ++k) {
     Batch batch = splits.train->get_batch({k});
     int64_t review = perm[static_cast<size_t>(k)];
     EXPECT_EQ(batch.targets[0].item<int64_t>(), (review % 8) < 4 ? 1 : 0) << review;
     Encoding expected = tokenizer.encode(text_of(review), 12, /*pad=*/true);
-    std::vector<int64_t> ids(batch.inputs.data_ptr<int64_t>(), batch.inputs.data_ptr<int64_t>() + 12);
+    std::vector<int64_t> ids(batch.inputs.data_ptr<int64_t>(),
+                             batch.inputs.data_ptr<int64_t>() + 12);
     EXPECT_EQ(ids, expected.input_ids) << "review " << review;
   }
 }
@@ -95,7 +102,8 @@ TEST_F(ImdbTest, TokenCacheIsUsedTheSecondTime) {
   DataSplits again = load();
   EXPECT_NE(log[0].find("from the token cache"), std::string::npos);
   // A damaged cache is ignored and rebuilt.
-  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "aclImdb" / ".trainyard-cache"))
+  for (const auto& entry :
+       std::filesystem::directory_iterator(dir.path() / "aclImdb" / ".trainyard-cache"))
     std::ofstream(entry.path(), std::ios::trunc) << "garbage";
   log.clear();
   load();
@@ -107,17 +115,21 @@ TEST_F(ImdbTest, PaddingModes) {
   Batch fixed = load().train->get_batch({0, 1, 2});
   EXPECT_EQ(fixed.inputs.sizes(), (std::vector<int64_t>{3, 12}));
   Batch dynamic = load(", padding: dynamic").train->get_batch({0, 1, 2});
-  EXPECT_EQ(dynamic.inputs.size(1), dynamic.attention_mask.sum(1).max().item<int64_t>());  // the longest row
-  EXPECT_EQ(dynamic.attention_mask.sum().item<int64_t>(), fixed.attention_mask.sum().item<int64_t>());
+  EXPECT_EQ(dynamic.inputs.size(1),
+            dynamic.attention_mask.sum(1).max().item<int64_t>());  // the longest row
+  EXPECT_EQ(dynamic.attention_mask.sum().item<int64_t>(),
+            fixed.attention_mask.sum().item<int64_t>());
 }
 
 TEST_F(ImdbTest, BrokenFolders) {
-  EXPECT_NE(error_of(", train_size: 12").find("train_size 12 + val_size 4 leave no test reviews"), std::string::npos);
+  EXPECT_NE(error_of(", train_size: 12").find("train_size 12 + val_size 4 leave no test reviews"),
+            std::string::npos);
   std::filesystem::rename(dir.path() / "aclImdb" / "test" / "neg", dir.path() / "elsewhere");
   std::string error = error_of();
   EXPECT_NE(error.find("imdb: missing folder"), std::string::npos) << error;
   EXPECT_NE(error.find("must be the aclImdb folder"), std::string::npos);
-  EXPECT_NE(error_of(", vocab: /no/vocab.txt").find("cannot read vocabulary /no/vocab.txt"), std::string::npos);
+  EXPECT_NE(error_of(", vocab: /no/vocab.txt").find("cannot read vocabulary /no/vocab.txt"),
+            std::string::npos);
 }
 
 TEST(SyntheticTextTest, DeterministicAndDynamicallyPadded) {
@@ -128,7 +140,8 @@ TEST(SyntheticTextTest, DeterministicAndDynamicallyPadded) {
   Batch x = a.train->get_batch({0, 1, 2, 3}), y = b.train->get_batch({0, 1, 2, 3});
   EXPECT_TRUE(torch::equal(x.inputs, y.inputs));
   EXPECT_LE(x.inputs.size(1), 20);
-  EXPECT_EQ(x.inputs.select(1, 0).eq(1).all().item<bool>(), true);  // every sequence opens with [CLS]
+  EXPECT_EQ(x.inputs.select(1, 0).eq(1).all().item<bool>(),
+            true);  // every sequence opens with [CLS]
   EXPECT_EQ(a.vocab_size, 1000);
 }
 

@@ -16,7 +16,9 @@
 namespace trainyard {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
 
 torch::Tensor read_tensor(const std::string& file, const std::string& name) {
   SafetensorsFile f(file);
@@ -26,20 +28,25 @@ torch::Tensor read_tensor(const std::string& file, const std::string& name) {
   return torch::from_blob(const_cast<uint8_t*>(e->data), e->shape, dtype).clone();
 }
 
-ModelPtr model(const std::string& name, const std::string& options, int64_t classes, int64_t vocab = 0) {
+ModelPtr model(const std::string& name, const std::string& options, int64_t classes,
+               int64_t vocab = 0) {
   ComponentChoice choice{.name = name};
   flatten_into(choice.options, YAML::Load(options), "test");
-  ModelPtr m = build_model(builtin_registry(), choice, {.num_classes = classes, .vocab_size = vocab});
+  ModelPtr m =
+      build_model(builtin_registry(), choice, {.num_classes = classes, .vocab_size = vocab});
   m->eval();
   return m;
 }
 
-const char* const kVit = "{image_size: 32, patch_size: 8, depth: 2, width: 32, heads: 4, mlp_dim: 64, num_classes: 10}";
-const char* const kBert = "{vocab_size: 120, max_positions: 40, dim: 32, layers: 2, heads: 4, hidden_dim: 64}";
+const char* const kVit =
+    "{image_size: 32, patch_size: 8, depth: 2, width: 32, heads: 4, mlp_dim: 64, num_classes: 10}";
+const char* const kBert =
+    "{vocab_size: 120, max_positions: 40, dim: 32, layers: 2, heads: 4, hidden_dim: 64}";
 
 torch::Tensor vit_logits(Model& m) {
   torch::NoGradGuard no_grad;
-  return m.forward({read_tensor(fixture("vit_io.safetensors"), "images"), torch::zeros({2}, torch::kLong), {}});
+  return m.forward(
+      {read_tensor(fixture("vit_io.safetensors"), "images"), torch::zeros({2}, torch::kLong), {}});
 }
 
 TEST(WeightsTest, VitMatchesTorchvision) {
@@ -56,7 +63,8 @@ TEST(WeightsTest, VitMatchesTimmNames) {
   ModelPtr m = model("vit", kVit, 10);
   WeightsReport report = load_weights(*m, fixture("vit_timm.safetensors"), true);
   EXPECT_TRUE(report.unexpected.empty() && report.missing.empty()) << report.summary();
-  EXPECT_TRUE(torch::allclose(vit_logits(*m), read_tensor(fixture("vit_io.safetensors"), "logits"), 1e-4, 1e-4));
+  EXPECT_TRUE(torch::allclose(vit_logits(*m), read_tensor(fixture("vit_io.safetensors"), "logits"),
+                              1e-4, 1e-4));
 }
 
 TEST(WeightsTest, DistilBertMatchesTransformers) {
@@ -64,25 +72,32 @@ TEST(WeightsTest, DistilBertMatchesTransformers) {
   WeightsReport report = load_weights(*m, fixture("distilbert.safetensors"), true);
   EXPECT_TRUE(report.missing.empty() && report.unexpected.empty()) << report.summary();
   std::string io = fixture("distilbert_io.safetensors");
-  Batch batch{read_tensor(io, "input_ids"), torch::zeros({3}, torch::kLong), read_tensor(io, "attention_mask")};
+  Batch batch{read_tensor(io, "input_ids"), torch::zeros({3}, torch::kLong),
+              read_tensor(io, "attention_mask")};
   torch::NoGradGuard no_grad;
   torch::Tensor logits = m->forward(batch), expected = read_tensor(io, "logits");
-  EXPECT_TRUE(torch::allclose(logits, expected, 1e-4, 1e-4)) << (logits - expected).abs().max().item<float>();
+  EXPECT_TRUE(torch::allclose(logits, expected, 1e-4, 1e-4))
+      << (logits - expected).abs().max().item<float>();
 }
 
 TEST(WeightsTest, NewLabelSetGetsAFreshHead) {
-  ModelPtr m = model("vit", "{image_size: 32, patch_size: 8, depth: 2, width: 32, heads: 4, mlp_dim: 64, num_classes: 5}", 5);
+  ModelPtr m = model(
+      "vit",
+      "{image_size: 32, patch_size: 8, depth: 2, width: 32, heads: 4, mlp_dim: 64, num_classes: 5}",
+      5);
   WeightsReport report = load_weights(*m, fixture("vit_torchvision.safetensors"), true);
   EXPECT_TRUE(report.head_reset);
   EXPECT_TRUE(report.mismatched.empty());
   auto params = m->named_parameters();
   EXPECT_EQ(params["heads.head.weight"].size(0), 5);
-  EXPECT_GT(params["heads.head.weight"].abs().sum().item<float>(), 0);  // PyTorch's default init, not zeros
+  EXPECT_GT(params["heads.head.weight"].abs().sum().item<float>(),
+            0);  // PyTorch's default init, not zeros
   EXPECT_NE(report.summary().find("classification head initialised afresh"), std::string::npos);
 }
 
 TEST(WeightsTest, DistilBertBaseCheckpointDropsTheLanguageModelHead) {
-  // distilbert-base-uncased: a bare DistilBertModel (no "distilbert." prefix) plus a masked-LM head.
+  // distilbert-base-uncased: a bare DistilBertModel (no "distilbert." prefix) plus a masked-LM
+  // head.
   testing::TempDir dir;
   SafetensorsFile source(fixture("distilbert.safetensors"));
   std::vector<SafetensorsTensor> tensors;
@@ -104,26 +119,39 @@ TEST(WeightsTest, DistilBertBaseCheckpointDropsTheLanguageModelHead) {
 }
 
 TEST(WeightsTest, StrictListsWhatDoesNotFit) {
-  ModelPtr deeper = model("vit", "{image_size: 32, patch_size: 8, depth: 3, width: 32, heads: 4, mlp_dim: 64, num_classes: 10}", 10);
+  ModelPtr deeper = model("vit",
+                          "{image_size: 32, patch_size: 8, depth: 3, width: 32, heads: 4, mlp_dim: "
+                          "64, num_classes: 10}",
+                          10);
   try {
     load_weights(*deeper, fixture("vit_torchvision.safetensors"), true);
     FAIL();
   } catch (const UserError& e) {
     std::string message = e.what();
-    EXPECT_NE(message.find("vit_torchvision.safetensors: the checkpoint does not fit the model"), std::string::npos);
-    EXPECT_NE(message.find("missing from the checkpoint: encoder.layers.encoder_layer_2."), std::string::npos) << message;
+    EXPECT_NE(message.find("vit_torchvision.safetensors: the checkpoint does not fit the model"),
+              std::string::npos);
+    EXPECT_NE(message.find("missing from the checkpoint: encoder.layers.encoder_layer_2."),
+              std::string::npos)
+        << message;
     EXPECT_NE(message.find("model.strict: false"), std::string::npos);
   }
-  ModelPtr wider = model("vit", "{image_size: 32, patch_size: 8, depth: 1, width: 64, heads: 4, mlp_dim: 64, num_classes: 10}", 10);
+  ModelPtr wider = model("vit",
+                         "{image_size: 32, patch_size: 8, depth: 1, width: 64, heads: 4, mlp_dim: "
+                         "64, num_classes: 10}",
+                         10);
   try {
     load_weights(*wider, fixture("vit_torchvision.safetensors"), true);
     FAIL();
   } catch (const UserError& e) {
     std::string message = e.what();
-    EXPECT_NE(message.find("not in the model: encoder.layers.encoder_layer_1."), std::string::npos) << message;
-    EXPECT_NE(message.find("conv_proj.weight: checkpoint [32, 3, 8, 8] vs model [64, 3, 8, 8]"), std::string::npos) << message;
+    EXPECT_NE(message.find("not in the model: encoder.layers.encoder_layer_1."), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("conv_proj.weight: checkpoint [32, 3, 8, 8] vs model [64, 3, 8, 8]"),
+              std::string::npos)
+        << message;
   }
-  WeightsReport partial = load_weights(*deeper, fixture("vit_torchvision.safetensors"), /*strict=*/false);
+  WeightsReport partial =
+      load_weights(*deeper, fixture("vit_torchvision.safetensors"), /*strict=*/false);
   EXPECT_EQ(partial.missing.size(), 12u);  // the third block
 }
 
@@ -133,15 +161,19 @@ TEST(WeightsTest, HalfPrecisionCheckpointsAreConverted) {
   std::vector<torch::Tensor> keep;
   std::vector<SafetensorsTensor> tensors;
   for (const auto& e : source.entries()) {
-    keep.push_back(torch::from_blob(const_cast<uint8_t*>(e.data), e.shape, torch::kFloat).to(torch::kBFloat16).contiguous());
-    tensors.push_back({e.name, SafetensorsDtype::BF16, e.shape, keep.back().data_ptr(), e.bytes / 2});
+    keep.push_back(torch::from_blob(const_cast<uint8_t*>(e.data), e.shape, torch::kFloat)
+                       .to(torch::kBFloat16)
+                       .contiguous());
+    tensors.push_back(
+        {e.name, SafetensorsDtype::BF16, e.shape, keep.back().data_ptr(), e.bytes / 2});
   }
   std::string path = (dir.path() / "bf16.safetensors").string();
   write_safetensors(path, tensors);
   ModelPtr m = model("vit", kVit, 10);
   load_weights(*m, path, true);
   EXPECT_EQ(m->parameters()[0].scalar_type(), torch::kFloat);
-  EXPECT_TRUE(torch::allclose(vit_logits(*m), read_tensor(fixture("vit_io.safetensors"), "logits"), 0.05, 0.05));
+  EXPECT_TRUE(torch::allclose(vit_logits(*m), read_tensor(fixture("vit_io.safetensors"), "logits"),
+                              0.05, 0.05));
 }
 
 TEST(WeightsTest, CorruptFilesAreUserErrors) {
@@ -154,7 +186,8 @@ TEST(WeightsTest, CorruptFilesAreUserErrors) {
     load_weights(*m, path, true);
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("cut.safetensors: tensor '"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cut.safetensors: tensor '"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("the file is truncated"), std::string::npos) << e.what();
   }
 }

@@ -13,7 +13,9 @@
 namespace trainyard {
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
 
 TEST(WordPieceTest, MatchesBertTokenizerFastOnTheFixtureCorpus) {
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
@@ -64,7 +66,9 @@ TEST(WordPieceTest, BadVocabularies) {
     return std::string("no error");
   };
   EXPECT_NE(error_of("").find("is empty"), std::string::npos);
-  EXPECT_NE(error_of("[PAD]\n[UNK]\n[CLS]\nthe\nthe\n").find("line 5 repeats token 'the' (first on line 4)"), std::string::npos);
+  EXPECT_NE(error_of("[PAD]\n[UNK]\n[CLS]\nthe\nthe\n")
+                .find("line 5 repeats token 'the' (first on line 4)"),
+            std::string::npos);
   EXPECT_NE(error_of("[PAD]\n[UNK]\n[CLS]\nthe\n").find("has no [SEP] token"), std::string::npos);
   try {
     WordPieceTokenizer::from_vocab_file((dir.path() / "absent.txt").string());

@@ -20,7 +20,8 @@ constexpr int64_t kClasses = 10;
 // uint8 images as stored; image_transform() makes them model input.
 class Cifar10Images : public Dataset {
  public:
-  Cifar10Images(torch::Tensor images, torch::Tensor labels) : images_(std::move(images)), labels_(std::move(labels)) {}
+  Cifar10Images(torch::Tensor images, torch::Tensor labels)
+      : images_(std::move(images)), labels_(std::move(labels)) {}
   int64_t size() const override { return images_.size(0); }
   Batch get_batch(const std::vector<int64_t>& indices) const override {
     return {gather_rows(images_, indices), gather_rows(labels_, indices), {}};
@@ -80,9 +81,11 @@ void register_cifar10(Registry& registry) {
            "last training images held out for validation (the studies: 5000)", at_least(1))
       .add("image_size", &Cifar10Options::image_size,
            "resize images to this size (bilinear); 0 = the model's image_size", at_least(0))
-      .add("normalize", &Cifar10Options::normalize, "none: pixels in [0, 1], as the studies; imagenet: ImageNet mean/std",
+      .add("normalize", &Cifar10Options::normalize,
+           "none: pixels in [0, 1], as the studies; imagenet: ImageNet mean/std",
            one_of({"none", "imagenet"}))
-      .add("augment", &Cifar10Options::augment, "training augmentation: none (the studies), flip, crop-flip",
+      .add("augment", &Cifar10Options::augment,
+           "training augmentation: none (the studies), flip, crop-flip",
            one_of({"none", "flip", "crop-flip"}));
   registry.add<DataSplits(const DataContext&)>(
       ComponentKind::dataset, "cifar10", "CIFAR-10, binary version; the reference studies' split",
@@ -90,7 +93,8 @@ void register_cifar10(Registry& registry) {
         namespace fs = std::filesystem;
         std::error_code ec;
         if (!fs::is_directory(o.root, ec))
-          throw UserError(fmt::format("cifar10: no such folder '{}'; {}", o.root, data_hint(o.root)));
+          throw UserError(
+              fmt::format("cifar10: no such folder '{}'; {}", o.root, data_hint(o.root)));
         std::vector<torch::Tensor> images, labels;
         for (int i = 1; i <= 5; ++i) {
           std::string path = (fs::path(o.root) / fmt::format("data_batch_{}.bin", i)).string();
@@ -110,9 +114,10 @@ void register_cifar10(Registry& registry) {
         auto train_all = std::make_shared<Cifar10Images>(torch::cat(images), torch::cat(labels));
         const int64_t n = train_all->size();
         if (o.val_size >= n)
-          throw UserError(fmt::format("cifar10: val_size {} leaves no training images: the training "
-                                      "files in '{}' hold {} images",
-                                      o.val_size, o.root, n));
+          throw UserError(
+              fmt::format("cifar10: val_size {} leaves no training images: the training "
+                          "files in '{}' hold {} images",
+                          o.val_size, o.root, n));
         DataSplits splits;
         splits.train = std::make_shared<Subset>(train_all, index_range(0, n - o.val_size));
         splits.validation = std::make_shared<Subset>(train_all, index_range(n - o.val_size, n));

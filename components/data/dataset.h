@@ -22,9 +22,9 @@ class Dataset {
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
 
-// Per-batch work a dataset asks for (decode, resize, normalise, augment), done where it is cheapest:
-// on the GPU after the copy for CUDA runs, in the loader's threads for CPU runs. `seed` is the
-// batch's own (DataLoader::batch_seed), so random augmentation repeats run to run.
+// Per-batch work a dataset asks for (decode, resize, normalise, augment), done where it is
+// cheapest: on the GPU after the copy for CUDA runs, in the loader's threads for CPU runs. `seed`
+// is the batch's own (DataLoader::batch_seed), so random augmentation repeats run to run.
 using BatchTransform = std::function<Batch(Batch batch, uint64_t seed)>;
 
 // The three splits the engine trains, validates and tests on.
@@ -33,7 +33,7 @@ struct DataSplits {
   DatasetPtr validation;
   DatasetPtr test;
   int64_t num_classes = 0;
-  int64_t vocab_size = 0;  // of the tokenizer, for text; 0 for images
+  int64_t vocab_size = 0;          // of the tokenizer, for text; 0 for images
   BatchTransform train_transform;  // empty: batches are model input as they are
   BatchTransform eval_transform;
 };
@@ -44,7 +44,6 @@ struct DataContext {
   int64_t max_positions = 0;  // the model's longest sequence; 0 when the model has none
   std::function<void(const std::string&)> log{};  // progress worth a line in the run's log
 };
-
 
 inline DataSplits build_dataset(const Registry& registry, const ComponentChoice& choice,
                                 const DataContext& context) {

@@ -27,7 +27,8 @@ torch::Tensor augment(torch::Tensor x, const std::string& mode, uint64_t seed) {
     auto offsets = torch::randint(0, 2 * pad + 1, {n, 2}, generator, torch::kLong);
     auto o = offsets.accessor<int64_t, 2>();
     std::vector<torch::Tensor> crops;
-    for (int64_t i = 0; i < n; ++i) crops.push_back(padded[i].narrow(1, o[i][0], h).narrow(2, o[i][1], w));
+    for (int64_t i = 0; i < n; ++i)
+      crops.push_back(padded[i].narrow(1, o[i][0], h).narrow(2, o[i][1], w));
     x = torch::stack(crops);
   }
   auto flip = to_device(torch::rand({n}, generator).lt(0.5), x.device()).view({n, 1, 1, 1});

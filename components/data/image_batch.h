@@ -13,9 +13,9 @@
 namespace trainyard {
 
 struct ImageOptions {
-  int64_t size = 0;                  // resize to size x size; 0: keep
-  std::string normalize = "none";    // none: pixels in [0, 1] (the studies); imagenet: mean/std
-  std::string augment = "none";      // training only: none, flip, crop-flip (4-pixel padded crop)
+  int64_t size = 0;                // resize to size x size; 0: keep
+  std::string normalize = "none";  // none: pixels in [0, 1] (the studies); imagenet: mean/std
+  std::string augment = "none";    // training only: none, flip, crop-flip (4-pixel padded crop)
 };
 
 // images uint8 [N, C, H, W] -> the rows at `indices`.

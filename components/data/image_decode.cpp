@@ -19,7 +19,8 @@ namespace {
 
 std::string lower_extension(const std::string& path) {
   std::string extension = std::filesystem::path(path).extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return extension;
 }
 
@@ -33,14 +34,17 @@ torch::Tensor decode_jpeg(const std::string& path) {
   std::vector<unsigned char> bytes = read_bytes(path);
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  if (tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), &width, &height,
-                          &subsampling, &colorspace) != 0)
-    throw UserError(fmt::format("image {}: not a readable JPEG ({})", path, tjGetErrorStr2(handle.get())));
+  if (tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
+                          &width, &height, &subsampling, &colorspace) != 0)
+    throw UserError(
+        fmt::format("image {}: not a readable JPEG ({})", path, tjGetErrorStr2(handle.get())));
   auto image = torch::empty({height, width, 3}, torch::kUInt8);
-  if (tjDecompress2(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()), image.data_ptr<uint8_t>(),
-                    width, 0, height, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0 &&
+  if (tjDecompress2(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
+                    image.data_ptr<uint8_t>(), width, 0, height, TJPF_RGB,
+                    TJFLAG_ACCURATEDCT) != 0 &&
       tjGetErrorCode(handle.get()) == TJERR_FATAL)
-    throw UserError(fmt::format("image {}: the JPEG data is corrupt ({})", path, tjGetErrorStr2(handle.get())));
+    throw UserError(
+        fmt::format("image {}: the JPEG data is corrupt ({})", path, tjGetErrorStr2(handle.get())));
   return image.permute({2, 0, 1}).contiguous();
 }
 
@@ -50,7 +54,8 @@ torch::Tensor decode_png(const std::string& path) {
   if (!png_image_begin_read_from_file(&image, path.c_str()))
     throw UserError(fmt::format("image {}: not a readable PNG ({})", path, image.message));
   image.format = PNG_FORMAT_RGB;  // grey, palette and alpha become RGB (alpha composited on black)
-  auto pixels = torch::empty({static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), 3}, torch::kUInt8);
+  auto pixels = torch::empty(
+      {static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), 3}, torch::kUInt8);
   if (!png_image_finish_read(&image, nullptr, pixels.data_ptr<uint8_t>(), 0, nullptr)) {
     std::string message = image.message;
     png_image_free(&image);

@@ -23,7 +23,8 @@ struct Sample {
 
 class ImageFiles : public Dataset {
  public:
-  ImageFiles(std::vector<Sample> samples, int64_t size) : samples_(std::move(samples)), size_(size) {}
+  ImageFiles(std::vector<Sample> samples, int64_t size)
+      : samples_(std::move(samples)), size_(size) {}
   int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
   Batch get_batch(const std::vector<int64_t>& indices) const override {
     std::vector<torch::Tensor> images;
@@ -33,7 +34,8 @@ class ImageFiles : public Dataset {
       torch::Tensor image = decode_image(sample.path);
       if (image.size(1) != size_ || image.size(2) != size_) {
         // Per image, before batching: images of any size become one batch tensor.
-        auto resized = at::upsample_bilinear2d(image.unsqueeze(0).to(torch::kFloat), {size_, size_}, false);
+        auto resized =
+            at::upsample_bilinear2d(image.unsqueeze(0).to(torch::kFloat), {size_, size_}, false);
         image = resized.squeeze(0).round().clamp(0, 255).to(torch::kUInt8);
       }
       images.push_back(image);
@@ -55,23 +57,27 @@ std::vector<std::string> sorted_subfolders(const fs::path& dir) {
   return names;
 }
 
-std::vector<Sample> list_split(const fs::path& dir, const std::vector<std::string>& classes, const std::string& root) {
+std::vector<Sample> list_split(const fs::path& dir, const std::vector<std::string>& classes,
+                               const std::string& root) {
   std::vector<Sample> samples;
   for (const auto& name : sorted_subfolders(dir)) {
     auto it = std::find(classes.begin(), classes.end(), name);
     if (it == classes.end())
-      throw UserError(fmt::format("imagefolder: {} is a class folder that train/ lacks; classes: {}",
-                                  (dir / name).string(), join(classes)));
+      throw UserError(
+          fmt::format("imagefolder: {} is a class folder that train/ lacks; classes: {}",
+                      (dir / name).string(), join(classes)));
     std::vector<std::string> files;
     for (const auto& entry : fs::directory_iterator(dir / name))
-      if (entry.is_regular_file() && is_image_file(entry.path().string())) files.push_back(entry.path().string());
+      if (entry.is_regular_file() && is_image_file(entry.path().string()))
+        files.push_back(entry.path().string());
     std::sort(files.begin(), files.end());
     for (auto& file : files) samples.push_back({std::move(file), it - classes.begin()});
   }
   if (samples.empty())
-    throw UserError(fmt::format("imagefolder: no images (.jpg, .jpeg, .png) under {}; dataset.root ('{}') must hold "
-                                "train/<class>/ and val/<class>/ folders of images",
-                                dir.string(), root));
+    throw UserError(fmt::format(
+        "imagefolder: no images (.jpg, .jpeg, .png) under {}; dataset.root ('{}') must hold "
+        "train/<class>/ and val/<class>/ folders of images",
+        dir.string(), root));
   return samples;
 }
 
@@ -79,34 +85,48 @@ std::vector<Sample> list_split(const fs::path& dir, const std::vector<std::strin
 
 void register_imagefolder(Registry& registry) {
   OptionSet<ImageFolderOptions> options;
-  options.add("root", &ImageFolderOptions::root, "folder with train/, val/ and optionally test/, one subfolder per class", required())
-      .add("image_size", &ImageFolderOptions::image_size, "resize images to this size; 0 = the model's image_size", at_least(0))
-      .add("normalize", &ImageFolderOptions::normalize, "imagenet: ImageNet mean/std (pretrained models); none: [0, 1]",
+  options
+      .add("root", &ImageFolderOptions::root,
+           "folder with train/, val/ and optionally test/, one subfolder per class", required())
+      .add("image_size", &ImageFolderOptions::image_size,
+           "resize images to this size; 0 = the model's image_size", at_least(0))
+      .add("normalize", &ImageFolderOptions::normalize,
+           "imagenet: ImageNet mean/std (pretrained models); none: [0, 1]",
            one_of({"none", "imagenet"}))
-      .add("augment", &ImageFolderOptions::augment, "training augmentation: none, flip, crop-flip", one_of({"none", "flip", "crop-flip"}));
+      .add("augment", &ImageFolderOptions::augment, "training augmentation: none, flip, crop-flip",
+           one_of({"none", "flip", "crop-flip"}));
   registry.add<DataSplits(const DataContext&)>(
-      ComponentKind::dataset, "imagefolder", "your JPEG/PNG images, one folder per class (train/, val/, test/)", options,
+      ComponentKind::dataset, "imagefolder",
+      "your JPEG/PNG images, one folder per class (train/, val/, test/)", options,
       [](const ImageFolderOptions& o, const DataContext& context) {
         const fs::path root(o.root);
         std::error_code ec;
         for (const char* split : {"train", "val"})
           if (!fs::is_directory(root / split, ec))
-            throw UserError(fmt::format("imagefolder: missing folder {}; dataset.root must hold train/<class>/ and "
-                                        "val/<class>/ folders of images (test/ is optional)",
-                                        (root / split).string()));
+            throw UserError(fmt::format(
+                "imagefolder: missing folder {}; dataset.root must hold train/<class>/ and "
+                "val/<class>/ folders of images (test/ is optional)",
+                (root / split).string()));
         const int64_t size = o.image_size > 0 ? o.image_size : context.image_size;
-        if (size <= 0) throw UserError("imagefolder: set dataset.image_size (the model has no image_size)");
+        if (size <= 0)
+          throw UserError("imagefolder: set dataset.image_size (the model has no image_size)");
         std::vector<std::string> classes = sorted_subfolders(root / "train");
         if (classes.size() < 2)
-          throw UserError(fmt::format("imagefolder: {} must hold at least two class folders", (root / "train").string()));
+          throw UserError(fmt::format("imagefolder: {} must hold at least two class folders",
+                                      (root / "train").string()));
         DataSplits splits;
-        splits.train = std::make_shared<ImageFiles>(list_split(root / "train", classes, o.root), size);
-        splits.validation = std::make_shared<ImageFiles>(list_split(root / "val", classes, o.root), size);
+        splits.train =
+            std::make_shared<ImageFiles>(list_split(root / "train", classes, o.root), size);
+        splits.validation =
+            std::make_shared<ImageFiles>(list_split(root / "val", classes, o.root), size);
         if (fs::is_directory(root / "test", ec)) {
-          splits.test = std::make_shared<ImageFiles>(list_split(root / "test", classes, o.root), size);
+          splits.test =
+              std::make_shared<ImageFiles>(list_split(root / "test", classes, o.root), size);
         } else {
           splits.test = splits.validation;
-          if (context.log) context.log("imagefolder: no test/ folder; the test metrics are the validation split's");
+          if (context.log)
+            context.log(
+                "imagefolder: no test/ folder; the test metrics are the validation split's");
         }
         splits.num_classes = static_cast<int64_t>(classes.size());
         const ImageOptions image{.size = size, .normalize = o.normalize, .augment = o.augment};

@@ -24,9 +24,10 @@ struct Review {
 };
 
 std::string layout_hint(const std::string& root) {
-  return fmt::format("dataset.root ('{}') must be the aclImdb folder of the IMDB dataset (aclImdb_v1.tar.gz), "
-                     "holding train/pos, train/neg, test/pos and test/neg",
-                     root);
+  return fmt::format(
+      "dataset.root ('{}') must be the aclImdb folder of the IMDB dataset (aclImdb_v1.tar.gz), "
+      "holding train/pos, train/neg, test/pos and test/neg",
+      root);
 }
 
 // The studies' order: test/pos, test/neg, train/pos, train/neg, each sorted by file name.
@@ -38,10 +39,12 @@ std::vector<Review> list_reviews(const std::string& root, uint64_t& total_bytes)
       fs::path dir = fs::path(root) / split / folder;
       std::error_code ec;
       if (!fs::is_directory(dir, ec))
-        throw UserError(fmt::format("imdb: missing folder {}; {}", dir.string(), layout_hint(root)));
+        throw UserError(
+            fmt::format("imdb: missing folder {}; {}", dir.string(), layout_hint(root)));
       std::vector<std::string> names;
       for (const auto& entry : fs::directory_iterator(dir))
-        if (entry.is_regular_file() && entry.path().extension() == ".txt") names.push_back(entry.path().filename().string());
+        if (entry.is_regular_file() && entry.path().extension() == ".txt")
+          names.push_back(entry.path().filename().string());
       std::sort(names.begin(), names.end());
       for (const auto& name : names) {
         std::string path = (dir / name).string();
@@ -50,7 +53,8 @@ std::vector<Review> list_reviews(const std::string& root, uint64_t& total_bytes)
       }
     }
   }
-  if (reviews.empty()) throw UserError(fmt::format("imdb: no reviews (*.txt) under {}; {}", root, layout_hint(root)));
+  if (reviews.empty())
+    throw UserError(fmt::format("imdb: no reviews (*.txt) under {}; {}", root, layout_hint(root)));
   return reviews;
 }
 
@@ -63,8 +67,10 @@ std::string read_text(const std::string& path) {
 }
 
 // Tokenises every review, using every core; sequences are [CLS] ... [SEP], truncated, unpadded.
-TokenizedTexts tokenize_reviews(const std::vector<Review>& reviews, const WordPieceTokenizer& tokenizer, int64_t max_length) {
-  const size_t workers = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 16));
+TokenizedTexts tokenize_reviews(const std::vector<Review>& reviews,
+                                const WordPieceTokenizer& tokenizer, int64_t max_length) {
+  const size_t workers =
+      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 16));
   std::vector<std::vector<std::vector<int64_t>>> parts(workers);
   std::vector<std::exception_ptr> errors(workers);
   std::vector<std::thread> threads;
@@ -72,7 +78,8 @@ TokenizedTexts tokenize_reviews(const std::vector<Review>& reviews, const WordPi
     threads.emplace_back([&, w] {
       try {
         for (size_t i = w; i < reviews.size(); i += workers)
-          parts[w].push_back(tokenizer.encode(read_text(reviews[i].path), max_length, /*pad=*/false).input_ids);
+          parts[w].push_back(
+              tokenizer.encode(read_text(reviews[i].path), max_length, /*pad=*/false).input_ids);
       } catch (...) {
         errors[w] = std::current_exception();
       }
@@ -82,23 +89,29 @@ TokenizedTexts tokenize_reviews(const std::vector<Review>& reviews, const WordPi
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   TokenizedTexts texts;
-  for (size_t i = 0; i < reviews.size(); ++i) texts.add(parts[i % workers][i / workers], reviews[i].label);
+  for (size_t i = 0; i < reviews.size(); ++i)
+    texts.add(parts[i % workers][i / workers], reviews[i].label);
   return texts;
 }
 
-std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, size_t reviews, uint64_t bytes) {
-  return fmt::format("vocab {} max_length {} reviews {} bytes {}", tokenizer.vocab_hash(), max_length, reviews, bytes);
+std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, size_t reviews,
+                      uint64_t bytes) {
+  return fmt::format("vocab {} max_length {} reviews {} bytes {}", tokenizer.vocab_hash(),
+                     max_length, reviews, bytes);
 }
 
 // The cached tokenisation, or nothing when there is none or it was made from other inputs.
-std::optional<TokenizedTexts> read_cache(const std::string& path, const std::string& key, const DataContext& context) {
+std::optional<TokenizedTexts> read_cache(const std::string& path, const std::string& key,
+                                         const DataContext& context) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::nullopt;
   try {
     SafetensorsFile file(path);
     auto meta = file.metadata().find("key");
-    const SafetensorsEntry *ids = file.find("ids"), *offsets = file.find("offsets"), *labels = file.find("labels");
-    if (meta == file.metadata().end() || meta->second != key || !ids || !offsets || !labels) return std::nullopt;
+    const SafetensorsEntry *ids = file.find("ids"), *offsets = file.find("offsets"),
+                           *labels = file.find("labels");
+    if (meta == file.metadata().end() || meta->second != key || !ids || !offsets || !labels)
+      return std::nullopt;
     TokenizedTexts texts;
     auto copy = [](const SafetensorsEntry* e, auto& out) {
       out.resize(e->bytes / sizeof(out[0]));
@@ -110,23 +123,38 @@ std::optional<TokenizedTexts> read_cache(const std::string& path, const std::str
     if (texts.offsets.size() != texts.labels.size() + 1) return std::nullopt;
     return texts;
   } catch (const UserError& e) {
-    if (context.log) context.log(fmt::format("imdb: ignoring a damaged cache ({}); tokenising again", e.what()));
+    if (context.log)
+      context.log(fmt::format("imdb: ignoring a damaged cache ({}); tokenising again", e.what()));
     return std::nullopt;
   }
 }
 
-void write_cache(const std::string& path, const std::string& key, const TokenizedTexts& texts, const DataContext& context) {
+void write_cache(const std::string& path, const std::string& key, const TokenizedTexts& texts,
+                 const DataContext& context) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   try {
     write_safetensors(path,
-                      {{"ids", SafetensorsDtype::I32, {static_cast<int64_t>(texts.ids.size())}, texts.ids.data(), texts.ids.size() * 4},
-                       {"offsets", SafetensorsDtype::I64, {static_cast<int64_t>(texts.offsets.size())}, texts.offsets.data(), texts.offsets.size() * 8},
-                       {"labels", SafetensorsDtype::I64, {texts.size()}, texts.labels.data(), texts.labels.size() * 8}},
+                      {{"ids",
+                        SafetensorsDtype::I32,
+                        {static_cast<int64_t>(texts.ids.size())},
+                        texts.ids.data(),
+                        texts.ids.size() * 4},
+                       {"offsets",
+                        SafetensorsDtype::I64,
+                        {static_cast<int64_t>(texts.offsets.size())},
+                        texts.offsets.data(),
+                        texts.offsets.size() * 8},
+                       {"labels",
+                        SafetensorsDtype::I64,
+                        {texts.size()},
+                        texts.labels.data(),
+                        texts.labels.size() * 8}},
                       {{"key", key}});
   } catch (const std::exception& e) {
     // A read-only data folder only costs the next run the tokenisation again.
-    if (context.log) context.log(fmt::format("imdb: cannot write the token cache {}: {}", path, e.what()));
+    if (context.log)
+      context.log(fmt::format("imdb: cannot write the token cache {}: {}", path, e.what()));
   }
 }
 
@@ -135,48 +163,66 @@ void write_cache(const std::string& path, const std::string& key, const Tokenize
 void register_imdb(Registry& registry) {
   OptionSet<ImdbOptions> options;
   options.add("root", &ImdbOptions::root, "the aclImdb folder", required())
-      .add("vocab", &ImdbOptions::vocab, "the BERT vocab.txt of the model (distilbert-base-uncased's)", required())
-      .add("max_length", &ImdbOptions::max_length, "tokens per review, [CLS] and [SEP] included (the studies: 512)", at_least(2))
-      .add("padding", &ImdbOptions::padding, "max_length: pad every review to max_length; dynamic: to the batch's longest",
+      .add("vocab", &ImdbOptions::vocab,
+           "the BERT vocab.txt of the model (distilbert-base-uncased's)", required())
+      .add("max_length", &ImdbOptions::max_length,
+           "tokens per review, [CLS] and [SEP] included (the studies: 512)", at_least(2))
+      .add("padding", &ImdbOptions::padding,
+           "max_length: pad every review to max_length; dynamic: to the batch's longest",
            one_of({"max_length", "dynamic"}))
-      .add("train_size", &ImdbOptions::train_size, "reviews that train, after the shuffle (the studies: 35000)", at_least(1))
-      .add("val_size", &ImdbOptions::val_size, "reviews that validate; the rest test (the studies: 5000)", at_least(1))
-      .add("cache", &ImdbOptions::cache, "keep the tokenised reviews in root/.trainyard-cache for later runs");
+      .add("train_size", &ImdbOptions::train_size,
+           "reviews that train, after the shuffle (the studies: 35000)", at_least(1))
+      .add("val_size", &ImdbOptions::val_size,
+           "reviews that validate; the rest test (the studies: 5000)", at_least(1))
+      .add("cache", &ImdbOptions::cache,
+           "keep the tokenised reviews in root/.trainyard-cache for later runs");
   registry.add<DataSplits(const DataContext&)>(
-      ComponentKind::dataset, "imdb", "IMDB reviews (aclImdb), tokenised for BERT; the reference studies' split",
-      options, [](const ImdbOptions& o, const DataContext& context) {
+      ComponentKind::dataset, "imdb",
+      "IMDB reviews (aclImdb), tokenised for BERT; the reference studies' split", options,
+      [](const ImdbOptions& o, const DataContext& context) {
         if (context.max_positions > 0 && o.max_length > context.max_positions)
-          throw UserError(fmt::format("imdb: max_length {} is longer than the model's max_positions {}", o.max_length,
-                                      context.max_positions));
+          throw UserError(
+              fmt::format("imdb: max_length {} is longer than the model's max_positions {}",
+                          o.max_length, context.max_positions));
         WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(o.vocab);
         uint64_t bytes = 0;
         std::vector<Review> reviews = list_reviews(o.root, bytes);
         const auto n = static_cast<int64_t>(reviews.size());
         if (o.train_size + o.val_size >= n)
-          throw UserError(fmt::format("imdb: train_size {} + val_size {} leave no test reviews: {} holds {} reviews",
-                                      o.train_size, o.val_size, o.root, n));
+          throw UserError(fmt::format(
+              "imdb: train_size {} + val_size {} leave no test reviews: {} holds {} reviews",
+              o.train_size, o.val_size, o.root, n));
         const std::string key = cache_key(tokenizer, o.max_length, reviews.size(), bytes);
-        const std::string cache_path = (fs::path(o.root) / ".trainyard-cache" /
-                                        fmt::format("imdb-{}-{}.safetensors", tokenizer.vocab_hash(), o.max_length))
-                                           .string();
-        std::optional<TokenizedTexts> texts = o.cache ? read_cache(cache_path, key, context) : std::nullopt;
+        const std::string cache_path =
+            (fs::path(o.root) / ".trainyard-cache" /
+             fmt::format("imdb-{}-{}.safetensors", tokenizer.vocab_hash(), o.max_length))
+                .string();
+        std::optional<TokenizedTexts> texts =
+            o.cache ? read_cache(cache_path, key, context) : std::nullopt;
         if (texts) {
-          if (context.log) context.log(fmt::format("imdb: {} reviews from the token cache {}", n, cache_path));
+          if (context.log)
+            context.log(fmt::format("imdb: {} reviews from the token cache {}", n, cache_path));
         } else {
-          if (context.log) context.log(fmt::format("imdb: tokenising {} reviews (max_length {})", n, o.max_length));
+          if (context.log)
+            context.log(
+                fmt::format("imdb: tokenising {} reviews (max_length {})", n, o.max_length));
           texts = tokenize_reviews(reviews, tokenizer, o.max_length);
           if (o.cache) write_cache(cache_path, key, *texts, context);
         }
         auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));
         std::vector<int64_t> order = numpy_permutation(1, n);
-        auto slice = [&](int64_t begin, int64_t end) { return std::vector<int64_t>(order.begin() + begin, order.begin() + end); };
+        auto slice = [&](int64_t begin, int64_t end) {
+          return std::vector<int64_t>(order.begin() + begin, order.begin() + end);
+        };
         const bool dynamic = o.padding == "dynamic";
         DataSplits splits;
-        splits.train = std::make_shared<TextDataset>(shared, slice(0, o.train_size), o.max_length, dynamic, tokenizer.pad_id());
-        splits.validation = std::make_shared<TextDataset>(shared, slice(o.train_size, o.train_size + o.val_size), o.max_length,
-                                                          dynamic, tokenizer.pad_id());
-        splits.test = std::make_shared<TextDataset>(shared, slice(o.train_size + o.val_size, n), o.max_length, dynamic,
-                                                    tokenizer.pad_id());
+        splits.train = std::make_shared<TextDataset>(shared, slice(0, o.train_size), o.max_length,
+                                                     dynamic, tokenizer.pad_id());
+        splits.validation =
+            std::make_shared<TextDataset>(shared, slice(o.train_size, o.train_size + o.val_size),
+                                          o.max_length, dynamic, tokenizer.pad_id());
+        splits.test = std::make_shared<TextDataset>(shared, slice(o.train_size + o.val_size, n),
+                                                    o.max_length, dynamic, tokenizer.pad_id());
         splits.num_classes = 2;
         splits.vocab_size = tokenizer.vocab_size();
         return splits;

@@ -6,7 +6,6 @@
 
 #include <ATen/Parallel.h>
 
-
 namespace trainyard {
 
 std::vector<int64_t> index_range(int64_t begin, int64_t end) {
@@ -16,7 +15,10 @@ std::vector<int64_t> index_range(int64_t begin, int64_t end) {
 }
 
 DataLoader::DataLoader(DatasetPtr dataset, int64_t batch_size, uint64_t seed, LoaderOptions options)
-    : dataset_(std::move(dataset)), batch_size_(batch_size), seed_(seed), options_(std::move(options)) {}
+    : dataset_(std::move(dataset)),
+      batch_size_(batch_size),
+      seed_(seed),
+      options_(std::move(options)) {}
 
 DataLoader::~DataLoader() { stop_workers(); }
 
@@ -27,7 +29,8 @@ int64_t DataLoader::num_batches() const {
 }
 
 uint64_t DataLoader::batch_seed(int64_t epoch, int64_t index) const {
-  return (seed_ * 1000003u + static_cast<uint64_t>(epoch)) * 1000003u + static_cast<uint64_t>(index);
+  return (seed_ * 1000003u + static_cast<uint64_t>(epoch)) * 1000003u +
+         static_cast<uint64_t>(index);
 }
 
 void DataLoader::stop_workers() {
@@ -52,7 +55,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
     // consecutive samples a single process with the global batch would take.
     std::vector<int64_t> mine;
     const int64_t per_rank = dataset_->size() / options_.world_size;
-    for (int64_t i = 0; i < per_rank; ++i) mine.push_back(order_[static_cast<size_t>(i * options_.world_size + options_.rank)]);
+    for (int64_t i = 0; i < per_rank; ++i)
+      mine.push_back(order_[static_cast<size_t>(i * options_.world_size + options_.rank)]);
     order_ = std::move(mine);
   }
   epoch_ = epoch;
@@ -66,7 +70,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
 
 Batch DataLoader::build(int64_t index) const {
   auto begin = order_.begin() + index * batch_size_;
-  auto end = order_.begin() + std::min<int64_t>((index + 1) * batch_size_, static_cast<int64_t>(order_.size()));
+  auto end = order_.begin() +
+             std::min<int64_t>((index + 1) * batch_size_, static_cast<int64_t>(order_.size()));
   Batch batch = dataset_->get_batch(std::vector<int64_t>(begin, end));
   if (options_.transform) batch = options_.transform(std::move(batch), batch_seed(epoch_, index));
   if (options_.pin_memory) {
@@ -79,13 +84,16 @@ Batch DataLoader::build(int64_t index) const {
 
 void DataLoader::work() {
   // One thread per worker: a worker's own tensor work must not fan out over the cores the training
-  // step is using (OpenMP's thread count is per calling thread, so this leaves the trainer's alone).
+  // step is using (OpenMP's thread count is per calling thread, so this leaves the trainer's
+  // alone).
   at::set_num_threads(1);
   while (true) {
     int64_t index;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || claimed_ >= batches_ || claimed_ < delivered_ + options_.prefetch; });
+      changed_.wait(lock, [&] {
+        return stopping_ || claimed_ >= batches_ || claimed_ < delivered_ + options_.prefetch;
+      });
       if (stopping_ || claimed_ >= batches_ || error_) return;
       index = claimed_++;
     }

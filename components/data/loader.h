@@ -17,13 +17,13 @@
 namespace trainyard {
 
 struct LoaderOptions {
-  bool shuffle = false;     // a new order every epoch (training), or the dataset's order
-  bool drop_last = false;   // drop the last partial batch (training), or keep it
-  int64_t workers = 2;      // threads building batches; 0 builds them in the training thread
-  int64_t prefetch = 4;     // batches built ahead of the training loop
-  bool pin_memory = false;  // page-locked host memory, so copies to the GPU run asynchronously
+  bool shuffle = false;        // a new order every epoch (training), or the dataset's order
+  bool drop_last = false;      // drop the last partial batch (training), or keep it
+  int64_t workers = 2;         // threads building batches; 0 builds them in the training thread
+  int64_t prefetch = 4;        // batches built ahead of the training loop
+  bool pin_memory = false;     // page-locked host memory, so copies to the GPU run asynchronously
   BatchTransform transform{};  // applied to each batch in the workers (CPU runs); empty: none
-  int rank = 0;              // this rank's share of every epoch: samples rank, rank + world, ...
+  int rank = 0;                // this rank's share of every epoch: samples rank, rank + world, ...
   int world_size = 1;
 };
 

@@ -12,10 +12,11 @@ struct SyntheticImagesOptions {
   int64_t val_size = 256;
   int64_t test_size = 256;
   int64_t num_classes = 10;
-  int64_t image_size = 0;   // 0: the model's image_size
-  int64_t source_size = 0;  // generate at this size and resize per batch (as CIFAR-10 32 -> 224); 0: image_size
-  double noise = 0.5;      // standard deviation of the per-pixel noise
-  int64_t seed = 0;        // seed of the patterns and noise (not the run's seed: data stay fixed)
+  int64_t image_size = 0;  // 0: the model's image_size
+  int64_t source_size =
+      0;  // generate at this size and resize per batch (as CIFAR-10 32 -> 224); 0: image_size
+  double noise = 0.5;  // standard deviation of the per-pixel noise
+  int64_t seed = 0;    // seed of the patterns and noise (not the run's seed: data stay fixed)
 };
 
 void register_synthetic_images(Registry& registry);

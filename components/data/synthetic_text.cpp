@@ -14,15 +14,16 @@ constexpr int64_t kPad = 0, kCls = 1, kFirstWord = 2;
 // position in eight among uniformly random words.
 TokenizedTexts generate(const SyntheticTextOptions& o, int64_t count, uint64_t seed) {
   std::mt19937_64 generator(seed);
-  std::uniform_int_distribution<int64_t> label(0, o.num_classes - 1), length(o.min_length, o.max_length),
-      word(kFirstWord + o.num_classes, o.vocab_size - 1);
+  std::uniform_int_distribution<int64_t> label(0, o.num_classes - 1),
+      length(o.min_length, o.max_length), word(kFirstWord + o.num_classes, o.vocab_size - 1);
   std::bernoulli_distribution signal(0.125);
   TokenizedTexts texts;
   std::vector<int64_t> sequence;
   for (int64_t i = 0; i < count; ++i) {
     int64_t c = label(generator), n = length(generator);
     sequence.assign(1, kCls);
-    for (int64_t t = 1; t < n; ++t) sequence.push_back(signal(generator) ? kFirstWord + c : word(generator));
+    for (int64_t t = 1; t < n; ++t)
+      sequence.push_back(signal(generator) ? kFirstWord + c : word(generator));
     texts.add(sequence, c);
   }
   return texts;
@@ -35,30 +36,37 @@ void register_synthetic_text(Registry& registry) {
   options.add("train_size", &SyntheticTextOptions::train_size, "training sequences", at_least(1))
       .add("val_size", &SyntheticTextOptions::val_size, "validation sequences", at_least(1))
       .add("test_size", &SyntheticTextOptions::test_size, "test sequences", at_least(1))
-      .add("vocab_size", &SyntheticTextOptions::vocab_size, "distinct token ids; at most the model's vocab_size", at_least(8))
-      .add("min_length", &SyntheticTextOptions::min_length, "shortest sequence, in tokens", at_least(2))
-      .add("max_length", &SyntheticTextOptions::max_length, "longest sequence, in tokens", at_least(2))
+      .add("vocab_size", &SyntheticTextOptions::vocab_size,
+           "distinct token ids; at most the model's vocab_size", at_least(8))
+      .add("min_length", &SyntheticTextOptions::min_length, "shortest sequence, in tokens",
+           at_least(2))
+      .add("max_length", &SyntheticTextOptions::max_length, "longest sequence, in tokens",
+           at_least(2))
       .add("num_classes", &SyntheticTextOptions::num_classes, "classes", at_least(2))
-      .add("padding", &SyntheticTextOptions::padding, "max_length or dynamic (to the batch's longest)",
-           one_of({"max_length", "dynamic"}))
+      .add("padding", &SyntheticTextOptions::padding,
+           "max_length or dynamic (to the batch's longest)", one_of({"max_length", "dynamic"}))
       .add("seed", &SyntheticTextOptions::seed, "seed of the data (fixed across runs)", at_least(0))
       .check([](const SyntheticTextOptions& o) -> std::optional<std::string> {
         if (o.min_length > o.max_length) return "min_length is greater than max_length";
-        if (o.vocab_size < kFirstWord + o.num_classes + 2) return "vocab_size is too small for num_classes";
+        if (o.vocab_size < kFirstWord + o.num_classes + 2)
+          return "vocab_size is too small for num_classes";
         return std::nullopt;
       });
   registry.add<DataSplits(const DataContext&)>(
-      ComponentKind::dataset, "synthetic-text", "deterministic token sequences with class signal tokens, for quick runs and tests",
-      options, [](const SyntheticTextOptions& o, const DataContext& context) {
+      ComponentKind::dataset, "synthetic-text",
+      "deterministic token sequences with class signal tokens, for quick runs and tests", options,
+      [](const SyntheticTextOptions& o, const DataContext& context) {
         if (context.max_positions > 0 && o.max_length > context.max_positions)
           throw UserError("dataset 'synthetic-text': max_length " + std::to_string(o.max_length) +
-                          " is longer than the model's max_positions " + std::to_string(context.max_positions));
+                          " is longer than the model's max_positions " +
+                          std::to_string(context.max_positions));
         const bool dynamic = o.padding == "dynamic";
         const auto seed = static_cast<uint64_t>(o.seed) * 3;
         DataSplits splits;
         auto split = [&](int64_t count, uint64_t s) {
           auto texts = std::make_shared<const TokenizedTexts>(generate(o, count, s));
-          return std::make_shared<TextDataset>(texts, index_range(0, count), o.max_length, dynamic, kPad);
+          return std::make_shared<TextDataset>(texts, index_range(0, count), o.max_length, dynamic,
+                                               kPad);
         };
         splits.train = split(o.train_size, seed + 1);
         splits.validation = split(o.val_size, seed + 2);

@@ -13,8 +13,11 @@ void TokenizedTexts::add(const std::vector<int64_t>& sequence, int64_t label) {
 
 TextDataset::TextDataset(std::shared_ptr<const TokenizedTexts> texts, std::vector<int64_t> indices,
                          int64_t max_length, bool dynamic_padding, int64_t pad_id)
-    : texts_(std::move(texts)), indices_(std::move(indices)), max_length_(max_length),
-      dynamic_padding_(dynamic_padding), pad_id_(pad_id) {}
+    : texts_(std::move(texts)),
+      indices_(std::move(indices)),
+      max_length_(max_length),
+      dynamic_padding_(dynamic_padding),
+      pad_id_(pad_id) {}
 
 Batch TextDataset::get_batch(const std::vector<int64_t>& indices) const {
   const auto count = static_cast<int64_t>(indices.size());

@@ -11,7 +11,7 @@
 namespace trainyard {
 
 struct TokenizedTexts {
-  std::vector<int32_t> ids;        // all sequences, back to back ([CLS] ... [SEP], no padding)
+  std::vector<int32_t> ids;         // all sequences, back to back ([CLS] ... [SEP], no padding)
   std::vector<int64_t> offsets{0};  // sequence i is ids[offsets[i], offsets[i + 1])
   std::vector<int64_t> labels;
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
@@ -21,8 +21,8 @@ struct TokenizedTexts {
 class TextDataset : public Dataset {
  public:
   // `texts` is shared between the splits; `indices` picks this split's sequences.
-  TextDataset(std::shared_ptr<const TokenizedTexts> texts, std::vector<int64_t> indices, int64_t max_length,
-              bool dynamic_padding, int64_t pad_id);
+  TextDataset(std::shared_ptr<const TokenizedTexts> texts, std::vector<int64_t> indices,
+              int64_t max_length, bool dynamic_padding, int64_t pad_id);
   int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
   Batch get_batch(const std::vector<int64_t>& indices) const override;
 

@@ -26,9 +26,11 @@ struct Attention : torch::nn::Module {
   // x [B, T, dim]; keep [B, 1, 1, T] bool, true where a token may be attended to.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& keep) {
     const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
-    auto split = [&](const torch::Tensor& t) { return t.view({batch, tokens, heads, dim / heads}).transpose(1, 2); };
-    auto attended = at::scaled_dot_product_attention(split(q_lin(x)), split(k_lin(x)), split(v_lin(x)), keep,
-                                                     is_training() ? dropout : 0.0);
+    auto split = [&](const torch::Tensor& t) {
+      return t.view({batch, tokens, heads, dim / heads}).transpose(1, 2);
+    };
+    auto attended = at::scaled_dot_product_attention(
+        split(q_lin(x)), split(k_lin(x)), split(v_lin(x)), keep, is_training() ? dropout : 0.0);
     return out_lin(attended.transpose(1, 2).reshape({batch, tokens, dim}));
   }
 
@@ -68,7 +70,8 @@ struct Block : torch::nn::Module {
 struct Embeddings : torch::nn::Module {
   Embeddings(const DistilBertOptions& o) {
     word_embeddings = register_module("word_embeddings", torch::nn::Embedding(o.vocab_size, o.dim));
-    position_embeddings = register_module("position_embeddings", torch::nn::Embedding(o.max_positions, o.dim));
+    position_embeddings =
+        register_module("position_embeddings", torch::nn::Embedding(o.max_positions, o.dim));
     LayerNorm = register_module("LayerNorm", layer_norm(o.dim));
     dropout = register_module("dropout", torch::nn::Dropout(o.dropout));
   }
@@ -114,12 +117,14 @@ class DistilBertClassifier : public Model {
 
   torch::Tensor forward(const Batch& batch) override {
     const auto& ids = batch.inputs;
-    TORCH_CHECK(ids.dim() == 2 && ids.scalar_type() == torch::kLong, "distilbert expects token ids [B, T] int64, got ",
-                ids.sizes(), " ", ids.scalar_type());
+    TORCH_CHECK(ids.dim() == 2 && ids.scalar_type() == torch::kLong,
+                "distilbert expects token ids [B, T] int64, got ", ids.sizes(), " ",
+                ids.scalar_type());
     TORCH_CHECK(ids.size(1) <= options_.max_positions, "distilbert: sequence of ", ids.size(1),
                 " tokens is longer than max_positions ", options_.max_positions);
     torch::Tensor keep;  // no mask: every token attends to every token
-    if (batch.attention_mask.defined()) keep = batch.attention_mask.to(torch::kBool).view({ids.size(0), 1, 1, ids.size(1)});
+    if (batch.attention_mask.defined())
+      keep = batch.attention_mask.to(torch::kBool).view({ids.size(0), 1, 1, ids.size(1)});
     auto x = distilbert_->embeddings->forward(ids);
     for (size_t i = 0; i < distilbert_->blocks.size(); ++i)
       x = run_block(i, [&] { return distilbert_->blocks[i]->forward(x, keep); });
@@ -135,12 +140,14 @@ class DistilBertClassifier : public Model {
   // prefix) is accepted too; the masked-LM head of distilbert-base-uncased is dropped.
   std::function<std::string(const std::string&)> checkpoint_names_mapper(
       const std::vector<std::string>& names) const override {
-    bool bare = std::find(names.begin(), names.end(), "embeddings.word_embeddings.weight") != names.end();
+    bool bare =
+        std::find(names.begin(), names.end(), "embeddings.word_embeddings.weight") != names.end();
     return [bare](const std::string& name) -> std::string {
       for (const char* mlm : {"vocab_transform.", "vocab_layer_norm.", "vocab_projector."})
         if (name.rfind(mlm, 0) == 0) return "";
       if (name.find("position_ids") != std::string::npos) return "";  // a buffer of old exports
-      if (bare && (name.rfind("embeddings.", 0) == 0 || name.rfind("transformer.", 0) == 0)) return "distilbert." + name;
+      if (bare && (name.rfind("embeddings.", 0) == 0 || name.rfind("transformer.", 0) == 0))
+        return "distilbert." + name;
       return name;
     };
   }
@@ -152,9 +159,12 @@ class DistilBertClassifier : public Model {
   // distilbert-base at 512 tokens: 145 GFLOP per sequence.
   double training_flops(const Batch& batch) const override {
     const DistilBertOptions& o = options_;
-    const double tokens = static_cast<double>(batch.inputs.size(1)), dim = static_cast<double>(o.dim);
-    const double block = 2 * tokens * (4 * dim * dim + 2 * dim * o.hidden_dim) + 2 * 2 * tokens * tokens * dim;
-    const double forward = static_cast<double>(o.layers) * block + 2 * (dim * dim + dim * o.num_classes);
+    const double tokens = static_cast<double>(batch.inputs.size(1)),
+                 dim = static_cast<double>(o.dim);
+    const double block =
+        2 * tokens * (4 * dim * dim + 2 * dim * o.hidden_dim) + 2 * 2 * tokens * tokens * dim;
+    const double forward =
+        static_cast<double>(o.layers) * block + 2 * (dim * dim + dim * o.num_classes);
     return 3 * forward * static_cast<double>(batch.size());
   }
 
@@ -177,19 +187,28 @@ class DistilBertClassifier : public Model {
 
 void register_distilbert(Registry& registry) {
   OptionSet<DistilBertOptions> options;
-  options.add("vocab_size", &DistilBertOptions::vocab_size, "token embeddings; must cover the vocabulary", at_least(1))
-      .add("max_positions", &DistilBertOptions::max_positions, "learned positions: the longest sequence", at_least(1))
+  options
+      .add("vocab_size", &DistilBertOptions::vocab_size,
+           "token embeddings; must cover the vocabulary", at_least(1))
+      .add("max_positions", &DistilBertOptions::max_positions,
+           "learned positions: the longest sequence", at_least(1))
       .add("dim", &DistilBertOptions::dim, "hidden size; divisible by heads", at_least(1))
       .add("layers", &DistilBertOptions::layers, "transformer blocks", at_least(1))
       .add("heads", &DistilBertOptions::heads, "attention heads", at_least(1))
-      .add("hidden_dim", &DistilBertOptions::hidden_dim, "hidden size of each block's feed-forward", at_least(1))
-      .add("dropout", &DistilBertOptions::dropout, "dropout after embeddings and feed-forwards", between(0, 1))
-      .add("attention_dropout", &DistilBertOptions::attention_dropout, "dropout on attention weights", between(0, 1))
-      .add("classifier_dropout", &DistilBertOptions::classifier_dropout, "dropout before the classifier", between(0, 1))
-      .add("num_classes", &DistilBertOptions::num_classes, "classes; must match the dataset", at_least(2))
+      .add("hidden_dim", &DistilBertOptions::hidden_dim, "hidden size of each block's feed-forward",
+           at_least(1))
+      .add("dropout", &DistilBertOptions::dropout, "dropout after embeddings and feed-forwards",
+           between(0, 1))
+      .add("attention_dropout", &DistilBertOptions::attention_dropout,
+           "dropout on attention weights", between(0, 1))
+      .add("classifier_dropout", &DistilBertOptions::classifier_dropout,
+           "dropout before the classifier", between(0, 1))
+      .add("num_classes", &DistilBertOptions::num_classes, "classes; must match the dataset",
+           at_least(2))
       .check([](const DistilBertOptions& o) -> std::optional<std::string> {
         if (o.dim % o.heads != 0)
-          return "dim " + std::to_string(o.dim) + " is not divisible by heads " + std::to_string(o.heads);
+          return "dim " + std::to_string(o.dim) + " is not divisible by heads " +
+                 std::to_string(o.heads);
         return std::nullopt;
       });
   registry.add<ModelPtr(const ModelContext&)>(
@@ -197,13 +216,15 @@ void register_distilbert(Registry& registry) {
       "DistilBERT for sequence classification; defaults are distilbert-base-uncased", options,
       [](const DistilBertOptions& o, const ModelContext& context) -> ModelPtr {
         if (context.num_classes != o.num_classes)
-          throw UserError("model 'distilbert': num_classes is " + std::to_string(o.num_classes) + " but the dataset has " +
-                          std::to_string(context.num_classes) + " classes; set model.num_classes: " +
-                          std::to_string(context.num_classes));
+          throw UserError(
+              "model 'distilbert': num_classes is " + std::to_string(o.num_classes) +
+              " but the dataset has " + std::to_string(context.num_classes) +
+              " classes; set model.num_classes: " + std::to_string(context.num_classes));
         if (context.vocab_size > o.vocab_size)
-          throw UserError("model 'distilbert': the tokenizer's vocabulary has " + std::to_string(context.vocab_size) +
-                          " tokens but vocab_size is " + std::to_string(o.vocab_size) + "; set model.vocab_size: " +
-                          std::to_string(context.vocab_size));
+          throw UserError("model 'distilbert': the tokenizer's vocabulary has " +
+                          std::to_string(context.vocab_size) + " tokens but vocab_size is " +
+                          std::to_string(o.vocab_size) +
+                          "; set model.vocab_size: " + std::to_string(context.vocab_size));
         return std::make_shared<DistilBertClassifier>(o);
       },
       [](const DistilBertOptions& o) { return Capabilities{.max_positions = o.max_positions}; });

@@ -75,7 +75,6 @@ struct ModelContext {
   int64_t vocab_size = 0;   // of the dataset's tokenizer; 0 for images
 };
 
-
 inline ModelPtr build_model(const Registry& registry, const ComponentChoice& choice,
                             const ModelContext& context) {
   return registry.build<ModelPtr(const ModelContext&)>(ComponentKind::model, choice.name,

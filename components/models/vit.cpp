@@ -44,16 +44,19 @@ struct SelfAttention : torch::nn::Module {
 // Pre-LayerNorm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
 struct EncoderBlock : torch::nn::Module {
   EncoderBlock(const VitOptions& o) {
-    auto layer_norm = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width}).eps(1e-6)); };
+    auto layer_norm = [&] {
+      return torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width}).eps(1e-6));
+    };
     ln_1 = register_module("ln_1", layer_norm());
-    self_attention = register_module("self_attention",
-                                     std::make_shared<SelfAttention>(o.width, o.heads, o.attention_dropout));
+    self_attention = register_module(
+        "self_attention", std::make_shared<SelfAttention>(o.width, o.heads, o.attention_dropout));
     dropout = register_module("dropout", torch::nn::Dropout(o.dropout));
     ln_2 = register_module("ln_2", layer_norm());
-    mlp = register_module("mlp", torch::nn::Sequential(torch::nn::Linear(o.width, o.mlp_dim),
-                                                       torch::nn::GELU(), torch::nn::Dropout(o.dropout),
-                                                       torch::nn::Linear(o.mlp_dim, o.width),
-                                                       torch::nn::Dropout(o.dropout)));
+    mlp = register_module(
+        "mlp",
+        torch::nn::Sequential(torch::nn::Linear(o.width, o.mlp_dim), torch::nn::GELU(),
+                              torch::nn::Dropout(o.dropout), torch::nn::Linear(o.mlp_dim, o.width),
+                              torch::nn::Dropout(o.dropout)));
     // torchvision's MLPBlock init.
     for (auto& module : mlp->children()) {
       if (auto* linear = module->as<torch::nn::Linear>()) {
@@ -83,7 +86,8 @@ struct Encoder : torch::nn::Module {
     for (int64_t i = 0; i < o.depth; ++i)
       blocks.push_back(layers->register_module("encoder_layer_" + std::to_string(i),
                                                std::make_shared<EncoderBlock>(o)));
-    ln = register_module("ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width}).eps(1e-6)));
+    ln = register_module("ln",
+                         torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.width}).eps(1e-6)));
   }
 
   torch::Tensor pos_embedding;
@@ -95,18 +99,27 @@ struct Encoder : torch::nn::Module {
 
 std::string timm_to_torchvision(const std::string& name) {
   static const std::vector<std::pair<std::string, std::string>> top = {
-      {"patch_embed.proj.", "conv_proj."}, {"cls_token", "class_token"}, {"pos_embed", "encoder.pos_embedding"},
-      {"norm.", "encoder.ln."},           {"head.", "heads.head."}};
+      {"patch_embed.proj.", "conv_proj."},
+      {"cls_token", "class_token"},
+      {"pos_embed", "encoder.pos_embedding"},
+      {"norm.", "encoder.ln."},
+      {"head.", "heads.head."}};
   static const std::vector<std::pair<std::string, std::string>> block = {
-      {"norm1.", "ln_1."}, {"norm2.", "ln_2."}, {"attn.qkv.weight", "self_attention.in_proj_weight"},
-      {"attn.qkv.bias", "self_attention.in_proj_bias"}, {"attn.proj.", "self_attention.out_proj."},
-      {"mlp.fc1.", "mlp.0."}, {"mlp.fc2.", "mlp.3."}};
+      {"norm1.", "ln_1."},
+      {"norm2.", "ln_2."},
+      {"attn.qkv.weight", "self_attention.in_proj_weight"},
+      {"attn.qkv.bias", "self_attention.in_proj_bias"},
+      {"attn.proj.", "self_attention.out_proj."},
+      {"mlp.fc1.", "mlp.0."},
+      {"mlp.fc2.", "mlp.3."}};
   static const std::regex block_name(R"(^blocks\.(\d+)\.(.*)$)");
   std::smatch match;
   if (std::regex_match(name, match, block_name)) {
     std::string rest = match[2];
     for (const auto& [from, to] : block)
-      if (rest.rfind(from, 0) == 0) return "encoder.layers.encoder_layer_" + match[1].str() + "." + to + rest.substr(from.size());
+      if (rest.rfind(from, 0) == 0)
+        return "encoder.layers.encoder_layer_" + match[1].str() + "." + to +
+               rest.substr(from.size());
     return name;  // an unknown block tensor: reported unexpected
   }
   for (const auto& [from, to] : top)
@@ -119,9 +132,11 @@ class VisionTransformer : public Model {
   explicit VisionTransformer(const VitOptions& o) : options_(o) {
     const int64_t patches_per_side = o.image_size / o.patch_size;
     conv_proj_ = register_module(
-        "conv_proj", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, o.width, o.patch_size).stride(o.patch_size)));
+        "conv_proj",
+        torch::nn::Conv2d(torch::nn::Conv2dOptions(3, o.width, o.patch_size).stride(o.patch_size)));
     class_token_ = register_parameter("class_token", torch::zeros({1, 1, o.width}));
-    encoder_ = register_module("encoder", std::make_shared<Encoder>(o, patches_per_side * patches_per_side + 1));
+    encoder_ = register_module(
+        "encoder", std::make_shared<Encoder>(o, patches_per_side * patches_per_side + 1));
     auto heads = register_module("heads", std::make_shared<torch::nn::Module>());
     head_ = heads->register_module("head", torch::nn::Linear(o.width, o.num_classes));
 
@@ -161,8 +176,9 @@ class VisionTransformer : public Model {
   // torchvision's in_proj, q, k, v in the same order). A "module." prefix (DDP) is dropped.
   std::function<std::string(const std::string&)> checkpoint_names_mapper(
       const std::vector<std::string>& names) const override {
-    bool timm = std::find(names.begin(), names.end(), "patch_embed.proj.weight") != names.end() ||
-                std::find(names.begin(), names.end(), "module.patch_embed.proj.weight") != names.end();
+    bool timm =
+        std::find(names.begin(), names.end(), "patch_embed.proj.weight") != names.end() ||
+        std::find(names.begin(), names.end(), "module.patch_embed.proj.weight") != names.end();
     return [timm](std::string name) {
       if (name.rfind("module.", 0) == 0) name = name.substr(7);
       return timm ? timm_to_torchvision(name) : name;
@@ -174,12 +190,15 @@ class VisionTransformer : public Model {
   // ViT-B/16 at 224 px: 105.4 GFLOP per image.
   double training_flops(const Batch& batch) const override {
     const VitOptions& o = options_;
-    const double patches = static_cast<double>((o.image_size / o.patch_size) * (o.image_size / o.patch_size));
+    const double patches =
+        static_cast<double>((o.image_size / o.patch_size) * (o.image_size / o.patch_size));
     const double tokens = patches + 1, width = static_cast<double>(o.width);
-    const double block = 2 * tokens * (4 * width * width + 2 * width * o.mlp_dim)  // projections and MLP
-                         + 2 * 2 * tokens * tokens * width;                        // scores and weighted sum
-    const double forward = 2 * patches * 3.0 * o.patch_size * o.patch_size * width  // patch embedding
-                           + static_cast<double>(o.depth) * block + 2 * width * o.num_classes;
+    const double block =
+        2 * tokens * (4 * width * width + 2 * width * o.mlp_dim)  // projections and MLP
+        + 2 * 2 * tokens * tokens * width;                        // scores and weighted sum
+    const double forward =
+        2 * patches * 3.0 * o.patch_size * o.patch_size * width  // patch embedding
+        + static_cast<double>(o.depth) * block + 2 * width * o.num_classes;
     return 3 * forward * static_cast<double>(batch.size());
   }
   void reset_head() override { head_->reset_parameters(); }  // PyTorch's default Linear init
@@ -196,31 +215,38 @@ class VisionTransformer : public Model {
 
 void register_vit(Registry& registry) {
   OptionSet<VitOptions> options;
-  options.add("image_size", &VitOptions::image_size, "input resolution (square images)", at_least(1))
-      .add("patch_size", &VitOptions::patch_size, "side of the square patches; divides image_size", at_least(1))
+  options
+      .add("image_size", &VitOptions::image_size, "input resolution (square images)", at_least(1))
+      .add("patch_size", &VitOptions::patch_size, "side of the square patches; divides image_size",
+           at_least(1))
       .add("depth", &VitOptions::depth, "transformer blocks", at_least(1))
       .add("width", &VitOptions::width, "hidden size; divisible by heads", at_least(1))
       .add("heads", &VitOptions::heads, "attention heads", at_least(1))
       .add("mlp_dim", &VitOptions::mlp_dim, "hidden size of each block's MLP", at_least(1))
-      .add("num_classes", &VitOptions::num_classes, "classes of the classification head; must match the dataset", at_least(2))
-      .add("dropout", &VitOptions::dropout, "dropout probability after attention and in the MLP", between(0, 1))
-      .add("attention_dropout", &VitOptions::attention_dropout, "dropout on attention weights", between(0, 1))
+      .add("num_classes", &VitOptions::num_classes,
+           "classes of the classification head; must match the dataset", at_least(2))
+      .add("dropout", &VitOptions::dropout, "dropout probability after attention and in the MLP",
+           between(0, 1))
+      .add("attention_dropout", &VitOptions::attention_dropout, "dropout on attention weights",
+           between(0, 1))
       .check([](const VitOptions& o) -> std::optional<std::string> {
         if (o.image_size % o.patch_size != 0)
-          return "image_size " + std::to_string(o.image_size) + " is not a multiple of patch_size " +
-                 std::to_string(o.patch_size);
+          return "image_size " + std::to_string(o.image_size) +
+                 " is not a multiple of patch_size " + std::to_string(o.patch_size);
         if (o.width % o.heads != 0)
           return "width " + std::to_string(o.width) + " is not divisible by heads " +
                  std::to_string(o.heads);
         return std::nullopt;
       });
   registry.add<ModelPtr(const ModelContext&)>(
-      ComponentKind::model, "vit", "Vision Transformer; defaults are torchvision's vit_b_16", options,
+      ComponentKind::model, "vit", "Vision Transformer; defaults are torchvision's vit_b_16",
+      options,
       [](const VitOptions& o, const ModelContext& context) -> ModelPtr {
         if (context.num_classes != o.num_classes)
-          throw UserError("model 'vit': num_classes is " + std::to_string(o.num_classes) +
-                          " but the dataset has " + std::to_string(context.num_classes) +
-                          " classes; set model.num_classes: " + std::to_string(context.num_classes));
+          throw UserError(
+              "model 'vit': num_classes is " + std::to_string(o.num_classes) +
+              " but the dataset has " + std::to_string(context.num_classes) +
+              " classes; set model.num_classes: " + std::to_string(context.num_classes));
         return std::make_shared<VisionTransformer>(o);
       },
       [](const VitOptions& o) { return Capabilities{.image_size = o.image_size}; });

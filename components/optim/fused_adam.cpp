@@ -4,8 +4,8 @@
 
 namespace trainyard {
 
-FusedAdam::FusedAdam(const std::vector<torch::Tensor>& parameters, const torch::optim::AdamWOptions& options,
-                     bool decoupled_weight_decay)
+FusedAdam::FusedAdam(const std::vector<torch::Tensor>& parameters,
+                     const torch::optim::AdamWOptions& options, bool decoupled_weight_decay)
     : torch::optim::Optimizer({torch::optim::OptimizerParamGroup(parameters)},
                               std::make_unique<torch::optim::AdamWOptions>(options)),
       decoupled_(decoupled_weight_decay) {
@@ -27,7 +27,8 @@ void FusedAdam::step_unless(const std::optional<torch::Tensor>& found_inf) {
       if (!p.grad().defined()) continue;
       auto [it, created] = moments_.try_emplace(p.unsafeGetTensorImpl());
       if (created)
-        it->second = {torch::zeros_like(p, torch::MemoryFormat::Preserve), torch::zeros_like(p, torch::MemoryFormat::Preserve),
+        it->second = {torch::zeros_like(p, torch::MemoryFormat::Preserve),
+                      torch::zeros_like(p, torch::MemoryFormat::Preserve),
                       torch::zeros({}, p.options().dtype(torch::kFloat))};
       params.push_back(p);
       grads.push_back(p.grad());
@@ -40,16 +41,20 @@ void FusedAdam::step_unless(const std::optional<torch::Tensor>& found_inf) {
     auto [beta1, beta2] = o.betas();
     const double weight_decay = o.weight_decay(), eps = o.eps(), lr = o.lr();
     if (lr_tensor_.defined() && decoupled_)
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr_tensor_, beta1, beta2, weight_decay, eps,
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr_tensor_, beta1, beta2,
+                        weight_decay, eps,
                         /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
     else if (lr_tensor_.defined())
-      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr_tensor_, beta1, beta2, weight_decay, eps,
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr_tensor_, beta1, beta2,
+                       weight_decay, eps,
                        /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
     else if (decoupled_)
-      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2,
+                        weight_decay, eps,
                         /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
     else
-      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2, weight_decay, eps,
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, lr, beta1, beta2,
+                       weight_decay, eps,
                        /*amsgrad=*/false, /*maximize=*/false, std::nullopt, found_inf);
     if (found_inf)  // a skipped step does not count
       at::_foreach_sub_(steps, std::vector<torch::Tensor>(steps.size(), found_inf->reshape({})));
@@ -66,7 +71,8 @@ torch::Tensor& FusedAdam::learning_rate_tensor(const torch::Device& device) {
 
 std::vector<torch::Tensor> FusedAdam::state_tensors() const {
   std::vector<torch::Tensor> tensors;
-  for (const auto& [impl, m] : moments_) tensors.insert(tensors.end(), {m.exp_avg, m.exp_avg_sq, m.step});
+  for (const auto& [impl, m] : moments_)
+    tensors.insert(tensors.end(), {m.exp_avg, m.exp_avg_sq, m.step});
   return tensors;
 }
 

@@ -1,7 +1,8 @@
-// Adam and AdamW on ATen's fused kernels (_fused_adam_, _fused_adamw_): one pass over all parameters
-// per step instead of a dozen small kernels per parameter, with the step counts kept on the device,
-// so a step never waits for the host. With the fp16 loss scaler, step_unless(found_inf) skips the
-// update on the device when the gradients overflowed — again without a host synchronisation.
+// Adam and AdamW on ATen's fused kernels (_fused_adam_, _fused_adamw_): one pass over all
+// parameters per step instead of a dozen small kernels per parameter, with the step counts kept on
+// the device, so a step never waits for the host. With the fp16 loss scaler, step_unless(found_inf)
+// skips the update on the device when the gradients overflowed — again without a host
+// synchronisation.
 #pragma once
 
 #include <optional>

@@ -62,20 +62,33 @@ Capabilities fused_capabilities(const Opts& o) {
 void register_optimizers(Registry& registry) {
   registry.add<OptimizerPtr(const Parameters&)>(
       ComponentKind::optimizer, "adam", "Adam (Kingma & Ba); L2 weight decay added to the gradient",
-      adam_family_options<AdamOptions>(), [](const AdamOptions& o, const Parameters& parameters) {
+      adam_family_options<AdamOptions>(),
+      [](const AdamOptions& o, const Parameters& parameters) {
         if (o.fused)
-          return OptimizerPtr(std::make_unique<FusedAdam>(
-              parameters, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay),
-              /*decoupled_weight_decay=*/false));
-        return OptimizerPtr(std::make_unique<torch::optim::Adam>(
-            parameters, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay)));
+          return OptimizerPtr(std::make_unique<FusedAdam>(parameters,
+                                                          torch::optim::AdamWOptions(o.lr)
+                                                              .betas({o.beta1, o.beta2})
+                                                              .eps(o.eps)
+                                                              .weight_decay(o.weight_decay),
+                                                          /*decoupled_weight_decay=*/false));
+        return OptimizerPtr(
+            std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(o.lr)
+                                                                 .betas({o.beta1, o.beta2})
+                                                                 .eps(o.eps)
+                                                                 .weight_decay(o.weight_decay)));
       },
       fused_capabilities<AdamOptions>);
   registry.add<OptimizerPtr(const Parameters&)>(
       ComponentKind::optimizer, "adamw", "AdamW: Adam with decoupled weight decay",
-      adam_family_options<AdamWOptions>(), [](const AdamWOptions& o, const Parameters& parameters) {
-        auto options = torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
-        if (o.fused) return OptimizerPtr(std::make_unique<FusedAdam>(parameters, options, /*decoupled_weight_decay=*/true));
+      adam_family_options<AdamWOptions>(),
+      [](const AdamWOptions& o, const Parameters& parameters) {
+        auto options = torch::optim::AdamWOptions(o.lr)
+                           .betas({o.beta1, o.beta2})
+                           .eps(o.eps)
+                           .weight_decay(o.weight_decay);
+        if (o.fused)
+          return OptimizerPtr(
+              std::make_unique<FusedAdam>(parameters, options, /*decoupled_weight_decay=*/true));
         return OptimizerPtr(std::make_unique<torch::optim::AdamW>(parameters, options));
       },
       fused_capabilities<AdamWOptions>);
@@ -91,8 +104,11 @@ void register_optimizers(Registry& registry) {
   registry.add<OptimizerPtr(const Parameters&)>(
       ComponentKind::optimizer, "sgd", "stochastic gradient descent with optional momentum", sgd,
       [](const SgdOptions& o, const Parameters& parameters) {
-        return OptimizerPtr(std::make_unique<torch::optim::SGD>(
-            parameters, torch::optim::SGDOptions(o.lr).momentum(o.momentum).nesterov(o.nesterov).weight_decay(o.weight_decay)));
+        return OptimizerPtr(
+            std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(o.lr)
+                                                                .momentum(o.momentum)
+                                                                .nesterov(o.nesterov)
+                                                                .weight_decay(o.weight_decay)));
       });
 }
 
@@ -117,7 +133,8 @@ double tensor_bytes(const std::vector<torch::Tensor>& tensors) {
 }
 
 double optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
-  if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer)) return tensor_bytes(fused->state_tensors());
+  if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer))
+    return tensor_bytes(fused->state_tensors());
   double bytes = 0;
   for (const auto& [key, state] : optimizer.state()) {
     if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state.get()))
@@ -134,7 +151,8 @@ namespace {
 
 // LibTorch's optimizers keep state by the parameter's TensorImpl, created at the first step.
 template <class State>
-const State* libtorch_state(const torch::optim::Optimizer& optimizer, const torch::Tensor& parameter) {
+const State* libtorch_state(const torch::optim::Optimizer& optimizer,
+                            const torch::Tensor& parameter) {
   auto it = optimizer.state().find(parameter.unsafeGetTensorImpl());
   return it == optimizer.state().end() ? nullptr : dynamic_cast<const State*>(it->second.get());
 }
@@ -143,11 +161,13 @@ torch::Tensor step_tensor(int64_t step) { return torch::tensor(static_cast<float
 
 template <class State>
 ParameterState adam_state(const State& s) {
-  return {{"exp_avg", s.exp_avg()}, {"exp_avg_sq", s.exp_avg_sq()}, {"step", step_tensor(s.step())}};
+  return {
+      {"exp_avg", s.exp_avg()}, {"exp_avg_sq", s.exp_avg_sq()}, {"step", step_tensor(s.step())}};
 }
 
 template <class State>
-void set_adam_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p, const ParameterState& state) {
+void set_adam_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
+                    const ParameterState& state) {
   auto s = std::make_unique<State>();
   s->exp_avg(state.at("exp_avg").to(p.options()));
   s->exp_avg_sq(state.at("exp_avg_sq").to(p.options()));
@@ -157,29 +177,37 @@ void set_adam_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p, 
 
 }  // namespace
 
-ParameterState parameter_state(const torch::optim::Optimizer& optimizer, const torch::Tensor& parameter) {
+ParameterState parameter_state(const torch::optim::Optimizer& optimizer,
+                               const torch::Tensor& parameter) {
   if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer)) {
     auto m = fused->moments(parameter);
     if (!m) return {};
     return {{"exp_avg", m->exp_avg}, {"exp_avg_sq", m->exp_avg_sq}, {"step", m->step}};
   }
-  if (const auto* s = libtorch_state<torch::optim::AdamParamState>(optimizer, parameter)) return adam_state(*s);
-  if (const auto* s = libtorch_state<torch::optim::AdamWParamState>(optimizer, parameter)) return adam_state(*s);
+  if (const auto* s = libtorch_state<torch::optim::AdamParamState>(optimizer, parameter))
+    return adam_state(*s);
+  if (const auto* s = libtorch_state<torch::optim::AdamWParamState>(optimizer, parameter))
+    return adam_state(*s);
   if (const auto* s = libtorch_state<torch::optim::SGDParamState>(optimizer, parameter))
-    return s->momentum_buffer().defined() ? ParameterState{{"momentum_buffer", s->momentum_buffer()}} : ParameterState{};
+    return s->momentum_buffer().defined()
+               ? ParameterState{{"momentum_buffer", s->momentum_buffer()}}
+               : ParameterState{};
   return {};
 }
 
-void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p, const ParameterState& state) {
+void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
+                         const ParameterState& state) {
   if (state.empty()) return;
   auto require = [&](std::initializer_list<const char*> keys) {
     for (const char* key : keys)
-      if (!state.count(key)) throw UserError(fmt::format("optimizer state without '{}' for this optimizer", key));
+      if (!state.count(key))
+        throw UserError(fmt::format("optimizer state without '{}' for this optimizer", key));
   };
   if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) {
     require({"exp_avg", "exp_avg_sq", "step"});
-    fused->set_moments(p, {state.at("exp_avg").to(p.options()), state.at("exp_avg_sq").to(p.options()),
-                           state.at("step").to(p.options().dtype(torch::kFloat)).reshape({})});
+    fused->set_moments(p,
+                       {state.at("exp_avg").to(p.options()), state.at("exp_avg_sq").to(p.options()),
+                        state.at("step").to(p.options().dtype(torch::kFloat)).reshape({})});
   } else if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) {
     require({"exp_avg", "exp_avg_sq", "step"});
     set_adam_state<torch::optim::AdamWParamState>(optimizer, p, state);

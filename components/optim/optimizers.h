@@ -36,7 +36,7 @@ DeviceStepping* device_stepping(torch::optim::Optimizer& optimizer);
 inline OptimizerPtr build_optimizer(const Registry& registry, const ComponentChoice& choice,
                                     const Parameters& parameters) {
   return registry.build<OptimizerPtr(const Parameters&)>(ComponentKind::optimizer, choice.name,
-                                                        choice.options, parameters);
+                                                         choice.options, parameters);
 }
 
 void register_optimizers(Registry& registry);
@@ -50,8 +50,10 @@ double optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
 // AdamW; step is a 0-dim float tensor) or "momentum_buffer" (SGD). Empty before its first step.
 // Checkpoints store it per parameter, so it outlives the optimizer object and the world size.
 using ParameterState = std::map<std::string, torch::Tensor>;
-ParameterState parameter_state(const torch::optim::Optimizer& optimizer, const torch::Tensor& parameter);
-void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& parameter, const ParameterState& state);
+ParameterState parameter_state(const torch::optim::Optimizer& optimizer,
+                               const torch::Tensor& parameter);
+void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& parameter,
+                         const ParameterState& state);
 
 // The learning rate every parameter group is set to (schedulers scale it per step).
 double base_learning_rate(const ConfigTree& optimizer_options);

@@ -36,8 +36,8 @@ LrSchedule with_warmup(int64_t warmup, std::function<double(int64_t)> after) {
 template <class Opts>
 OptionSet<Opts> with_warmup_option() {
   OptionSet<Opts> options;
-  options.add("warmup_steps", &Opts::warmup_steps, "steps of linear warmup from ~0 to the base rate",
-              at_least(0));
+  options.add("warmup_steps", &Opts::warmup_steps,
+              "steps of linear warmup from ~0 to the base rate", at_least(0));
   return options;
 }
 
@@ -46,7 +46,8 @@ OptionSet<Opts> with_warmup_option() {
 void register_schedulers(Registry& registry) {
   registry.add<LrSchedule(const ScheduleContext&)>(
       ComponentKind::scheduler, "none", "constant learning rate (after optional warmup)",
-      with_warmup_option<NoScheduleOptions>(), [](const NoScheduleOptions& o, const ScheduleContext&) {
+      with_warmup_option<NoScheduleOptions>(),
+      [](const NoScheduleOptions& o, const ScheduleContext&) {
         return with_warmup(o.warmup_steps, [](int64_t) { return 1.0; });
       });
 
@@ -66,19 +67,22 @@ void register_schedulers(Registry& registry) {
   registry.add<LrSchedule(const ScheduleContext&)>(
       ComponentKind::scheduler, "exponential", "multiply the rate by gamma every step", exponential,
       [](const ExponentialOptions& o, const ScheduleContext&) {
-        return with_warmup(o.warmup_steps, [o](int64_t s) { return std::pow(o.gamma, static_cast<double>(s)); });
+        return with_warmup(o.warmup_steps,
+                           [o](int64_t s) { return std::pow(o.gamma, static_cast<double>(s)); });
       });
 
   auto cosine = with_warmup_option<CosineOptions>();
-  cosine.add("min_lr_ratio", &CosineOptions::min_lr_ratio, "final rate as a fraction of the base rate",
-             between(0, 1));
+  cosine.add("min_lr_ratio", &CosineOptions::min_lr_ratio,
+             "final rate as a fraction of the base rate", between(0, 1));
   registry.add<LrSchedule(const ScheduleContext&)>(
-      ComponentKind::scheduler, "cosine", "cosine decay to min_lr_ratio over the run, after warmup", cosine,
-      [](const CosineOptions& o, const ScheduleContext& context) {
+      ComponentKind::scheduler, "cosine", "cosine decay to min_lr_ratio over the run, after warmup",
+      cosine, [](const CosineOptions& o, const ScheduleContext& context) {
         const int64_t decay_steps = std::max<int64_t>(1, context.total_steps - o.warmup_steps);
         return with_warmup(o.warmup_steps, [o, decay_steps](int64_t s) {
-          double progress = std::min(1.0, static_cast<double>(s) / static_cast<double>(decay_steps));
-          return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(std::numbers::pi * progress));
+          double progress =
+              std::min(1.0, static_cast<double>(s) / static_cast<double>(decay_steps));
+          return o.min_lr_ratio +
+                 (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(std::numbers::pi * progress));
         });
       });
 }

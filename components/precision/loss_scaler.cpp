@@ -6,7 +6,8 @@ namespace trainyard {
 
 LossScaler::LossScaler(const torch::Device& device, LossScalerOptions options)
     : options_(options),
-      scale_(torch::full({1}, options.init_scale, torch::TensorOptions().dtype(torch::kFloat).device(device))),
+      scale_(torch::full({1}, options.init_scale,
+                         torch::TensorOptions().dtype(torch::kFloat).device(device))),
       growth_tracker_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kInt).device(device))),
       found_inf_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))),
       skipped_(torch::zeros({1}, torch::TensorOptions().dtype(torch::kFloat).device(device))) {}
@@ -32,8 +33,8 @@ bool LossScaler::step_allowed() const { return found_inf_.item<float>() == 0.0f;
 
 void LossScaler::update() {
   skipped_ += found_inf_;
-  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor, options_.backoff_factor,
-                         options_.growth_interval);
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor,
+                         options_.backoff_factor, options_.growth_interval);
 }
 
 }  // namespace trainyard

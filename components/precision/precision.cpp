@@ -33,8 +33,9 @@ std::map<std::string, std::string> Precision::attributes() const {
 }
 
 std::string Precision::describe() const {
-  return fmt::format("params {}, compute {}, grads {}, loss scaling {}", c10::toString(param_dtype_),
-                     c10::toString(compute_dtype()), c10::toString(grad_dtype()), loss_scaling_ ? "dynamic" : "none");
+  return fmt::format("params {}, compute {}, grads {}, loss scaling {}",
+                     c10::toString(param_dtype_), c10::toString(compute_dtype()),
+                     c10::toString(grad_dtype()), loss_scaling_ ? "dynamic" : "none");
 }
 
 namespace {
@@ -52,12 +53,12 @@ void register_precisions(Registry& registry) {
   };
   using c10::ScalarType;
   add("32-true", "float32 everywhere", ScalarType::Float, std::nullopt, false);
-  add("bf16-mixed", "float32 parameters, bfloat16 autocast for the forward pass and loss", ScalarType::Float,
-      ScalarType::BFloat16, false);
+  add("bf16-mixed", "float32 parameters, bfloat16 autocast for the forward pass and loss",
+      ScalarType::Float, ScalarType::BFloat16, false);
   add("16-mixed", "float32 parameters, float16 autocast, dynamic loss scaling", ScalarType::Float,
       ScalarType::Half, true);
-  add("bf16-true", "bfloat16 parameters, gradients and optimizer state; no autocast", ScalarType::BFloat16,
-      std::nullopt, false);
+  add("bf16-true", "bfloat16 parameters, gradients and optimizer state; no autocast",
+      ScalarType::BFloat16, std::nullopt, false);
   add("16-true", "float16 parameters, gradients and optimizer state; no autocast, no loss scaling",
       ScalarType::Half, std::nullopt, false);
 }

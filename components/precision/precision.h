@@ -19,9 +19,12 @@ class Precision {
  public:
   // `autocast_dtype`: the compute dtype of autocast regions; nullopt runs everything in
   // `param_dtype`. `loss_scaling`: fp16 gradients need a dynamic loss scale (LossScaler).
-  Precision(std::string name, c10::ScalarType param_dtype, std::optional<c10::ScalarType> autocast_dtype,
-            bool loss_scaling)
-      : name_(std::move(name)), param_dtype_(param_dtype), autocast_dtype_(autocast_dtype), loss_scaling_(loss_scaling) {}
+  Precision(std::string name, c10::ScalarType param_dtype,
+            std::optional<c10::ScalarType> autocast_dtype, bool loss_scaling)
+      : name_(std::move(name)),
+        param_dtype_(param_dtype),
+        autocast_dtype_(autocast_dtype),
+        loss_scaling_(loss_scaling) {}
 
   const std::string& name() const { return name_; }
   c10::ScalarType param_dtype() const { return param_dtype_; }
@@ -49,7 +52,8 @@ class Precision {
     c10::ScalarType previous_dtype_ = c10::ScalarType::Float;
   };
 
-  // "params Float, compute BFloat16, grads Float, loss scaling none": logged (the strategy logs its reduce dtype).
+  // "params Float, compute BFloat16, grads Float, loss scaling none": logged (the strategy logs its
+  // reduce dtype).
   std::string describe() const;
   // The same, as key/value pairs stored with the run (param_dtype, compute_dtype, ...).
   std::map<std::string, std::string> attributes() const;
@@ -69,7 +73,8 @@ struct PrecisionContext {
 
 inline PrecisionPtr build_precision(const Registry& registry, const std::string& name,
                                     const PrecisionContext& context) {
-  return registry.build<PrecisionPtr(const PrecisionContext&)>(ComponentKind::precision, name, {}, context);
+  return registry.build<PrecisionPtr(const PrecisionContext&)>(ComponentKind::precision, name, {},
+                                                               context);
 }
 
 void register_precisions(Registry& registry);

@@ -50,8 +50,9 @@ class DistributedDataParallel : public DistributedStrategy {
     std::vector<torch::Tensor> parts;
     for (size_t i : buckets_[b]) {
       const torch::Tensor& p = parameters_[i];
-      parts.push_back(p.grad().defined() ? p.grad().reshape({-1}).to(reduce_dtype_)
-                                         : torch::zeros({p.numel()}, p.options().dtype(reduce_dtype_)));
+      parts.push_back(p.grad().defined()
+                          ? p.grad().reshape({-1}).to(reduce_dtype_)
+                          : torch::zeros({p.numel()}, p.options().dtype(reduce_dtype_)));
     }
     InFlight& bucket = in_flight_[b];
     bucket.flat = torch::cat(parts);
@@ -70,8 +71,10 @@ class DistributedDataParallel : public DistributedStrategy {
     for (size_t i : buckets_[b]) {
       torch::Tensor& p = parameters_[i];
       torch::Tensor average = bucket.flat.narrow(0, offset, p.numel()).view_as(p);
-      if (p.grad().defined()) p.mutable_grad().copy_(average);
-      else p.mutable_grad() = average.to(p.dtype());
+      if (p.grad().defined())
+        p.mutable_grad().copy_(average);
+      else
+        p.mutable_grad() = average.to(p.dtype());
       offset += p.numel();
     }
     bucket = InFlight();
@@ -88,11 +91,13 @@ class DistributedDataParallel : public DistributedStrategy {
 
 void register_ddp(Registry& registry) {
   OptionSet<DdpOptions> options;
-  options.add("bucket_mb", &DdpOptions::bucket_mb, "gradients all-reduced together, in MiB", greater_than(0));
+  options.add("bucket_mb", &DdpOptions::bucket_mb, "gradients all-reduced together, in MiB",
+              greater_than(0));
   add_distributed_options(options);
   registry.add<StrategyPtr(const StrategyContext&)>(
-      ComponentKind::strategy, "ddp", "data parallel: the whole model on every rank, gradients averaged during backward",
-      options, [](const DdpOptions& o, const StrategyContext& context) -> StrategyPtr {
+      ComponentKind::strategy, "ddp",
+      "data parallel: the whole model on every rank, gradients averaged during backward", options,
+      [](const DdpOptions& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<DistributedDataParallel>(o, context);
       },
       [](const auto&) { return Capabilities{.multi_process = true}; });

@@ -10,8 +10,8 @@
 #endif
 
 #include <chrono>
-#include <map>
 #include <cstdlib>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -49,13 +49,18 @@ DistributedStrategy::DistributedStrategy(const std::string& name, const Distribu
   world_size_ = env_int("WORLD_SIZE", -1);
   const char* address = std::getenv("MASTER_ADDR");
   if (rank_ < 0 || world_size_ < 1 || !address || !std::getenv("MASTER_PORT"))
-    throw UserError(fmt::format("strategy {}: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set; "
-                                "multi-process runs are started by `trainyard run`, which sets them for every rank",
-                                name));
-  backend_name_ = options.backend != "auto" ? options.backend : context.device.is_cuda() ? "nccl" : "gloo";
+    throw UserError(fmt::format(
+        "strategy {}: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT are not set; "
+        "multi-process runs are started by `trainyard run`, which sets them for every rank",
+        name));
+  backend_name_ = options.backend != "auto"  ? options.backend
+                  : context.device.is_cuda() ? "nccl"
+                                             : "gloo";
   if (backend_name_ == "nccl" && !context.device.is_cuda())
-    throw UserError(fmt::format("strategy {}: backend nccl needs CUDA devices; this run trains on the CPU "
-                                "(set runtime.strategy.backend: gloo, or auto)", name));
+    throw UserError(
+        fmt::format("strategy {}: backend nccl needs CUDA devices; this run trains on the CPU "
+                    "(set runtime.strategy.backend: gloo, or auto)",
+                    name));
 
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(env_int("MASTER_PORT", 0));
@@ -78,13 +83,15 @@ DistributedStrategy::DistributedStrategy(const std::string& name, const Distribu
   nccl->timeout = std::chrono::seconds(context.timeout_s);
   group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, world_size_, nccl);
 #else
-  throw UserError(fmt::format("strategy {}: this trainyard was built without NCCL (nccl.h was not found "
-                              "beside LibTorch); use backend gloo",
-                              name));
+  throw UserError(
+      fmt::format("strategy {}: this trainyard was built without NCCL (nccl.h was not found "
+                  "beside LibTorch); use backend gloo",
+                  name));
 #endif
 }
 
-void DistributedStrategy::setup_replicated(Model& model, const torch::Device& device, c10::ScalarType param_dtype) {
+void DistributedStrategy::setup_replicated(Model& model, const torch::Device& device,
+                                           c10::ScalarType param_dtype) {
   model.to(device, param_dtype);
   torch::NoGradGuard no_grad;
   for (auto& t : model.parameters()) broadcast(t);
@@ -101,39 +108,45 @@ void DistributedStrategy::step(torch::optim::Optimizer& optimizer, const torch::
 }
 
 void DistributedStrategy::all_reduce(torch::Tensor& tensor, c10d::ReduceOp op) {
-  // NCCL reduces device tensors only: a host figure (a sample count, a peak) travels through the device.
+  // NCCL reduces device tensors only: a host figure (a sample count, a peak) travels through the
+  // device.
   std::vector<torch::Tensor> t = {tensor.device() == device_ ? tensor : tensor.to(device_)};
   group_->allreduce(t, c10d::AllreduceOptions{op})->wait();
   if (!t[0].is_same(tensor)) tensor.copy_(t[0]);
 }
 
-void DistributedStrategy::all_reduce_sum(torch::Tensor& tensor) { all_reduce(tensor, c10d::ReduceOp::SUM); }
+void DistributedStrategy::all_reduce_sum(torch::Tensor& tensor) {
+  all_reduce(tensor, c10d::ReduceOp::SUM);
+}
 
-void DistributedStrategy::all_reduce_max(torch::Tensor& tensor) { all_reduce(tensor, c10d::ReduceOp::MAX); }
+void DistributedStrategy::all_reduce_max(torch::Tensor& tensor) {
+  all_reduce(tensor, c10d::ReduceOp::MAX);
+}
 
 void DistributedStrategy::broadcast(torch::Tensor& tensor) {
   std::vector<torch::Tensor> t = {tensor};
   group_->broadcast(t)->wait();
 }
 
-void DistributedStrategy::launch_reduce_scatter(GradientReduction& reduction, torch::Tensor flat_gradients,
-                                                int64_t chunk_numel) {
+void DistributedStrategy::launch_reduce_scatter(GradientReduction& reduction,
+                                                torch::Tensor flat_gradients, int64_t chunk_numel) {
   reduction.gradients = std::move(flat_gradients);
   reduction.chunk = torch::empty({chunk_numel}, reduction.gradients.options());
   reduction.work = group_->_reduce_scatter_base(reduction.chunk, reduction.gradients);
   count(reduction.gradients);
 }
 
-torch::Tensor DistributedStrategy::finish_reduce_scatter(GradientReduction& reduction, c10::ScalarType dtype) {
+torch::Tensor DistributedStrategy::finish_reduce_scatter(GradientReduction& reduction,
+                                                         c10::ScalarType dtype) {
   reduction.work->wait();
   torch::Tensor average = reduction.chunk.div_(world_size_).to(dtype);
   reduction = GradientReduction();
   return average;
 }
 
-std::vector<torch::Tensor> DistributedStrategy::chunks_to_model_layout(Model& model,
-                                                                   const std::vector<FlatParameters*>& groups,
-                                                                   const std::vector<torch::Tensor>& chunks) {
+std::vector<torch::Tensor> DistributedStrategy::chunks_to_model_layout(
+    Model& model, const std::vector<FlatParameters*>& groups,
+    const std::vector<torch::Tensor>& chunks) {
   std::map<c10::TensorImpl*, torch::Tensor> whole;
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& parameters = groups[g]->parameters();
@@ -146,31 +159,36 @@ std::vector<torch::Tensor> DistributedStrategy::chunks_to_model_layout(Model& mo
       group_->_allgather_base(flat, sent)->wait();
       parts = groups[g]->split(flat);
     }
-    for (size_t i = 0; i < parameters.size(); ++i) whole[parameters[i].unsafeGetTensorImpl()] = parts[i];
+    for (size_t i = 0; i < parameters.size(); ++i)
+      whole[parameters[i].unsafeGetTensorImpl()] = parts[i];
   }
   std::vector<torch::Tensor> out;
   for (const auto& p : model.parameters()) out.push_back(whole.at(p.unsafeGetTensorImpl()));
   return out;
 }
 
-std::vector<torch::Tensor> DistributedStrategy::model_layout_to_chunks(Model& model,
-                                                                   const std::vector<FlatParameters*>& groups,
-                                                                   const std::vector<torch::Tensor>& model_layout) {
+std::vector<torch::Tensor> DistributedStrategy::model_layout_to_chunks(
+    Model& model, const std::vector<FlatParameters*>& groups,
+    const std::vector<torch::Tensor>& model_layout) {
   std::map<c10::TensorImpl*, torch::Tensor> by_parameter;
   const auto parameters = model.parameters();
-  for (size_t i = 0; i < parameters.size(); ++i) by_parameter[parameters[i].unsafeGetTensorImpl()] = model_layout.at(i);
+  for (size_t i = 0; i < parameters.size(); ++i)
+    by_parameter[parameters[i].unsafeGetTensorImpl()] = model_layout.at(i);
   std::vector<torch::Tensor> chunks;
   for (FlatParameters* group : groups) {
     std::vector<torch::Tensor> parts;
-    for (const auto& p : group->parameters()) parts.push_back(by_parameter.at(p.unsafeGetTensorImpl()));
-    if (parts[0].dim() == 0) chunks.push_back(parts[0].clone());
-    else chunks.push_back(group->chunk(group->join(parts)).clone());
+    for (const auto& p : group->parameters())
+      parts.push_back(by_parameter.at(p.unsafeGetTensorImpl()));
+    if (parts[0].dim() == 0)
+      chunks.push_back(parts[0].clone());
+    else
+      chunks.push_back(group->chunk(group->join(parts)).clone());
   }
   return chunks;
 }
 
-std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tensor>& parameters, int64_t bucket_bytes,
-                                                   int64_t element_size) {
+std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tensor>& parameters,
+                                                   int64_t bucket_bytes, int64_t element_size) {
   std::vector<std::vector<size_t>> buckets;
   int64_t bytes = bucket_bytes;  // the first parameter opens a bucket
   for (size_t i = parameters.size(); i-- > 0;) {
@@ -184,8 +202,8 @@ std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tens
   return buckets;
 }
 
-void GradientBuckets::attach(const std::vector<torch::Tensor>& parameters, std::vector<std::vector<size_t>> buckets,
-                             Launch launch) {
+void GradientBuckets::attach(const std::vector<torch::Tensor>& parameters,
+                             std::vector<std::vector<size_t>> buckets, Launch launch) {
   buckets_ = std::move(buckets);
   launch_ = std::move(launch);
   bucket_of_.assign(parameters.size(), 0);
@@ -211,13 +229,15 @@ void GradientBuckets::launch_ready() {
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch_(next_launch_++);
 }
 
-void GradientReadyHooks::attach(const std::vector<torch::Tensor>& parameters, std::function<void(size_t)> ready) {
+void GradientReadyHooks::attach(const std::vector<torch::Tensor>& parameters,
+                                std::function<void(size_t)> ready) {
   auto shared_ready = std::make_shared<std::function<void(size_t)>>(std::move(ready));
   for (size_t i = 0; i < parameters.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(parameters[i]);
     TORCH_CHECK(accumulator, "parameter ", i, " does not require a gradient");
     accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [shared_ready, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+        [shared_ready, i](const torch::autograd::variable_list& outputs,
+                          const torch::autograd::variable_list&) {
           (*shared_ready)(i);
           return outputs;
         }));

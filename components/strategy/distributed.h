@@ -19,7 +19,8 @@ struct DistributedOptions {
 template <class Opts>
 void add_distributed_options(OptionSet<Opts>& options) {
   options
-      .add("backend", &Opts::backend, "collectives library: gloo (CPU), nccl (CUDA), or auto (by device)",
+      .add("backend", &Opts::backend,
+           "collectives library: gloo (CPU), nccl (CUDA), or auto (by device)",
            one_of({"auto", "gloo", "nccl"}))
       .add("reduce_dtype", &Opts::reduce_dtype, "dtype gradients are averaged in across ranks",
            one_of({"float32", "bfloat16", "float16"}));
@@ -36,7 +37,8 @@ class DistributedStrategy : public Strategy {
  public:
   // Joins the ranks named by the launcher's environment (RANK, WORLD_SIZE, MASTER_ADDR,
   // MASTER_PORT) through c10d's TCPStore; `name` is the strategy's, for messages.
-  DistributedStrategy(const std::string& name, const DistributedOptions& options, const StrategyContext& context);
+  DistributedStrategy(const std::string& name, const DistributedOptions& options,
+                      const StrategyContext& context);
 
   void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) override;
   void all_reduce_sum(torch::Tensor& tensor) override;
@@ -54,18 +56,24 @@ class DistributedStrategy : public Strategy {
 
   // to_model_layout / to_optimizer_layout for strategies whose optimizer updates one chunk of each
   // of `groups` (in optimizer_parameters() order).
-  std::vector<torch::Tensor> chunks_to_model_layout(Model& model, const std::vector<FlatParameters*>& groups,
+  std::vector<torch::Tensor> chunks_to_model_layout(Model& model,
+                                                    const std::vector<FlatParameters*>& groups,
                                                     const std::vector<torch::Tensor>& chunks);
-  std::vector<torch::Tensor> model_layout_to_chunks(Model& model, const std::vector<FlatParameters*>& groups,
+  std::vector<torch::Tensor> model_layout_to_chunks(Model& model,
+                                                    const std::vector<FlatParameters*>& groups,
                                                     const std::vector<torch::Tensor>& model_layout);
 
   // Starts summing `flat_gradients` across ranks into this rank's chunk (zero2 and fsdp).
-  void launch_reduce_scatter(GradientReduction& reduction, torch::Tensor flat_gradients, int64_t chunk_numel);
+  void launch_reduce_scatter(GradientReduction& reduction, torch::Tensor flat_gradients,
+                             int64_t chunk_numel);
   // Waits for it; returns this rank's chunk of the average, in `dtype`.
   torch::Tensor finish_reduce_scatter(GradientReduction& reduction, c10::ScalarType dtype);
 
-  // Counts a gradient or parameter collective on `buffer` (the whole buffer, not this rank's chunk).
-  void count(const torch::Tensor& buffer) { communicated_bytes_ += static_cast<double>(buffer.nbytes()); }
+  // Counts a gradient or parameter collective on `buffer` (the whole buffer, not this rank's
+  // chunk).
+  void count(const torch::Tensor& buffer) {
+    communicated_bytes_ += static_cast<double>(buffer.nbytes());
+  }
 
   c10::intrusive_ptr<c10d::Backend> group_;
   double communicated_bytes_ = 0;
@@ -82,22 +90,24 @@ class GradientReadyHooks {
   void attach(const std::vector<torch::Tensor>& parameters, std::function<void(size_t)> ready);
 
  private:
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the tensors hold them weakly
+  std::vector<std::shared_ptr<torch::autograd::Node>>
+      accumulators_;  // the tensors hold them weakly
 };
 
-// Indices of `parameters` in buckets of about `bucket_bytes` (each element counted as `element_size`
-// bytes), last parameters first: the order backward produces their gradients.
-std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tensor>& parameters, int64_t bucket_bytes,
-                                                   int64_t element_size);
+// Indices of `parameters` in buckets of about `bucket_bytes` (each element counted as
+// `element_size` bytes), last parameters first: the order backward produces their gradients.
+std::vector<std::vector<size_t>> bucket_parameters(const std::vector<torch::Tensor>& parameters,
+                                                   int64_t bucket_bytes, int64_t element_size);
 
-// The bucketed gradient reduction of ddp and zero2. In a backward that synchronises, bucket b goes to
-// `launch` as soon as all its gradients are in and buckets 0..b-1 have gone — the same collectives
-// in the same order on every rank, while backward still computes the earlier layers. Buckets whose
-// parameters got no gradient (unused in this forward) go when backward returns.
+// The bucketed gradient reduction of ddp and zero2. In a backward that synchronises, bucket b goes
+// to `launch` as soon as all its gradients are in and buckets 0..b-1 have gone — the same
+// collectives in the same order on every rank, while backward still computes the earlier layers.
+// Buckets whose parameters got no gradient (unused in this forward) go when backward returns.
 class GradientBuckets {
  public:
   using Launch = std::function<void(size_t bucket)>;
-  void attach(const std::vector<torch::Tensor>& parameters, std::vector<std::vector<size_t>> buckets, Launch launch);
+  void attach(const std::vector<torch::Tensor>& parameters,
+              std::vector<std::vector<size_t>> buckets, Launch launch);
   // loss.backward(); with `sync`, every bucket has been launched when it returns.
   void backward(const torch::Tensor& loss, bool sync);
 

@@ -26,7 +26,8 @@ FlatParameters::FlatParameters(std::vector<torch::Tensor> parameters, int rank, 
 std::vector<torch::Tensor> FlatParameters::split(const torch::Tensor& flat_like) const {
   std::vector<torch::Tensor> parts;
   for (size_t i = 0; i < parameters_.size(); ++i)
-    parts.push_back(flat_like.narrow(0, offsets_[i], parameters_[i].numel()).view(parameters_[i].sizes()));
+    parts.push_back(
+        flat_like.narrow(0, offsets_[i], parameters_[i].numel()).view(parameters_[i].sizes()));
   return parts;
 }
 

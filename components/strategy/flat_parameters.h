@@ -24,7 +24,8 @@ class FlatParameters {
     return flat_like.narrow(0, rank_ * chunk_numel_, chunk_numel_);
   }
 
-  // `flat_like` cut into one view per parameter, shaped like it; and the reverse, padded with zeros.
+  // `flat_like` cut into one view per parameter, shaped like it; and the reverse, padded with
+  // zeros.
   std::vector<torch::Tensor> split(const torch::Tensor& flat_like) const;
   torch::Tensor join(const std::vector<torch::Tensor>& per_parameter) const;
 

@@ -7,7 +7,8 @@
 //             all-gather starts as a block begins computing, so it arrives while that block runs;
 //   backward  a hook on the block's output gathers it again before its backward (and starts the
 //             previous block's gather); once backward has produced all of a unit's gradients they
-//             are reduce-scattered (while backward goes on), the full gradients and parameters freed;
+//             are reduce-scattered (while backward goes on), the full gradients and parameters
+//             freed;
 //   step      each rank's optimizer updates its own chunks.
 //
 // Freed parameters keep their shapes but hold no memory (FlatParameters::release()); the tensors
@@ -32,11 +33,11 @@ struct FsdpOptions {
 
 struct Unit {
   std::unique_ptr<FlatParameters> flat;  // the whole parameters, allocated only while gathered
-  torch::Tensor shard;                   // this rank's chunk, its own memory: what the optimizer updates
-  size_t pending = 0;                    // gradients still to come in this backward
-  bool reduced = false;                  // this backward's gradients are on their way
+  torch::Tensor shard;   // this rank's chunk, its own memory: what the optimizer updates
+  size_t pending = 0;    // gradients still to come in this backward
+  bool reduced = false;  // this backward's gradients are on their way
   c10::intrusive_ptr<c10d::Work> gathering;  // an all-gather into flat still in flight (prefetch)
-  GradientReduction reduction;           // of this backward's gradients
+  GradientReduction reduction;               // of this backward's gradients
 };
 
 class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
@@ -55,7 +56,9 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     std::set<c10::TensorImpl*> in_blocks;
     for (const auto& block : model.blocks()) {
       groups.push_back(block->parameters());
-      for (const auto& p : groups.back()) TORCH_CHECK(in_blocks.insert(p.unsafeGetTensorImpl()).second, "fsdp: a parameter is shared by two blocks");
+      for (const auto& p : groups.back())
+        TORCH_CHECK(in_blocks.insert(p.unsafeGetTensorImpl()).second,
+                    "fsdp: a parameter is shared by two blocks");
     }
     std::vector<torch::Tensor> root;
     for (const auto& p : model.parameters())
@@ -126,7 +129,8 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
       if (unit.flat && !unit.reduced) finish_backward(unit);
     if (!sync) return;
     for (auto& unit : units_)
-      if (unit.reduction.work) unit.shard.mutable_grad() = finish_reduce_scatter(unit.reduction, unit.shard.scalar_type());
+      if (unit.reduction.work)
+        unit.shard.mutable_grad() = finish_reduce_scatter(unit.reduction, unit.shard.scalar_type());
   }
 
   bool shards_gradients() const override { return true; }
@@ -142,10 +146,12 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     }
   }
 
-  std::vector<torch::Tensor> to_model_layout(Model& model, const std::vector<torch::Tensor>& chunks) override {
+  std::vector<torch::Tensor> to_model_layout(Model& model,
+                                             const std::vector<torch::Tensor>& chunks) override {
     return chunks_to_model_layout(model, groups(), chunks);
   }
-  std::vector<torch::Tensor> to_optimizer_layout(Model& model, const std::vector<torch::Tensor>& whole) override {
+  std::vector<torch::Tensor> to_optimizer_layout(Model& model,
+                                                 const std::vector<torch::Tensor>& whole) override {
     return model_layout_to_chunks(model, groups(), whole);
   }
 
@@ -211,7 +217,8 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
   void finish_backward(Unit& unit) {
     unit.reduced = true;
     if (syncing_) {
-      launch_reduce_scatter(unit.reduction, unit.flat->take_gradients(reduce_dtype_), unit.flat->chunk_numel());
+      launch_reduce_scatter(unit.reduction, unit.flat->take_gradients(reduce_dtype_),
+                            unit.flat->chunk_numel());
     }
     reshard(unit);
   }
@@ -228,14 +235,17 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
 
 void register_fsdp(Registry& registry) {
   OptionSet<FsdpOptions> options;
-  options.add("reshard_after_forward", &FsdpOptions::reshard_after_forward,
-              "free each block's gathered parameters after its forward and gather them again for backward "
-              "(less memory, one more all-gather per block)");
+  options.add(
+      "reshard_after_forward", &FsdpOptions::reshard_after_forward,
+      "free each block's gathered parameters after its forward and gather them again for backward "
+      "(less memory, one more all-gather per block)");
   add_distributed_options(options);
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "fsdp",
-      "fully sharded data parallel: parameters, gradients and optimizer state sharded; blocks gathered as they run",
-      options, [](const FsdpOptions& o, const StrategyContext& context) -> StrategyPtr {
+      "fully sharded data parallel: parameters, gradients and optimizer state sharded; blocks "
+      "gathered as they run",
+      options,
+      [](const FsdpOptions& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<FullyShardedDataParallel>(o, context);
       },
       [](const auto&) { return Capabilities{.multi_process = true}; });

@@ -39,8 +39,9 @@ torch::Tensor Strategy::gradient_norm(torch::optim::Optimizer& optimizer) {
   torch::NoGradGuard no_grad;
   const std::vector<torch::Tensor> grads = optimizer_gradients(optimizer);
   // Norms in float whatever the gradients' dtype (an fp16 norm overflows past 65504).
-  torch::Tensor squares = grads.empty() ? torch::zeros({}, torch::kFloat)
-                                        : at::stack(at::_foreach_norm(grads, 2, torch::kFloat)).square().sum();
+  torch::Tensor squares =
+      grads.empty() ? torch::zeros({}, torch::kFloat)
+                    : at::stack(at::_foreach_norm(grads, 2, torch::kFloat)).square().sum();
   if (shards_gradients()) all_reduce_sum(squares);  // every rank takes part, with gradients or not
   return squares.sqrt();
 }
@@ -58,22 +59,28 @@ void Strategy::step(torch::optim::Optimizer& optimizer, const torch::Tensor& fou
   step_unless_overflowed(optimizer, found_inf);
 }
 
-TrainingStateBytes Strategy::state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const {
+TrainingStateBytes Strategy::state_bytes(Model& model,
+                                         const torch::optim::Optimizer& optimizer) const {
   const double parameters = tensor_bytes(model.parameters());
   return {parameters, parameters, optimizer_state_bytes(optimizer)};  // a gradient per parameter
 }
 
 void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
-  if (!found_inf.defined()) optimizer.step();
-  else if (DeviceStepping* on_device = device_stepping(optimizer)) on_device->step_unless(found_inf);
-  else if (found_inf.item<float>() == 0.0f) optimizer.step();
+  if (!found_inf.defined())
+    optimizer.step();
+  else if (DeviceStepping* on_device = device_stepping(optimizer))
+    on_device->step_unless(found_inf);
+  else if (found_inf.item<float>() == 0.0f)
+    optimizer.step();
   optimizer.zero_grad(/*set_to_none=*/true);
 }
 
 void register_strategies(Registry& registry) {
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "single", "one process on one device", OptionSet<NoOptions>(),
-      [](const NoOptions&, const StrategyContext&) -> StrategyPtr { return std::make_shared<SingleDevice>(); });
+      [](const NoOptions&, const StrategyContext&) -> StrategyPtr {
+        return std::make_shared<SingleDevice>();
+      });
   register_ddp(registry);
   register_zero2(registry);
   register_fsdp(registry);

@@ -1,6 +1,6 @@
 // Strategy owns how parameters, gradients and optimizer state live across devices. The engine's
-// step reads the same under every strategy: strategy.forward(model, batch), strategy.backward(loss),
-// strategy.step(optimizer).
+// step reads the same under every strategy: strategy.forward(model, batch),
+// strategy.backward(loss), strategy.step(optimizer).
 //
 //   single  one process, one device
 //   ddp     every rank holds the whole model; gradients are averaged while backward runs
@@ -34,7 +34,9 @@ class Strategy {
   // weights). Called once, before optimizer_parameters().
   virtual void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) = 0;
   // What the optimizer updates: the model's parameters, or this rank's shards of them.
-  virtual std::vector<torch::Tensor> optimizer_parameters(Model& model) { return model.parameters(); }
+  virtual std::vector<torch::Tensor> optimizer_parameters(Model& model) {
+    return model.parameters();
+  }
   // The model's logits for `batch`; sharding strategies gather parameters around it.
   virtual torch::Tensor forward(Model& model, const Batch& batch) { return model.forward(batch); }
   // Backward of `loss`. `sync` is false on the micro-batches of a gradient-accumulation step that
@@ -53,17 +55,20 @@ class Strategy {
   // Calls `fn` while every parameter of the model is whole on this rank (to copy, restore or save
   // weights); what `fn` writes into them is kept.
   virtual void with_full_parameters(Model& model, const std::function<void()>& fn) { fn(); }
-  virtual TrainingStateBytes state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const;
+  virtual TrainingStateBytes state_bytes(Model& model,
+                                         const torch::optim::Optimizer& optimizer) const;
 
   // Checkpoints store optimizer state per model parameter, whole, so that any strategy and world
   // size can resume it. to_model_layout takes tensors laid out like optimizer_parameters() (this
   // rank's shards under zero2 and fsdp; 0-dim tensors, such as Adam's step, are per-tensor scalars)
   // and returns whole tensors laid out like model.parameters(); to_optimizer_layout is the reverse.
   // Both are collective: every rank calls them.
-  virtual std::vector<torch::Tensor> to_model_layout(Model& model, const std::vector<torch::Tensor>& optimizer_layout) {
+  virtual std::vector<torch::Tensor> to_model_layout(
+      Model& model, const std::vector<torch::Tensor>& optimizer_layout) {
     return optimizer_layout;
   }
-  virtual std::vector<torch::Tensor> to_optimizer_layout(Model& model, const std::vector<torch::Tensor>& model_layout) {
+  virtual std::vector<torch::Tensor> to_optimizer_layout(
+      Model& model, const std::vector<torch::Tensor>& model_layout) {
     return model_layout;
   }
 
@@ -87,8 +92,9 @@ class Strategy {
 
 using StrategyPtr = std::shared_ptr<Strategy>;
 
-// optimizer.step(), unless `found_inf` (the loss scaler's flag; undefined: no scaler) is 1 — decided
-// on the device for fused optimizers, after one host read for the others — then zero_grad().
+// optimizer.step(), unless `found_inf` (the loss scaler's flag; undefined: no scaler) is 1 —
+// decided on the device for fused optimizers, after one host read for the others — then
+// zero_grad().
 void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
 
 struct StrategyContext {
@@ -96,8 +102,10 @@ struct StrategyContext {
   torch::Device device{torch::kCPU};  // the training device: picks the backend (gloo or nccl)
 };
 
-inline StrategyPtr build_strategy(const Registry& registry, const ComponentChoice& choice, const StrategyContext& context) {
-  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, choice.name, choice.options, context);
+inline StrategyPtr build_strategy(const Registry& registry, const ComponentChoice& choice,
+                                  const StrategyContext& context) {
+  return registry.build<StrategyPtr(const StrategyContext&)>(ComponentKind::strategy, choice.name,
+                                                             choice.options, context);
 }
 
 void register_strategies(Registry& registry);

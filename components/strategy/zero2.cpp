@@ -1,9 +1,9 @@
-// The `zero2` strategy, DeepSpeed's ZeRO stage 2: parameters are replicated as in ddp, but each rank
-// keeps only 1/N of the gradients and of the optimizer state. Parameters are grouped into buckets of
-// about `bucket_mb`, each laid out flat and split into N chunks; when backward has produced a
-// bucket's gradients they are reduce-scattered (while backward goes on), so each rank receives the
-// average of its chunk only and the full gradients are released. Each rank's optimizer updates its
-// chunks in place, and an all-gather brings every rank the others' updated chunks.
+// The `zero2` strategy, DeepSpeed's ZeRO stage 2: parameters are replicated as in ddp, but each
+// rank keeps only 1/N of the gradients and of the optimizer state. Parameters are grouped into
+// buckets of about `bucket_mb`, each laid out flat and split into N chunks; when backward has
+// produced a bucket's gradients they are reduce-scattered (while backward goes on), so each rank
+// receives the average of its chunk only and the full gradients are released. Each rank's optimizer
+// updates its chunks in place, and an all-gather brings every rank the others' updated chunks.
 #include <fmt/format.h>
 
 #include "components/optim/optimizers.h"
@@ -22,7 +22,7 @@ struct Zero2Options {
 
 struct Bucket {
   std::unique_ptr<FlatParameters> flat;
-  torch::Tensor chunk;       // this rank's chunk of the flat parameters: what the optimizer updates
+  torch::Tensor chunk;  // this rank's chunk of the flat parameters: what the optimizer updates
   GradientReduction reduction;
 };
 
@@ -35,7 +35,8 @@ class ZeroStage2 : public DistributedStrategy {
     setup_replicated(model, device, param_dtype);
     std::vector<torch::Tensor> parameters = model.parameters();
     const auto bucket_bytes = static_cast<int64_t>(options_.bucket_mb * 1024 * 1024);
-    std::vector<std::vector<size_t>> indices = bucket_parameters(parameters, bucket_bytes, c10::elementSize(reduce_dtype_));
+    std::vector<std::vector<size_t>> indices =
+        bucket_parameters(parameters, bucket_bytes, c10::elementSize(reduce_dtype_));
     for (const auto& bucket_indices : indices) {
       std::vector<torch::Tensor> group;
       for (size_t i : bucket_indices) group.push_back(parameters[i]);
@@ -47,7 +48,8 @@ class ZeroStage2 : public DistributedStrategy {
     // Once a bucket's gradients are in, they are reduce-scattered and the full ones released.
     gradient_buckets_.attach(parameters, indices, [this](size_t b) {
       Bucket& bucket = buckets_[b];
-      launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_), bucket.flat->chunk_numel());
+      launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_),
+                            bucket.flat->chunk_numel());
     });
   }
 
@@ -61,7 +63,8 @@ class ZeroStage2 : public DistributedStrategy {
     gradient_buckets_.backward(loss, sync);
     if (!sync) return;
     for (auto& bucket : buckets_)
-      bucket.chunk.mutable_grad() = finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
+      bucket.chunk.mutable_grad() =
+          finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
   }
 
   bool shards_gradients() const override { return true; }
@@ -79,17 +82,21 @@ class ZeroStage2 : public DistributedStrategy {
     for (auto& work : works) work->wait();
   }
 
-  std::vector<torch::Tensor> to_model_layout(Model& model, const std::vector<torch::Tensor>& chunks) override {
+  std::vector<torch::Tensor> to_model_layout(Model& model,
+                                             const std::vector<torch::Tensor>& chunks) override {
     return chunks_to_model_layout(model, groups(), chunks);
   }
-  std::vector<torch::Tensor> to_optimizer_layout(Model& model, const std::vector<torch::Tensor>& whole) override {
+  std::vector<torch::Tensor> to_optimizer_layout(Model& model,
+                                                 const std::vector<torch::Tensor>& whole) override {
     return model_layout_to_chunks(model, groups(), whole);
   }
 
-  TrainingStateBytes state_bytes(Model& model, const torch::optim::Optimizer& optimizer) const override {
+  TrainingStateBytes state_bytes(Model& model,
+                                 const torch::optim::Optimizer& optimizer) const override {
     std::vector<torch::Tensor> chunks;
     for (const auto& bucket : buckets_) chunks.push_back(bucket.chunk);
-    return {tensor_bytes(model.parameters()), tensor_bytes(chunks), optimizer_state_bytes(optimizer)};
+    return {tensor_bytes(model.parameters()), tensor_bytes(chunks),
+            optimizer_state_bytes(optimizer)};
   }
 
  private:
@@ -109,11 +116,14 @@ class ZeroStage2 : public DistributedStrategy {
 
 void register_zero2(Registry& registry) {
   OptionSet<Zero2Options> options;
-  options.add("bucket_mb", &Zero2Options::bucket_mb, "gradients reduce-scattered together, in MiB", greater_than(0));
+  options.add("bucket_mb", &Zero2Options::bucket_mb, "gradients reduce-scattered together, in MiB",
+              greater_than(0));
   add_distributed_options(options);
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "zero2",
-      "ZeRO stage 2 (DeepSpeed): parameters replicated; gradients and optimizer state sharded across ranks", options,
+      "ZeRO stage 2 (DeepSpeed): parameters replicated; gradients and optimizer state sharded "
+      "across ranks",
+      options,
       [](const Zero2Options& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<ZeroStage2>(o, context);
       },

@@ -19,19 +19,26 @@ namespace {
 
 // The CJK Unified Ideographs blocks BERT spaces out (not Hiragana, Katakana or Hangul).
 bool is_cjk(UChar32 c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
-         (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
 
 // As the tokenizers crate: \t \n \r and Unicode White_Space.
-bool is_whitespace(UChar32 c) { return c == '\t' || c == '\n' || c == '\r' || u_hasBinaryProperty(c, UCHAR_WHITE_SPACE); }
+bool is_whitespace(UChar32 c) {
+  return c == '\t' || c == '\n' || c == '\r' || u_hasBinaryProperty(c, UCHAR_WHITE_SPACE);
+}
 
 // Categories C* (Cc, Cf, Cn, Co, Cs), except the whitespace controls.
 bool is_control(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   switch (u_charType(c)) {
-    case U_CONTROL_CHAR: case U_FORMAT_CHAR: case U_UNASSIGNED: case U_PRIVATE_USE_CHAR: case U_SURROGATE:
+    case U_CONTROL_CHAR:
+    case U_FORMAT_CHAR:
+    case U_UNASSIGNED:
+    case U_PRIVATE_USE_CHAR:
+    case U_SURROGATE:
       return true;
     default:
       return false;
@@ -40,10 +47,17 @@ bool is_control(UChar32 c) {
 
 // ASCII punctuation (which includes $ + < = > ^ ` | ~) and Unicode categories P*.
 bool is_punctuation(UChar32 c) {
-  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+      (c >= 123 && c <= 126))
+    return true;
   switch (u_charType(c)) {
-    case U_CONNECTOR_PUNCTUATION: case U_DASH_PUNCTUATION: case U_START_PUNCTUATION: case U_END_PUNCTUATION:
-    case U_INITIAL_PUNCTUATION: case U_FINAL_PUNCTUATION: case U_OTHER_PUNCTUATION:
+    case U_CONNECTOR_PUNCTUATION:
+    case U_DASH_PUNCTUATION:
+    case U_START_PUNCTUATION:
+    case U_END_PUNCTUATION:
+    case U_INITIAL_PUNCTUATION:
+    case U_FINAL_PUNCTUATION:
+    case U_OTHER_PUNCTUATION:
       return true;
     default:
       return false;
@@ -69,19 +83,24 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path) 
     while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
     auto [it, inserted] = t.ids_.emplace(line, number - 1);
     if (!inserted)
-      throw UserError(fmt::format("tokenizer: vocabulary {} line {} repeats token '{}' (first on line {}); "
-                                  "is this a BERT vocab.txt?",
-                                  path, number, line, it->second + 1));
+      throw UserError(
+          fmt::format("tokenizer: vocabulary {} line {} repeats token '{}' (first on line {}); "
+                      "is this a BERT vocab.txt?",
+                      path, number, line, it->second + 1));
     t.tokens_.push_back(line);
     all += line + "\n";
   }
   if (t.tokens_.empty()) throw UserError(fmt::format("tokenizer: vocabulary {} is empty", path));
-  for (auto [name, id] : {std::pair{"[PAD]", &t.pad_id_}, {"[UNK]", &t.unk_id_}, {"[CLS]", &t.cls_id_}, {"[SEP]", &t.sep_id_}}) {
+  for (auto [name, id] : {std::pair{"[PAD]", &t.pad_id_},
+                          {"[UNK]", &t.unk_id_},
+                          {"[CLS]", &t.cls_id_},
+                          {"[SEP]", &t.sep_id_}}) {
     auto it = t.ids_.find(name);
     if (it == t.ids_.end())
-      throw UserError(fmt::format("tokenizer: vocabulary {} has no {} token; a BERT vocab.txt has [PAD], [UNK], "
-                                  "[CLS] and [SEP]",
-                                  path, name));
+      throw UserError(fmt::format(
+          "tokenizer: vocabulary {} has no {} token; a BERT vocab.txt has [PAD], [UNK], "
+          "[CLS] and [SEP]",
+          path, name));
     *id = it->second;
   }
   t.vocab_hash_ = stable_hash(all);
@@ -159,7 +178,8 @@ void WordPieceTokenizer::wordpiece(const std::string& word, std::vector<std::str
     size_t end = starts.size() - 1;
     std::string match;
     for (; end > start; --end) {
-      std::string piece = (start > 0 ? "##" : "") + word.substr(starts[start], starts[end] - starts[start]);
+      std::string piece =
+          (start > 0 ? "##" : "") + word.substr(starts[start], starts[end] - starts[start]);
       if (ids_.count(piece)) {
         match = std::move(piece);
         break;

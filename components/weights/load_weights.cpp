@@ -14,25 +14,38 @@ namespace {
 
 torch::ScalarType torch_dtype(SafetensorsDtype dtype) {
   switch (dtype) {
-    case SafetensorsDtype::F64: return torch::kFloat64;
-    case SafetensorsDtype::F32: return torch::kFloat32;
-    case SafetensorsDtype::F16: return torch::kFloat16;
-    case SafetensorsDtype::BF16: return torch::kBFloat16;
-    case SafetensorsDtype::I64: return torch::kInt64;
-    case SafetensorsDtype::I32: return torch::kInt32;
-    case SafetensorsDtype::I16: return torch::kInt16;
-    case SafetensorsDtype::I8: return torch::kInt8;
-    case SafetensorsDtype::U8: return torch::kUInt8;
-    case SafetensorsDtype::BOOL: return torch::kBool;
+    case SafetensorsDtype::F64:
+      return torch::kFloat64;
+    case SafetensorsDtype::F32:
+      return torch::kFloat32;
+    case SafetensorsDtype::F16:
+      return torch::kFloat16;
+    case SafetensorsDtype::BF16:
+      return torch::kBFloat16;
+    case SafetensorsDtype::I64:
+      return torch::kInt64;
+    case SafetensorsDtype::I32:
+      return torch::kInt32;
+    case SafetensorsDtype::I16:
+      return torch::kInt16;
+    case SafetensorsDtype::I8:
+      return torch::kInt8;
+    case SafetensorsDtype::U8:
+      return torch::kUInt8;
+    case SafetensorsDtype::BOOL:
+      return torch::kBool;
   }
   return torch::kFloat32;
 }
 
-std::string shape_text(c10::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_text(c10::IntArrayRef shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 // "a, b, c and 12 more"
 std::string listing(const std::vector<std::string>& names, size_t shown = 8) {
-  std::vector<std::string> head(names.begin(), names.begin() + static_cast<long>(std::min(shown, names.size())));
+  std::vector<std::string> head(names.begin(),
+                                names.begin() + static_cast<long>(std::min(shown, names.size())));
   std::string text = join(head);
   if (names.size() > shown) text += fmt::format(" and {} more", names.size() - shown);
   return text;
@@ -42,7 +55,8 @@ std::string listing(const std::vector<std::string>& names, size_t shown = 8) {
 
 std::string WeightsReport::summary() const {
   std::string text = fmt::format("{} tensors loaded", loaded);
-  if (!dropped.empty()) text += fmt::format(", {} not used by this model ({})", dropped.size(), listing(dropped, 3));
+  if (!dropped.empty())
+    text += fmt::format(", {} not used by this model ({})", dropped.size(), listing(dropped, 3));
   if (head_reset) text += ", classification head initialised afresh";
   if (!missing.empty()) text += fmt::format(", missing: {}", listing(missing));
   if (!unexpected.empty()) text += fmt::format(", unexpected: {}", listing(unexpected));
@@ -57,7 +71,8 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
   auto to_model_name = model.checkpoint_names_mapper(names);
 
   std::map<std::string, torch::Tensor> targets;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) targets[item.key()] = item.value();
+  for (const auto& item : model.named_parameters(/*recurse=*/true))
+    targets[item.key()] = item.value();
   for (const auto& item : model.named_buffers(/*recurse=*/true)) targets[item.key()] = item.value();
 
   WeightsReport report;
@@ -76,9 +91,12 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
       continue;
     }
     if (target->second.sizes() != c10::IntArrayRef(entry.shape)) {
-      if (model.is_head(name)) head_unfit = true;
-      else report.mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", entry.name, shape_text(entry.shape),
-                                                   shape_text(target->second.sizes())));
+      if (model.is_head(name))
+        head_unfit = true;
+      else
+        report.mismatched.push_back(fmt::format("{}: checkpoint {} vs model {}", entry.name,
+                                                shape_text(entry.shape),
+                                                shape_text(target->second.sizes())));
       continue;
     }
     // A view of the mapped bytes (never written), converted and copied into the parameter.
@@ -90,20 +108,27 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
   }
   for (const auto& [name, tensor] : targets) {
     if (filled.count(name)) continue;
-    if (model.is_head(name)) head_unfit = true;
-    else report.missing.push_back(name);
+    if (model.is_head(name))
+      head_unfit = true;
+    else
+      report.missing.push_back(name);
   }
   if (head_unfit) {
     model.reset_head();
     report.head_reset = true;
   }
-  if (strict && (!report.missing.empty() || !report.unexpected.empty() || !report.mismatched.empty())) {
+  if (strict &&
+      (!report.missing.empty() || !report.unexpected.empty() || !report.mismatched.empty())) {
     std::string message = fmt::format("weights {}: the checkpoint does not fit the model", path);
-    if (!report.missing.empty()) message += fmt::format("; missing from the checkpoint: {}", listing(report.missing));
-    if (!report.unexpected.empty()) message += fmt::format("; not in the model: {}", listing(report.unexpected));
-    if (!report.mismatched.empty()) message += fmt::format("; other shapes: {}", listing(report.mismatched));
-    throw UserError(message + ". Check the model options (depth, width, ...) against the checkpoint, or set "
-                              "model.strict: false to load what fits");
+    if (!report.missing.empty())
+      message += fmt::format("; missing from the checkpoint: {}", listing(report.missing));
+    if (!report.unexpected.empty())
+      message += fmt::format("; not in the model: {}", listing(report.unexpected));
+    if (!report.mismatched.empty())
+      message += fmt::format("; other shapes: {}", listing(report.mismatched));
+    throw UserError(message +
+                    ". Check the model options (depth, width, ...) against the checkpoint, or set "
+                    "model.strict: false to load what fits");
   }
   return report;
 }
@@ -111,25 +136,34 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
 namespace {
 SafetensorsDtype safetensors_dtype(torch::ScalarType dtype) {
   switch (dtype) {
-    case torch::kFloat64: return SafetensorsDtype::F64;
-    case torch::kFloat16: return SafetensorsDtype::F16;
-    case torch::kBFloat16: return SafetensorsDtype::BF16;
-    case torch::kInt64: return SafetensorsDtype::I64;
-    case torch::kInt32: return SafetensorsDtype::I32;
-    case torch::kBool: return SafetensorsDtype::BOOL;
-    default: return SafetensorsDtype::F32;
+    case torch::kFloat64:
+      return SafetensorsDtype::F64;
+    case torch::kFloat16:
+      return SafetensorsDtype::F16;
+    case torch::kBFloat16:
+      return SafetensorsDtype::BF16;
+    case torch::kInt64:
+      return SafetensorsDtype::I64;
+    case torch::kInt32:
+      return SafetensorsDtype::I32;
+    case torch::kBool:
+      return SafetensorsDtype::BOOL;
+    default:
+      return SafetensorsDtype::F32;
   }
 }
 }  // namespace
 
-void save_tensors(const std::string& path, const NamedTensors& named, const std::map<std::string, std::string>& metadata) {
+void save_tensors(const std::string& path, const NamedTensors& named,
+                  const std::map<std::string, std::string>& metadata) {
   std::vector<torch::Tensor> keep;  // CPU copies that outlive the write
   std::vector<SafetensorsTensor> tensors;
   for (const auto& [name, t] : named) {
     torch::Tensor cpu = t.detach().to(torch::kCPU).contiguous();
     if (safetensors_dtype(cpu.scalar_type()) == SafetensorsDtype::F32) cpu = cpu.to(torch::kFloat);
     keep.push_back(cpu);
-    tensors.push_back({name, safetensors_dtype(cpu.scalar_type()), cpu.sizes().vec(), cpu.data_ptr(), cpu.nbytes()});
+    tensors.push_back({name, safetensors_dtype(cpu.scalar_type()), cpu.sizes().vec(),
+                       cpu.data_ptr(), cpu.nbytes()});
   }
   write_safetensors(path, tensors, metadata);
 }
@@ -146,7 +180,8 @@ std::map<std::string, torch::Tensor> load_tensors(const std::string& path) {
 
 void save_weights(const Model& model, const std::string& path) {
   NamedTensors tensors;
-  for (const auto& item : model.named_parameters(true)) tensors.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_parameters(true))
+    tensors.emplace_back(item.key(), item.value());
   for (const auto& item : model.named_buffers(true)) tensors.emplace_back(item.key(), item.value());
   save_tensors(path, tensors, {{"format", "pt"}, {"written_by", "trainyard"}});
 }

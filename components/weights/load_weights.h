@@ -18,10 +18,11 @@ struct WeightsReport {
   int64_t loaded = 0;                   // tensors copied into the model
   std::vector<std::string> missing;     // model tensors the checkpoint lacks (head excluded)
   std::vector<std::string> unexpected;  // checkpoint tensors the model lacks
-  std::vector<std::string> mismatched;  // same name, other shape: "name: checkpoint [..] vs model [..]"
-  std::vector<std::string> dropped;     // checkpoint tensors the model declines (pretraining heads)
-  bool head_reset = false;              // the classification head was initialised afresh
-  std::string summary() const;          // one line for the run's log
+  std::vector<std::string>
+      mismatched;  // same name, other shape: "name: checkpoint [..] vs model [..]"
+  std::vector<std::string> dropped;  // checkpoint tensors the model declines (pretraining heads)
+  bool head_reset = false;           // the classification head was initialised afresh
+  std::string summary() const;       // one line for the run's log
 };
 
 WeightsReport load_weights(Model& model, const std::string& path, bool strict);
@@ -32,7 +33,8 @@ void save_weights(const Model& model, const std::string& path);
 
 // Named tensors to and from a safetensors file (written atomically; read as owned CPU tensors).
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-void save_tensors(const std::string& path, const NamedTensors& tensors, const std::map<std::string, std::string>& metadata);
+void save_tensors(const std::string& path, const NamedTensors& tensors,
+                  const std::map<std::string, std::string>& metadata);
 std::map<std::string, torch::Tensor> load_tensors(const std::string& path);
 
 }  // namespace trainyard

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -27,10 +27,11 @@ struct DtypeName {
   size_t size;
 };
 const DtypeName kDtypes[] = {
-    {"F64", SafetensorsDtype::F64, 8}, {"F32", SafetensorsDtype::F32, 4}, {"F16", SafetensorsDtype::F16, 2},
-    {"BF16", SafetensorsDtype::BF16, 2}, {"I64", SafetensorsDtype::I64, 8}, {"I32", SafetensorsDtype::I32, 4},
-    {"I16", SafetensorsDtype::I16, 2}, {"I8", SafetensorsDtype::I8, 1}, {"U8", SafetensorsDtype::U8, 1},
-    {"BOOL", SafetensorsDtype::BOOL, 1},
+    {"F64", SafetensorsDtype::F64, 8}, {"F32", SafetensorsDtype::F32, 4},
+    {"F16", SafetensorsDtype::F16, 2}, {"BF16", SafetensorsDtype::BF16, 2},
+    {"I64", SafetensorsDtype::I64, 8}, {"I32", SafetensorsDtype::I32, 4},
+    {"I16", SafetensorsDtype::I16, 2}, {"I8", SafetensorsDtype::I8, 1},
+    {"U8", SafetensorsDtype::U8, 1},   {"BOOL", SafetensorsDtype::BOOL, 1},
 };
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
@@ -59,7 +60,7 @@ size_t element_size(SafetensorsDtype dtype) {
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail(path, std::strerror(errno));
-  struct stat info{};
+  struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     ::close(fd);
     fail(path, "not a regular file");
@@ -67,9 +68,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   size_ = static_cast<size_t>(info.st_size);
   if (size_ < 8) {
     ::close(fd);
-    fail(path, fmt::format("{} bytes is too short for a safetensors file (8-byte header length first); "
-                           "the file is truncated or not safetensors",
-                           size_));
+    fail(path,
+         fmt::format("{} bytes is too short for a safetensors file (8-byte header length first); "
+                     "the file is truncated or not safetensors",
+                     size_));
   }
   mapping_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
@@ -82,12 +84,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     uint64_t header_bytes = 0;
     for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];  // little-endian
     if (header_bytes > kMaxHeaderBytes)
-      fail(path, fmt::format("header length {} exceeds the format's limit of {} bytes; the file is "
-                             "corrupt or not safetensors (a PyTorch .bin/.pt file must be converted first)",
-                             header_bytes, kMaxHeaderBytes));
+      fail(path, fmt::format(
+                     "header length {} exceeds the format's limit of {} bytes; the file is "
+                     "corrupt or not safetensors (a PyTorch .bin/.pt file must be converted first)",
+                     header_bytes, kMaxHeaderBytes));
     if (header_bytes > size_ - 8)
-      fail(path, fmt::format("header length {} runs past the end of the {}-byte file; the file is truncated",
-                             header_bytes, size_));
+      fail(path,
+           fmt::format(
+               "header length {} runs past the end of the {}-byte file; the file is truncated",
+               header_bytes, size_));
     nlohmann::json header;
     try {
       header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_bytes);
@@ -105,11 +110,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       if (name == "__metadata__") {
         if (!value.is_object()) fail(path, "__metadata__ must be an object of strings");
         for (auto m = value.begin(); m != value.end(); ++m)
-          metadata_[m.key()] = m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+          metadata_[m.key()] =
+              m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
         continue;
       }
-      auto bad = [&](const std::string& what) { fail(path, fmt::format("tensor '{}': {}", name, what)); };
-      if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
+      auto bad = [&](const std::string& what) {
+        fail(path, fmt::format("tensor '{}': {}", name, what));
+      };
+      if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+          !value.contains("data_offsets"))
         bad("entry must have dtype, shape and data_offsets");
       SafetensorsEntry entry;
       entry.name = name;
@@ -117,41 +126,51 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       const DtypeName* found = nullptr;
       for (const auto& d : kDtypes)
         if (dtype.is_string() && dtype.get<std::string>() == d.name) found = &d;
-      if (!found) bad(fmt::format("unsupported dtype {}; supported: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL", dtype.dump()));
+      if (!found)
+        bad(fmt::format(
+            "unsupported dtype {}; supported: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL",
+            dtype.dump()));
       entry.dtype = found->dtype;
       const auto& shape = value["shape"];
       if (!shape.is_array()) bad("shape must be a list of sizes");
       uint64_t elements = 1;
       for (const auto& dim : shape) {
-        if (!dim.is_number_unsigned()) bad(fmt::format("shape {} must hold non-negative integers", shape.dump()));
+        if (!dim.is_number_unsigned())
+          bad(fmt::format("shape {} must hold non-negative integers", shape.dump()));
         uint64_t d = dim.get<uint64_t>();
-        if (d != 0 && elements > UINT64_MAX / d / 8) bad(fmt::format("shape {} is impossibly large", shape.dump()));
+        if (d != 0 && elements > UINT64_MAX / d / 8)
+          bad(fmt::format("shape {} is impossibly large", shape.dump()));
         elements *= d;
         entry.shape.push_back(static_cast<int64_t>(d));
       }
       const auto& offsets = value["data_offsets"];
-      if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+      if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+          !offsets[1].is_number_unsigned())
         bad("data_offsets must be [begin, end]");
       uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
       if (begin > end) bad(fmt::format("data_offsets [{}, {}] end before they begin", begin, end));
       if (end > data_bytes)
-        bad(fmt::format("data_offsets [{}, {}] run past the {} data bytes of the file; the file is truncated",
-                        begin, end, data_bytes));
+        bad(fmt::format(
+            "data_offsets [{}, {}] run past the {} data bytes of the file; the file is truncated",
+            begin, end, data_bytes));
       if (end - begin != elements * found->size)
-        bad(fmt::format("{} bytes of data, but shape {} of {} needs {}", end - begin, shape.dump(), found->name,
-                        elements * found->size));
+        bad(fmt::format("{} bytes of data, but shape {} of {} needs {}", end - begin, shape.dump(),
+                        found->name, elements * found->size));
       entry.data = data + begin;
       entry.bytes = end - begin;
       spans.push_back({begin, end, name});
       entries_.push_back(std::move(entry));
     }
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.begin < b.begin; });
     uint64_t covered = 0;
     for (const auto& span : spans) {
       if (span.begin < covered)
-        fail(path, fmt::format("tensor '{}' overlaps the tensor before it (bytes {} to {})", span.name, span.begin, covered));
+        fail(path, fmt::format("tensor '{}' overlaps the tensor before it (bytes {} to {})",
+                               span.name, span.begin, covered));
       if (span.begin > covered)
-        fail(path, fmt::format("bytes {} to {} before tensor '{}' belong to no tensor", covered, span.begin, span.name));
+        fail(path, fmt::format("bytes {} to {} before tensor '{}' belong to no tensor", covered,
+                               span.begin, span.name));
       covered = span.end;
     }
     if (covered != data_bytes)
@@ -181,7 +200,9 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    header[t.name] = {{"dtype", to_string(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    header[t.name] = {{"dtype", to_string(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes}}};
     offset += t.bytes;
   }
   std::string text = header.dump();
@@ -192,10 +213,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
     uint64_t length = text.size();
     for (int i = 0; i < 8; ++i) out.put(static_cast<char>((length >> (8 * i)) & 0xff));
     out << text;
-    for (const auto& t : tensors) out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
+    for (const auto& t : tensors)
+      out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
     if (!out) throw std::runtime_error("cannot write " + temporary);
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename " + temporary + " to " + path);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename " + temporary + " to " + path);
 }
 
 }  // namespace trainyard

@@ -5,15 +5,15 @@
 #include <fstream>
 #include <iostream>
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
 #include "common/metrics.h"
 #include "common/text.h"
 #include "components/builtin.h"
 #include "reports/report.h"
-#include "runner/config/experiment.h"
 #include "runner/cli/options.h"
+#include "runner/config/experiment.h"
 
 namespace trainyard {
 
@@ -40,9 +40,10 @@ std::string default_database_path() {
 int validate_command(const std::vector<std::string>& args) {
   po::options_description options("trainyard validate FILE... [options]");
   std::vector<std::string> files, overrides;
-  options.add_options()("help,h", "show this help")
-      ("set", po::value(&overrides)->composing(), "override a key in every file: --set train.epochs=1")
-      ("file", po::value(&files), "experiment files");
+  options.add_options()("help,h", "show this help")(
+      "set", po::value(&overrides)->composing(),
+      "override a key in every file: --set train.epochs=1")("file", po::value(&files),
+                                                            "experiment files");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
@@ -52,8 +53,8 @@ int validate_command(const std::vector<std::string>& args) {
   for (const auto& file : files) {
     try {
       Experiment experiment = load_experiment(file, overrides, builtin_registry());
-      fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name, experiment.runs.size(),
-                 experiment.runs.size() == 1 ? "" : "s");
+      fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
+                 experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
     } catch (const ConfigError& e) {
       fmt::print(stderr, "{}\n", e.what());
       ++failures;
@@ -63,9 +64,12 @@ int validate_command(const std::vector<std::string>& args) {
 }
 
 int list_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard list [KIND] [options]\n  KIND: model, dataset, optimizer, scheduler, precision or strategy");
+  po::options_description options(
+      "trainyard list [KIND] [options]\n  KIND: model, dataset, optimizer, scheduler, precision or "
+      "strategy");
   std::string kind_filter;
-  options.add_options()("help,h", "show this help")("kind", po::value(&kind_filter), "kind to list");
+  options.add_options()("help,h", "show this help")("kind", po::value(&kind_filter),
+                                                    "kind to list");
   po::positional_options_description positional;
   positional.add("kind", 1);
   po::variables_map vm;
@@ -76,12 +80,15 @@ int list_command(const std::vector<std::string>& args) {
   for (auto kind : all_component_kinds()) kind_names.push_back(to_string(kind));
   // The plural names the same kind: `list models`, `list strategies`.
   for (const auto& name : kind_names)
-    if (kind_filter == name + "s" || (name.back() == 'y' && kind_filter == name.substr(0, name.size() - 1) + "ies"))
+    if (kind_filter == name + "s" ||
+        (name.back() == 'y' && kind_filter == name.substr(0, name.size() - 1) + "ies"))
       kind_filter = name;
-  if (!kind_filter.empty() && std::find(kind_names.begin(), kind_names.end(), kind_filter) == kind_names.end()) {
+  if (!kind_filter.empty() &&
+      std::find(kind_names.begin(), kind_names.end(), kind_filter) == kind_names.end()) {
     std::string guess = closest_match(kind_filter, kind_names);
     throw UserError(fmt::format("list: unknown kind '{}'{}; kinds: {}", kind_filter,
-                                guess.empty() ? "" : " (did you mean '" + guess + "'?)", join(kind_names)));
+                                guess.empty() ? "" : " (did you mean '" + guess + "'?)",
+                                join(kind_names)));
   }
   for (auto kind : all_component_kinds()) {
     if (!kind_filter.empty() && kind_filter != to_string(kind)) continue;
@@ -110,28 +117,29 @@ int list_command(const std::vector<std::string>& args) {
 int runs_command(const std::vector<std::string>& args) {
   po::options_description options("trainyard runs [options]");
   std::string db_path = default_database_path(), experiment;
-  options.add_options()("help,h", "show this help")
-      ("db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")
-      ("experiment,e", po::value(&experiment), "only this experiment");
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
+      "experiment,e", po::value(&experiment), "only this experiment");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
-  if (!fs::exists(db_path)) throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
+  if (!fs::exists(db_path))
+    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
   auto runs = store.runs(experiment);
   if (runs.empty()) {
     fmt::print("no runs{}\n", experiment.empty() ? "" : " for experiment '" + experiment + "'");
     return kExitOk;
   }
-  fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", "id", "experiment", "variant", "status",
-             "precision", "train time", "test acc", "ended");
+  fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", "id", "experiment", "variant",
+             "status", "precision", "train time", "test acc", "ended");
   for (const auto& run : runs) {
     auto metrics = store.final_metrics(run.id);
     auto value = [&](const char* key, const std::string& fallback) {
       auto it = metrics.find(key);
       return it == metrics.end() ? fallback : format_metric(*find_metric(key), it->second);
     };
-    fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", run.id, run.experiment, run.variant,
-               to_string(run.status), run.precision, value(metric::kTrainSeconds, "-"),
+    fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", run.id, run.experiment,
+               run.variant, to_string(run.status), run.precision, value(metric::kTrainSeconds, "-"),
                value(metric::kTestAcc, "-"), run.ended_at);
     if (!run.error.empty()) fmt::print("       {}\n", split(run.error, '\n').front());
   }
@@ -139,22 +147,28 @@ int runs_command(const std::vector<std::string>& args) {
 }
 
 int report_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard report -o FILE [options]\n  FILE's extension picks the format: .html, .md or .csv");
+  po::options_description options(
+      "trainyard report -o FILE [options]\n  FILE's extension picks the format: .html, .md or "
+      ".csv");
   std::string db_path = default_database_path(), experiment, output;
-  options.add_options()("help,h", "show this help")
-      ("db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")
-      ("experiment,e", po::value(&experiment), "only this experiment")
-      ("output,o", po::value(&output), "output file (.html, .md or .csv)");
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
+      "experiment,e", po::value(&experiment), "only this experiment")(
+      "output,o", po::value(&output), "output file (.html, .md or .csv)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   if (output.empty()) throw UserError("report: name the output file with -o, e.g. -o report.html");
   std::string extension = fs::path(output).extension().string();
   if (extension != ".html" && extension != ".htm" && extension != ".md" && extension != ".csv")
-    throw UserError(fmt::format("report: cannot tell the format of '{}'; use .html, .md or .csv", output));
-  if (!fs::exists(db_path)) throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
+    throw UserError(
+        fmt::format("report: cannot tell the format of '{}'; use .html, .md or .csv", output));
+  if (!fs::exists(db_path))
+    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
   Report report = build_report(store, experiment);
-  std::string text = extension == ".md" ? render_markdown(report) : extension == ".csv" ? render_csv(report) : render_html(report);
+  std::string text = extension == ".md"    ? render_markdown(report)
+                     : extension == ".csv" ? render_csv(report)
+                                           : render_html(report);
   fs::path parent = fs::path(output).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
   std::string temporary = output + ".tmp";
@@ -164,8 +178,8 @@ int report_command(const std::vector<std::string>& args) {
     if (!out) throw UserError(fmt::format("report: cannot write {}", output));
   }
   fs::rename(temporary, output);  // never a half-written report
-  fmt::print("report: {} ({} experiment{})\n", fs::absolute(output).string(), report.experiments.size(),
-             report.experiments.size() == 1 ? "" : "s");
+  fmt::print("report: {} ({} experiment{})\n", fs::absolute(output).string(),
+             report.experiments.size(), report.experiments.size() == 1 ? "" : "s");
   return kExitOk;
 }
 

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <boost/program_options.hpp>
 
 #include "components/builtin.h"
 #include "runner/cli/commands.h"
@@ -29,8 +29,8 @@ extern "C" void on_stop_signal(int signal) {
 }
 
 void print_dry_run(const Experiment& experiment) {
-  fmt::print("experiment '{}' from {}: {} run{}\n", experiment.name, experiment.file, experiment.runs.size(),
-             experiment.runs.size() == 1 ? "" : "s");
+  fmt::print("experiment '{}' from {}: {} run{}\n", experiment.name, experiment.file,
+             experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     fmt::print("\n--- run {}/{}: {} (config {})\n{}", i + 1, experiment.runs.size(), run.variant,
@@ -45,29 +45,38 @@ int run_command(const std::vector<std::string>& args) {
   std::string file, db_path = default_database_path();
   std::vector<std::string> overrides;
   NodeSpec node;
-  options.add_options()("help,h", "show this help")
-      ("set", po::value(&overrides)->composing(), "override a key: --set train.epochs=1 (repeatable)")
-      ("db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")
-      ("force", "rerun runs whose config already completed")
-      ("dry-run", "print the resolved runs and exit; touches nothing")
-      ("nnodes", po::value(&node.nnodes), "nodes of a multi-node run (each runs `trainyard run` with the same file)")
-      ("node-rank", po::value(&node.node_rank), "this node's number, 0 to nnodes-1; node 0 writes the database")
-      ("master-addr", po::value(&node.master_addr), "address of node 0, where ranks meet (default 127.0.0.1)")
-      ("master-port", po::value(&node.master_port),
-       "port on node 0 where ranks meet; run i of the batch uses master-port + i (required with --nnodes > 1)")
-      ("file", po::value(&file), "experiment file");
+  options.add_options()("help,h", "show this help")(
+      "set", po::value(&overrides)->composing(),
+      "override a key: --set train.epochs=1 (repeatable)")(
+      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
+      "force", "rerun runs whose config already completed")(
+      "dry-run", "print the resolved runs and exit; touches nothing")(
+      "nnodes", po::value(&node.nnodes),
+      "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
+      "node-rank", po::value(&node.node_rank),
+      "this node's number, 0 to nnodes-1; node 0 writes the database")(
+      "master-addr", po::value(&node.master_addr),
+      "address of node 0, where ranks meet (default 127.0.0.1)")(
+      "master-port", po::value(&node.master_port),
+      "port on node 0 where ranks meet; run i of the batch uses master-port + i (required with "
+      "--nnodes > 1)")("file", po::value(&file), "experiment file");
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
   if (!parse_command_line(args, options, positional, vm)) return kExitOk;
-  if (file.empty()) throw UserError("run: name an experiment file, e.g. trainyard run experiments/quickstart.yaml");
+  if (file.empty())
+    throw UserError("run: name an experiment file, e.g. trainyard run experiments/quickstart.yaml");
   if (!vm.count("nnodes"))
-    if (auto slurm = node_spec_from_slurm([](const char* name) { return std::getenv(name); })) node = *slurm;
+    if (auto slurm = node_spec_from_slurm([](const char* name) { return std::getenv(name); }))
+      node = *slurm;
   if (node.nnodes < 1) throw UserError("run: --nnodes must be at least 1");
   if (node.node_rank < 0 || node.node_rank >= node.nnodes)
-    throw UserError(fmt::format("run: --node-rank {} is outside 0..{} (--nnodes {})", node.node_rank, node.nnodes - 1, node.nnodes));
+    throw UserError(fmt::format("run: --node-rank {} is outside 0..{} (--nnodes {})",
+                                node.node_rank, node.nnodes - 1, node.nnodes));
   if (node.multi_node() && (node.master_port < 1 || node.master_port > 65535))
-    throw UserError("run: a multi-node run needs --master-port P (a free port on node 0, the same on every node)");
+    throw UserError(
+        "run: a multi-node run needs --master-port P (a free port on node 0, the same on every "
+        "node)");
 
   // Validation comes first and writes nothing: a bad file leaves the database untouched.
   Experiment experiment = load_experiment(file, overrides, builtin_registry());
@@ -81,18 +90,21 @@ int run_command(const std::vector<std::string>& args) {
   // Only node 0 records the runs; other nodes keep their bookkeeping in memory, and their logs.
   Store store(node.node_rank == 0 ? db_path : ":memory:");
   if (node.multi_node())
-    fmt::print(stderr, "node {} of {} (ranks meet at {}:{}){}\n", node.node_rank, node.nnodes, node.master_addr,
-               node.master_port, node.node_rank == 0 ? "" : "; node 0 records the runs");
+    fmt::print(stderr, "node {} of {} (ranks meet at {}:{}){}\n", node.node_rank, node.nnodes,
+               node.master_addr, node.master_port,
+               node.node_rank == 0 ? "" : "; node 0 records the runs");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  std::string log_dir = fs::absolute(db.has_parent_path() ? db.parent_path() / "logs" : fs::path("logs")).string();
+  std::string log_dir =
+      fs::absolute(db.has_parent_path() ? db.parent_path() / "logs" : fs::path("logs")).string();
   Controller controller(store, builtin_registry(), log_dir, g_stop_requested, node);
   BatchSummary summary = controller.run_experiment(experiment, vm.count("force") > 0);
 
-  fmt::print(stderr, "\n{}: {} completed, {} already completed, {} skipped, {} failed{}\n", experiment.name,
-             summary.completed, summary.already_completed, summary.skipped, summary.failed,
-             summary.interrupted ? ", interrupted" : "");
-  if (node.node_rank > 0) fmt::print("logs: {}\n", fs::absolute(log_dir).string());
+  fmt::print(stderr, "\n{}: {} completed, {} already completed, {} skipped, {} failed{}\n",
+             experiment.name, summary.completed, summary.already_completed, summary.skipped,
+             summary.failed, summary.interrupted ? ", interrupted" : "");
+  if (node.node_rank > 0)
+    fmt::print("logs: {}\n", fs::absolute(log_dir).string());
   else
     fmt::print("database: {}\nlogs: {}\nnext: trainyard report --db {} -o report.html\n",
                fs::absolute(db_path).string(), fs::absolute(log_dir).string(), db_path);

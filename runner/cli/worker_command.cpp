@@ -1,6 +1,6 @@
-// `trainyard worker`: one rank of a run, started by the launcher (runner/launcher.h), never by hand.
-// It reads the run's resolved config, trains, and reports to the controller over its pipe; the exit
-// code says how it ended (0 completed, 2 bad input, 1 failure, 130 stopped).
+// `trainyard worker`: one rank of a run, started by the launcher (runner/launcher.h), never by
+// hand. It reads the run's resolved config, trains, and reports to the controller over its pipe;
+// the exit code says how it ended (0 completed, 2 bad input, 1 failure, 130 stopped).
 #include <atomic>
 #include <csignal>
 #include <fstream>
@@ -27,15 +27,19 @@ extern "C" void on_worker_stop(int) { g_worker_stop.store(true); }
 }  // namespace
 
 int worker_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
+  po::options_description options(
+      "trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
   std::string config, variant, output_prefix;
-  options.add_options()("help,h", "show this help")("config", po::value(&config), "resolved run config")(
-      "variant", po::value(&variant), "variant name")("output-prefix", po::value(&output_prefix),
-                                                       "where the run writes weights and training state");
+  options.add_options()("help,h", "show this help")(
+      "config", po::value(&config), "resolved run config")("variant", po::value(&variant),
+                                                           "variant name")(
+      "output-prefix", po::value(&output_prefix),
+      "where the run writes weights and training state");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   std::unique_ptr<RunObserver> channel = launcher_channel();
-  if (!channel) throw UserError("worker: an internal command, started by `trainyard run` for each rank");
+  if (!channel)
+    throw UserError("worker: an internal command, started by `trainyard run` for each rank");
   std::signal(SIGTERM, on_worker_stop);  // the controller stops ranks with SIGTERM, then SIGKILL
 
   try {

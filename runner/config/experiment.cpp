@@ -1,5 +1,6 @@
-// load_experiment(): the experiment file's layers merged (layering.h), its sweep expanded (sweep.h),
-// each variant resolved into a RunSpec (resolve.h), and the experiment-wide settings checked.
+// load_experiment(): the experiment file's layers merged (layering.h), its sweep expanded
+// (sweep.h), each variant resolved into a RunSpec (resolve.h), and the experiment-wide settings
+// checked.
 #include "runner/config/experiment.h"
 
 #include <filesystem>
@@ -18,8 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Keys allowed at the top of an experiment file.
-const std::vector<std::string> kTopLevelKeys = {"extends", "name",    "description", "model", "dataset",
-                                                "train",   "runtime", "sweep",       "report"};
+const std::vector<std::string> kTopLevelKeys = {
+    "extends", "name", "description", "model", "dataset", "train", "runtime", "sweep", "report"};
 
 std::string stem_of(const std::string& file) { return fs::path(file).stem().string(); }
 
@@ -44,11 +45,12 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
       std::string expected, text;
       if (!decode_value(value->node, text, expected) || text.empty())
         diagnostics.error(value->origin, fmt::format("'{}' must be a non-empty string", key));
-      else (std::string(key) == "name" ? experiment.name : experiment.description) = text;
+      else
+        (std::string(key) == "name" ? experiment.name : experiment.description) = text;
     }
   }
-  experiment.report = report_option_set().decode(tree.subtree("report"), "report",
-                                                 "section 'report'", file_origin(file), diagnostics);
+  experiment.report = report_option_set().decode(
+      tree.subtree("report"), "report", "section 'report'", file_origin(file), diagnostics);
 
   ConfigTree base;
   for (const auto& [key, value] : tree.entries())
@@ -80,10 +82,10 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
     if (!found) {
       const ConfigValue* value = tree.find("report.baseline");
       std::string guess = closest_match(baseline, names);
-      diagnostics.error(value ? value->origin : file_origin(file),
-                        fmt::format("'report.baseline' names no variant: '{}'{}; variants: {}",
-                                    baseline, guess.empty() ? "" : " (did you mean '" + guess + "'?)",
-                                    join(names)));
+      diagnostics.error(
+          value ? value->origin : file_origin(file),
+          fmt::format("'report.baseline' names no variant: '{}'{}; variants: {}", baseline,
+                      guess.empty() ? "" : " (did you mean '" + guess + "'?)", join(names)));
     }
   }
   diagnostics.throw_if_any();

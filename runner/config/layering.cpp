@@ -23,7 +23,6 @@ void expand_component_shorthand(ConfigTree& tree) {
   }
 }
 
-
 void merge_layer(ConfigTree& base, const ConfigTree& over) {
   for (const auto& section : kComponentSections) {
     std::string name_key = std::string(section.path) + ".name";
@@ -57,8 +56,8 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   std::string canonical = fs::weakly_canonical(path, ec).string();
   for (const auto& seen : chain) {
     if (seen == canonical) {
-      diagnostics.error(referenced_at,
-                        fmt::format("'extends' forms a cycle: {} -> {}", join(chain, " -> "), file));
+      diagnostics.error(referenced_at, fmt::format("'extends' forms a cycle: {} -> {}",
+                                                   join(chain, " -> "), file));
       return tree;
     }
   }
@@ -66,8 +65,7 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   try {
     root = YAML::Load(in);
   } catch (const YAML::ParserException& e) {
-    diagnostics.error({file, e.mark.line + 1, e.mark.column + 1},
-                      "YAML syntax error: " + e.msg);
+    diagnostics.error({file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg);
     return tree;
   }
   if (root.IsNull()) return tree;  // an empty file is an empty config
@@ -79,9 +77,13 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   chain.push_back(canonical);
   if (const YAML::Node extends = root["extends"]) {
     std::vector<YAML::Node> parents;
-    if (extends.IsScalar()) parents.push_back(extends);
-    else if (extends.IsSequence()) for (const auto& item : extends) parents.push_back(item);
-    else diagnostics.error(origin_of(extends, file), "'extends' must be a file name or a list of them");
+    if (extends.IsScalar())
+      parents.push_back(extends);
+    else if (extends.IsSequence())
+      for (const auto& item : extends) parents.push_back(item);
+    else
+      diagnostics.error(origin_of(extends, file),
+                        "'extends' must be a file name or a list of them");
     for (const auto& parent : parents) {
       if (!parent.IsScalar()) {
         diagnostics.error(origin_of(parent, file), "'extends' entries must be file names");
@@ -119,7 +121,8 @@ void apply_override(const std::string& text, ConfigTree& tree, Diagnostics& diag
   }
   std::string key = text.substr(0, equals);
   if (key_is_under(key, "sweep") || key == "extends") {
-    diagnostics.error(origin, fmt::format("'{}' cannot be overridden from the command line; edit the file", key));
+    diagnostics.error(
+        origin, fmt::format("'{}' cannot be overridden from the command line; edit the file", key));
     return;
   }
   YAML::Node value;

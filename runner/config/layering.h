@@ -16,7 +16,7 @@ namespace trainyard {
 struct ComponentSection {
   const char* path;
   ComponentKind kind;
-  const char* default_name;          // nullptr: required
+  const char* default_name;           // nullptr: required
   std::vector<std::string> reserved;  // keys of the section that are not the component's own
 };
 inline const ComponentSection kComponentSections[] = {

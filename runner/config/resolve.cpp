@@ -10,24 +10,26 @@ namespace trainyard {
 namespace {
 
 // Resolves one component section of `tree` into `choice`, adding its options to `resolved`.
-void resolve_component(const ConfigTree& tree, const ComponentSection& section, const Registry& registry,
-                       const Origin& fallback, ComponentChoice& choice, ConfigTree& resolved,
-                       Diagnostics& diagnostics) {
+void resolve_component(const ConfigTree& tree, const ComponentSection& section,
+                       const Registry& registry, const Origin& fallback, ComponentChoice& choice,
+                       ConfigTree& resolved, Diagnostics& diagnostics) {
   std::string path = section.path;
   ConfigTree options = tree.subtree(path);
   const ConfigValue* name = tree.find(path + ".name");
   Origin origin = name ? name->origin : fallback;
   if (name == nullptr || !name->node.IsScalar() || name->node.Scalar().empty()) {
     if (section.default_name == nullptr) {
-      diagnostics.error(origin, fmt::format("missing required key '{}.name' (known {}s: {})", path,
-                                            to_string(section.kind), join(registry.names(section.kind))));
+      diagnostics.error(origin,
+                        fmt::format("missing required key '{}.name' (known {}s: {})", path,
+                                    to_string(section.kind), join(registry.names(section.kind))));
       return;
     }
     choice.name = section.default_name;
   } else {
     choice.name = name->node.Scalar();
   }
-  const ComponentEntry* entry = lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics);
+  const ComponentEntry* entry =
+      lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics);
   if (entry == nullptr) return;
   const size_t before = diagnostics.size();
   choice.options = entry->resolve(options, path, origin, section.reserved, diagnostics);
@@ -42,50 +44,60 @@ Origin origin_of_key(const ConfigTree& tree, const char* key, const Origin& fall
   return value ? value->origin : fallback;
 }
 
-// runtime.compile: cuda-graphs captures forward, backward and the optimizer step as one graph: every
-// part must run on the device without the host. What cannot is refused here, with the fix.
-void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin& fallback, Diagnostics& diagnostics) {
+// runtime.compile: cuda-graphs captures forward, backward and the optimizer step as one graph:
+// every part must run on the device without the host. What cannot is refused here, with the fix.
+void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
+                       Diagnostics& diagnostics) {
   auto refuse = [&](const char* key, const std::string& why) {
     diagnostics.error(origin_of_key(tree, key, fallback), "runtime.compile: cuda-graphs " + why);
   };
-  if (run.runtime.accelerator == "cpu") refuse("runtime.accelerator", "needs runtime.accelerator: cuda (or auto)");
+  if (run.runtime.accelerator == "cpu")
+    refuse("runtime.accelerator", "needs runtime.accelerator: cuda (or auto)");
   if (run.strategy.capabilities.multi_process)
-    refuse("runtime.strategy.name", fmt::format("captures one process's step; strategy {} is not captured: use "
-                                                "runtime.compile: none with it",
-                                                run.strategy.name));
-  if (run.train.grad_accum != 1) refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
+    refuse("runtime.strategy.name",
+           fmt::format("captures one process's step; strategy {} is not captured: use "
+                       "runtime.compile: none with it",
+                       run.strategy.name));
+  if (run.train.grad_accum != 1)
+    refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
   if (!run.optimizer.capabilities.steps_on_device)
-    refuse("train.optimizer.name", "needs the fused adam or adamw (their steps and learning rate stay on the device)");
+    refuse("train.optimizer.name",
+           "needs the fused adam or adamw (their steps and learning rate stay on the device)");
 }
 
 // The rules that span sections: combinations that cannot work, refused with the fix. `runtime_ok`:
 // the runtime section (precision, strategy, ...) resolved without a problem, so its rules can be
 // checked.
-void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin& fallback, bool runtime_ok,
-                        Diagnostics& diagnostics) {
+void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
+                        bool runtime_ok, Diagnostics& diagnostics) {
   if (!run.train.resume_from.empty() && !run.weights.weights.empty())
-    diagnostics.error(origin_of_key(tree, "train.resume_from", fallback),
-                      "train.resume_from and model.weights both say where the weights come from; the training "
-                      "state folder holds them: remove model.weights");
+    diagnostics.error(
+        origin_of_key(tree, "train.resume_from", fallback),
+        "train.resume_from and model.weights both say where the weights come from; the training "
+        "state folder holds them: remove model.weights");
   if (!runtime_ok) return;
-  // In float16 parameters Adam's default eps (1e-8) rounds to 0, and the first step divides zero by zero.
+  // In float16 parameters Adam's default eps (1e-8) rounds to 0, and the first step divides zero by
+  // zero.
   const ConfigValue* eps = run.optimizer.options.find("eps");
   double eps_value = 0;
   std::string expected;
-  if (run.runtime.precision == "16-true" && eps && decode_value(eps->node, eps_value, expected) && eps_value < 6e-8) {
+  if (run.runtime.precision == "16-true" && eps && decode_value(eps->node, eps_value, expected) &&
+      eps_value < 6e-8) {
     const ConfigValue* written = tree.find("train.optimizer.eps");
-    diagnostics.error(written ? written->origin : origin_of_key(tree, "runtime.precision", fallback),
-                      fmt::format("precision 16-true keeps optimizer state in float16, where "
-                                  "train.optimizer.eps {} rounds to 0 and {} divides by zero; set "
-                                  "train.optimizer.eps: 1.0e-4 or use 16-mixed",
-                                  eps_value, run.optimizer.name));
+    diagnostics.error(
+        written ? written->origin : origin_of_key(tree, "runtime.precision", fallback),
+        fmt::format("precision 16-true keeps optimizer state in float16, where "
+                    "train.optimizer.eps {} rounds to 0 and {} divides by zero; set "
+                    "train.optimizer.eps: 1.0e-4 or use 16-mixed",
+                    eps_value, run.optimizer.name));
   }
   if (run.runtime.compile == "cuda-graphs")
     check_cuda_graphs(run, tree, origin_of_key(tree, "runtime.compile", fallback), diagnostics);
   if (run.runtime.sync_debug != "off" && run.runtime.accelerator == "cpu")
-    diagnostics.error(origin_of_key(tree, "runtime.sync_debug", fallback),
-                      "runtime.sync_debug checks CUDA's host synchronisations, and runtime.accelerator is cpu; "
-                      "set runtime.sync_debug: off or runtime.accelerator: cuda");
+    diagnostics.error(
+        origin_of_key(tree, "runtime.sync_debug", fallback),
+        "runtime.sync_debug checks CUDA's host synchronisations, and runtime.accelerator is cpu; "
+        "set runtime.sync_debug: off or runtime.accelerator: cuda");
   if (!run.strategy.capabilities.multi_process && run.runtime.devices > 1)
     diagnostics.error(origin_of_key(tree, "runtime.devices", fallback),
                       fmt::format("'runtime.devices' is {}, but strategy '{}' trains on one "
@@ -95,8 +107,8 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
 
 }  // namespace
 
-ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const std::string& file, RunSpec& run,
-                       Diagnostics& diagnostics) {
+ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const std::string& file,
+                       RunSpec& run, Diagnostics& diagnostics) {
   const auto& [model, dataset, optimizer, scheduler, strategy] = kComponentSections;
   ConfigTree resolved;
   const Origin fallback = file_origin(file);
@@ -105,19 +117,20 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   ConfigTree weights_section;
   for (const auto& key : model.reserved)
     if (const ConfigValue* value = model_section.find(key)) weights_section.set(key, *value);
-  run.weights = weights_option_set().decode(weights_section, "model", "model", fallback, diagnostics);
+  run.weights =
+      weights_option_set().decode(weights_section, "model", "model", fallback, diagnostics);
   resolved.merge(weights_option_set().encode(run.weights, "model", fallback));
   resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, diagnostics);
 
-  run.train = train_option_set().decode(tree.subtree("train"), "train", "section 'train'", fallback, diagnostics,
-                                        {"optimizer", "scheduler"});
+  run.train = train_option_set().decode(tree.subtree("train"), "train", "section 'train'", fallback,
+                                        diagnostics, {"optimizer", "scheduler"});
   resolved.merge(train_option_set().encode(run.train, "train", fallback));
   resolve_component(tree, optimizer, registry, fallback, run.optimizer, resolved, diagnostics);
   resolve_component(tree, scheduler, registry, fallback, run.scheduler, resolved, diagnostics);
 
   const size_t before_runtime = diagnostics.size();
-  run.runtime = runtime_option_set().decode(tree.subtree("runtime"), "runtime", "section 'runtime'", fallback,
-                                            diagnostics, {"strategy"});
+  run.runtime = runtime_option_set().decode(tree.subtree("runtime"), "runtime", "section 'runtime'",
+                                            fallback, diagnostics, {"strategy"});
   resolved.merge(runtime_option_set().encode(run.runtime, "runtime", fallback));
   resolve_component(tree, strategy, registry, fallback, run.strategy, resolved, diagnostics);
   const bool runtime_ok = diagnostics.size() == before_runtime;

@@ -16,7 +16,7 @@ namespace trainyard {
 // Validates `tree` (one run's layers merged) and fills `run`. Returns the resolved config: every
 // option of every section, defaults included. Problems go to `diagnostics`; `file` is the origin of
 // settings nobody wrote.
-ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const std::string& file, RunSpec& run,
-                       Diagnostics& diagnostics);
+ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const std::string& file,
+                       RunSpec& run, Diagnostics& diagnostics);
 
 }  // namespace trainyard

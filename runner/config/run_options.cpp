@@ -19,12 +19,14 @@ const OptionSet<TrainOptions>& train_option_set() {
   static const OptionSet<TrainOptions> set = [] {
     OptionSet<TrainOptions> s;
     s.add("epochs", &TrainOptions::epochs, "passes over the training split", at_least(1))
-        .add("batch_size", &TrainOptions::batch_size, "samples per device per micro-batch", at_least(1))
+        .add("batch_size", &TrainOptions::batch_size, "samples per device per micro-batch",
+             at_least(1))
         .add("eval_batch_size", &TrainOptions::eval_batch_size,
              "batch size for validation and test; 0 = batch_size", at_least(0))
-        .add("seed", &TrainOptions::seed, "seed for initialisation, shuffling and dropout", at_least(0))
-        .add("grad_accum", &TrainOptions::grad_accum, "micro-batches accumulated per optimizer step",
-             at_least(1))
+        .add("seed", &TrainOptions::seed, "seed for initialisation, shuffling and dropout",
+             at_least(0))
+        .add("grad_accum", &TrainOptions::grad_accum,
+             "micro-batches accumulated per optimizer step", at_least(1))
         .add("clip_grad_norm", &TrainOptions::clip_grad_norm,
              "clip the global gradient norm to this value; 0 = off", at_least(0))
         .add("checkpoint", &TrainOptions::checkpoint,
@@ -37,12 +39,15 @@ const OptionSet<TrainOptions>& train_option_set() {
         .add("limit_eval_batches", &TrainOptions::limit_eval_batches,
              "evaluate at most this many batches of validation and test; 0 = all", at_least(0))
         .add("save_weights", &TrainOptions::save_weights,
-             "write the tested weights (safetensors, loadable by model.weights) beside the run's log")
+             "write the tested weights (safetensors, loadable by model.weights) beside the run's "
+             "log")
         .add("save_state", &TrainOptions::save_state,
-             "after every epoch, write the whole training state (weights, optimizer, counters) to a folder "
+             "after every epoch, write the whole training state (weights, optimizer, counters) to "
+             "a folder "
              "beside the run's log, resumable under any strategy and world size")
         .add("resume_from", &TrainOptions::resume_from,
-             "a training-state folder (train.save_state) to continue from; its epochs count toward train.epochs");
+             "a training-state folder (train.save_state) to continue from; its epochs count toward "
+             "train.epochs");
     return s;
   }();
   return set;
@@ -60,18 +65,23 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
         .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
              at_least(0))
         .add("matmul_precision", &RuntimeOptions::matmul_precision,
-             "float32 matrix products: highest (full fp32), high (TF32 on GPUs that have it), medium",
+             "float32 matrix products: highest (full fp32), high (TF32 on GPUs that have it), "
+             "medium",
              one_of({"highest", "high", "medium"}))
         .add("data_workers", &RuntimeOptions::data_workers,
              "threads building batches in the background; 0 = in the training loop", at_least(0))
-        .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop", at_least(1))
+        .add("prefetch", &RuntimeOptions::prefetch, "batches built ahead of the training loop",
+             at_least(1))
         .add("timeout_s", &RuntimeOptions::timeout_s,
-             "seconds a rendezvous or collective between ranks may take before the run fails", at_least(1))
+             "seconds a rendezvous or collective between ranks may take before the run fails",
+             at_least(1))
         .add("compile", &RuntimeOptions::compile,
-             "none, or cuda-graphs: the whole training step captured once into a CUDA graph and replayed",
+             "none, or cuda-graphs: the whole training step captured once into a CUDA graph and "
+             "replayed",
              one_of({"none", "cuda-graphs"}))
         .add("sync_debug", &RuntimeOptions::sync_debug,
-             "CUDA: warn about, or fail the run on, any host synchronisation inside a training step (as "
+             "CUDA: warn about, or fail the run on, any host synchronisation inside a training "
+             "step (as "
              "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed",
              one_of({"off", "warn", "error"}));
     return s;

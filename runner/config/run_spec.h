@@ -20,13 +20,13 @@ struct WeightsOptions {
 
 struct TrainOptions {
   int64_t epochs = 3;
-  int64_t batch_size = 16;       // per device
-  int64_t eval_batch_size = 0;   // 0: same as batch_size
+  int64_t batch_size = 16;      // per device
+  int64_t eval_batch_size = 0;  // 0: same as batch_size
   int64_t seed = 123;
-  int64_t grad_accum = 1;        // micro-batches per optimizer step
-  double clip_grad_norm = 0.0;   // 0: no clipping
+  int64_t grad_accum = 1;           // micro-batches per optimizer step
+  double clip_grad_norm = 0.0;      // 0: no clipping
   std::string checkpoint = "best";  // which weights the test uses: best validation, or last
-  int64_t log_every = 50;        // steps between progress lines
+  int64_t log_every = 50;           // steps between progress lines
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
   int64_t limit_eval_batches = 0;   // 0: all; else evaluate this many batches per split
   bool save_weights = false;        // write the tested weights beside the run's log
@@ -38,13 +38,14 @@ struct RuntimeOptions {
   std::string accelerator = "auto";  // cpu, cuda, or auto (cuda when a GPU is present)
   int64_t devices = 1;
   std::string precision = "32-true";
-  int64_t threads = 0;  // intra-op CPU threads; 0: LibTorch's default
+  int64_t threads = 0;                       // intra-op CPU threads; 0: LibTorch's default
   std::string matmul_precision = "highest";  // float32 matmuls: highest, high (TF32), medium
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop
   int64_t timeout_s = 600;   // a rendezvous or collective that takes longer fails the run
   std::string compile = "none";  // none, or cuda-graphs: the training step captured once, replayed
-  std::string sync_debug = "off";  // off, warn, error: host synchronisations inside training steps (CUDA)
+  std::string sync_debug =
+      "off";  // off, warn, error: host synchronisations inside training steps (CUDA)
 };
 
 const OptionSet<WeightsOptions>& weights_option_set();

@@ -11,9 +11,11 @@ namespace trainyard {
 
 namespace {
 
-// What a sweep may vary: a run's settings. (A variant setting sweep or report gets its own message.)
+// What a sweep may vary: a run's settings. (A variant setting sweep or report gets its own
+// message.)
 const std::vector<std::string> kRunSections = {"model", "dataset", "train", "runtime"};
-const std::vector<std::string> kVariantKeys = {"model", "dataset", "train", "runtime", "sweep", "report"};
+const std::vector<std::string> kVariantKeys = {"model",   "dataset", "train",
+                                               "runtime", "sweep",   "report"};
 
 std::string grid_label(const std::string& key) { return split(key, '.').back(); }
 
@@ -39,7 +41,8 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
           if (key == "name") {
             variant.name = it->second.IsScalar() ? it->second.Scalar() : "";
           } else if (key == "set") {
-            if (it->second.IsMap()) flatten_into(variant.overrides, it->second, list->origin.file);
+            if (it->second.IsMap())
+              flatten_into(variant.overrides, it->second, list->origin.file);
             else if (!it->second.IsNull())
               diagnostics.error(origin_of(it->second, list->origin.file),
                                 "'set' must be a mapping of dotted keys to values");
@@ -58,7 +61,8 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
         if (!names.insert(variant.name).second)
           diagnostics.error(origin, fmt::format("duplicate sweep variant name '{}'", variant.name));
         expand_component_shorthand(variant.overrides);
-        report_unknown_keys(variant.overrides, kVariantKeys, "", "a sweep variant's 'set'", diagnostics);
+        report_unknown_keys(variant.overrides, kVariantKeys, "", "a sweep variant's 'set'",
+                            diagnostics);
         for (const auto& [key, value] : variant.overrides.entries())
           if (key_is_under(key, "sweep") || key_is_under(key, "report"))
             diagnostics.error(value.key_origin, fmt::format("a variant cannot set '{}'", key));
@@ -71,7 +75,8 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
   ConfigTree grid = sweep.subtree("grid");
   if (const ConfigValue* value = sweep.find("grid"))
     diagnostics.error(value->origin, "'sweep.grid' must map dotted keys to lists of values");
-  report_unknown_keys(grid, kRunSections, "", "'sweep.grid' (its keys are a run's settings, e.g. train.batch_size)",
+  report_unknown_keys(grid, kRunSections, "",
+                      "'sweep.grid' (its keys are a run's settings, e.g. train.batch_size)",
                       diagnostics);
   for (const auto& [key, value] : grid.entries()) {
     if (!value.node.IsSequence() || value.node.size() == 0) {
@@ -83,7 +88,8 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
     for (const auto& variant : variants) {
       for (const auto& item : value.node) {
         Variant v = variant;
-        std::string label = grid_label(key) + "=" + (item.IsScalar() ? item.Scalar() : yaml_flow_text(item));
+        std::string label =
+            grid_label(key) + "=" + (item.IsScalar() ? item.Scalar() : yaml_flow_text(item));
         v.name = v.name.empty() ? label : v.name + "/" + label;
         ConfigTree one;
         one.set(key, {item, origin_of(item, value.origin.file), value.key_origin});

@@ -25,7 +25,8 @@ std::string in(const std::string& dir, const char* file) { return (fs::path(dir)
 
 std::vector<torch::Tensor> optimizer_parameters(const torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> out;
-  for (const auto& group : optimizer.param_groups()) out.insert(out.end(), group.params().begin(), group.params().end());
+  for (const auto& group : optimizer.param_groups())
+    out.insert(out.end(), group.params().begin(), group.params().end());
   return out;
 }
 
@@ -35,29 +36,35 @@ std::vector<std::string> parameter_names(Model& model) {
   return names;
 }
 
-// Every file of the folder names the epoch it holds; a file of another epoch means a write was cut short.
+// Every file of the folder names the epoch it holds; a file of another epoch means a write was cut
+// short.
 void check_epoch(const std::string& path, int64_t epoch) {
   SafetensorsFile file(path);
   auto it = file.metadata().find("epoch");
   if (it == file.metadata().end() || it->second != std::to_string(epoch))
-    throw UserError(fmt::format("{} does not hold epoch {} as trainer_state.json says: the folder was written "
-                                "only in part; resume from an earlier copy",
-                                path, epoch));
+    throw UserError(
+        fmt::format("{} does not hold epoch {} as trainer_state.json says: the folder was written "
+                    "only in part; resume from an earlier copy",
+                    path, epoch));
 }
 
 }  // namespace
 
-void save_training_state(const std::string& dir, Model& model, Strategy& strategy, torch::optim::Optimizer& optimizer,
-                         const LossScaler* scaler, const TrainerState& state,
+void save_training_state(const std::string& dir, Model& model, Strategy& strategy,
+                         torch::optim::Optimizer& optimizer, const LossScaler* scaler,
+                         const TrainerState& state,
                          const std::vector<torch::Tensor>& best_weights) {
   const bool writer = strategy.rank() == 0;
   if (writer) fs::create_directories(dir);
-  const std::map<std::string, std::string> metadata = {{"epoch", std::to_string(state.epoch)}, {"written_by", "trainyard"}};
+  const std::map<std::string, std::string> metadata = {{"epoch", std::to_string(state.epoch)},
+                                                       {"written_by", "trainyard"}};
   strategy.with_full_parameters(model, [&] {
     if (!writer) return;
     NamedTensors weights;
-    for (const auto& item : model.named_parameters(true)) weights.emplace_back(item.key(), item.value());
-    for (const auto& item : model.named_buffers(true)) weights.emplace_back(item.key(), item.value());
+    for (const auto& item : model.named_parameters(true))
+      weights.emplace_back(item.key(), item.value());
+    for (const auto& item : model.named_buffers(true))
+      weights.emplace_back(item.key(), item.value());
     save_tensors(in(dir, kModelFile), weights, metadata);
   });
 
@@ -72,11 +79,13 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
       std::vector<torch::Tensor> shards;
       for (const auto& s : states) shards.push_back(s.at(kind));
       std::vector<torch::Tensor> whole = strategy.to_model_layout(model, shards);
-      for (size_t i = 0; i < whole.size(); ++i) tensors.emplace_back(names[i] + "/" + kind, whole[i]);
+      for (size_t i = 0; i < whole.size(); ++i)
+        tensors.emplace_back(names[i] + "/" + kind, whole[i]);
     }
   }
   if (scaler)
-    for (const auto& [name, tensor] : scaler->state()) tensors.emplace_back("loss_scaler/" + name, tensor);
+    for (const auto& [name, tensor] : scaler->state())
+      tensors.emplace_back("loss_scaler/" + name, tensor);
   if (!writer) return;
   save_tensors(in(dir, kOptimizerFile), tensors, metadata);
 
@@ -85,14 +94,16 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
   if (!best_weights.empty()) {
     NamedTensors best;
     size_t i = 0;
-    for (const auto& item : model.named_parameters(true)) best.emplace_back(item.key(), best_weights[i++]);
-    for (const auto& item : model.named_buffers(true)) best.emplace_back(item.key(), best_weights[i++]);
+    for (const auto& item : model.named_parameters(true))
+      best.emplace_back(item.key(), best_weights[i++]);
+    for (const auto& item : model.named_buffers(true))
+      best.emplace_back(item.key(), best_weights[i++]);
     save_tensors(in(dir, kBestFile), best, metadata);
   }
 
-  nlohmann::json json = {{"epoch", state.epoch}, {"step", state.step}, {"best_epoch", state.best_epoch},
-                         {"best_val_acc", state.best_val_acc}, {"strategy", state.strategy},
-                         {"world_size", state.world_size}};
+  nlohmann::json json = {{"epoch", state.epoch},           {"step", state.step},
+                         {"best_epoch", state.best_epoch}, {"best_val_acc", state.best_val_acc},
+                         {"strategy", state.strategy},     {"world_size", state.world_size}};
   const std::string path = in(dir, kStateFile), temporary = path + ".tmp";
   std::ofstream(temporary) << json.dump(2) << "\n";
   fs::rename(temporary, path);  // last: the folder is whole from here on
@@ -101,12 +112,16 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
 TrainerState read_trainer_state(const std::string& dir) {
   const std::string path = in(dir, kStateFile);
   if (!fs::is_directory(dir))
-    throw UserError(fmt::format("train.resume_from: '{}' is not a folder; name a training-state folder that "
-                                "train.save_state wrote (<run>.state beside the run's log)", dir));
+    throw UserError(
+        fmt::format("train.resume_from: '{}' is not a folder; name a training-state folder that "
+                    "train.save_state wrote (<run>.state beside the run's log)",
+                    dir));
   std::ifstream file(path);
   if (!file)
-    throw UserError(fmt::format("train.resume_from: '{}' has no {}: it is not a training-state folder, or its "
-                                "first write was cut short", dir, kStateFile));
+    throw UserError(
+        fmt::format("train.resume_from: '{}' has no {}: it is not a training-state folder, or its "
+                    "first write was cut short",
+                    dir, kStateFile));
   nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
   TrainerState state;
   try {
@@ -125,10 +140,12 @@ TrainerState read_trainer_state(const std::string& dir) {
   return state;
 }
 
-void load_model_state(const std::string& dir, Model& model) { load_weights(model, in(dir, kModelFile), /*strict=*/true); }
+void load_model_state(const std::string& dir, Model& model) {
+  load_weights(model, in(dir, kModelFile), /*strict=*/true);
+}
 
-void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy, torch::optim::Optimizer& optimizer,
-                          LossScaler* scaler) {
+void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy,
+                          torch::optim::Optimizer& optimizer, LossScaler* scaler) {
   const std::string path = in(dir, kOptimizerFile);
   std::map<std::string, torch::Tensor> tensors = load_tensors(path);
   const auto model_parameters = model.parameters();
@@ -145,21 +162,26 @@ void load_optimizer_state(const std::string& dir, Model& model, Strategy& strate
     for (size_t i = 0; i < names.size(); ++i) {
       auto it = tensors.find(names[i] + "/" + kind);
       if (it == tensors.end())
-        throw UserError(fmt::format("{}: no '{}' state for parameter {}; the file does not fit this model", path, kind, names[i]));
+        throw UserError(
+            fmt::format("{}: no '{}' state for parameter {}; the file does not fit this model",
+                        path, kind, names[i]));
       if (it->second.dim() > 0 && it->second.sizes() != model_parameters[i].sizes())
-        throw UserError(fmt::format("{}: '{}' of {} has another shape than the parameter", path, kind, names[i]));
+        throw UserError(fmt::format("{}: '{}' of {} has another shape than the parameter", path,
+                                    kind, names[i]));
       whole.push_back(it->second.to(model_parameters[i].device()));
     }
     std::vector<torch::Tensor> shards = strategy.to_optimizer_layout(model, whole);
     for (size_t i = 0; i < parameters.size(); ++i) states[i][kind] = shards[i];
   }
-  for (size_t i = 0; i < parameters.size(); ++i) set_parameter_state(optimizer, parameters[i], states[i]);
+  for (size_t i = 0; i < parameters.size(); ++i)
+    set_parameter_state(optimizer, parameters[i], states[i]);
   if (scaler) {
     std::map<std::string, torch::Tensor> scaler_state;
     for (const char* name : {"scale", "growth_tracker", "skipped"}) {
       auto it = tensors.find(std::string("loss_scaler/") + name);
       if (it == tensors.end())
-        throw UserError(fmt::format("{}: no loss-scaler state; it was written by a run without 16-mixed", path));
+        throw UserError(fmt::format(
+            "{}: no loss-scaler state; it was written by a run without 16-mixed", path));
       scaler_state[name] = it->second;
     }
     scaler->load_state(scaler_state);

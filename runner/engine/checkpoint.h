@@ -33,16 +33,17 @@ struct TrainerState {
 
 // Collective: every rank calls it; rank 0 writes. `best_weights` (model parameters then buffers,
 // whole) may be empty.
-void save_training_state(const std::string& dir, Model& model, Strategy& strategy, torch::optim::Optimizer& optimizer,
-                         const LossScaler* scaler, const TrainerState& state, const std::vector<torch::Tensor>& best_weights);
+void save_training_state(const std::string& dir, Model& model, Strategy& strategy,
+                         torch::optim::Optimizer& optimizer, const LossScaler* scaler,
+                         const TrainerState& state, const std::vector<torch::Tensor>& best_weights);
 
 // Reads trainer_state.json and checks the folder is whole. Throws UserError naming what is wrong.
 TrainerState read_trainer_state(const std::string& dir);
 // Before the strategy's setup: the weights, strictly.
 void load_model_state(const std::string& dir, Model& model);
 // After the optimizer is built: its state, and the loss scaler's. Collective.
-void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy, torch::optim::Optimizer& optimizer,
-                          LossScaler* scaler);
+void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy,
+                          torch::optim::Optimizer& optimizer, LossScaler* scaler);
 // The best validation epoch's weights (parameters then buffers), or nothing when the live ones are.
 std::vector<torch::Tensor> load_best_weights(const std::string& dir, Model& model);
 

@@ -28,8 +28,11 @@ Batch device_copy(const Batch& batch) {
 
 struct CudaGraphStep::State {
   State(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup)
-      : stream(c10::cuda::getStreamFromPool(false, device.index())), step(std::move(step)), reset(std::move(reset)),
-        log(std::move(log)), warmup(warmup) {}
+      : stream(c10::cuda::getStreamFromPool(false, device.index())),
+        step(std::move(step)),
+        reset(std::move(reset)),
+        log(std::move(log)),
+        warmup(warmup) {}
 
   c10::cuda::CUDAStream stream;
   StepFn step;
@@ -37,12 +40,12 @@ struct CudaGraphStep::State {
   LogFn log;
   int warmup;
   int eager_steps = 0;
-  bool failed = false;        // capture was tried and failed: eager from then on
-  std::string failure;        // why
+  bool failed = false;  // capture was tried and failed: eager from then on
+  std::string failure;  // why
   int64_t replays = 0;
   bool warned_shape = false;  // "another shape, eager" said once
   std::unique_ptr<at::cuda::CUDAGraph> graph;
-  Batch inputs;  // static input buffers of the graph
+  Batch inputs;                // static input buffers of the graph
   torch::Tensor logits, loss;  // static outputs
 
   void capture(const Batch& batch) {
@@ -67,13 +70,17 @@ struct CudaGraphStep::State {
       failed = true;
       failure = e.what();
       reset();
-      log(fmt::format("cuda-graphs: the training step could not be captured, so it runs eagerly: {}", e.what()));
+      log(fmt::format(
+          "cuda-graphs: the training step could not be captured, so it runs eagerly: {}",
+          e.what()));
     }
   }
 };
 
-CudaGraphStep::CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup_steps)
-    : state_(std::make_unique<State>(device, std::move(step), std::move(reset), std::move(log), warmup_steps)) {}
+CudaGraphStep::CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log,
+                             int warmup_steps)
+    : state_(std::make_unique<State>(device, std::move(step), std::move(reset), std::move(log),
+                                     warmup_steps)) {}
 
 CudaGraphStep::~CudaGraphStep() = default;
 
@@ -83,12 +90,14 @@ std::string CudaGraphStep::summary(int64_t steps) const {
   const State& s = *state_;
   if (s.graph) return fmt::format("captured; {} of {} steps replayed", s.replays, steps);
   if (s.failed) return fmt::format("not captured ({}); all {} steps eager", s.failure, steps);
-  return fmt::format("not captured: {} steps, fewer than the {} eager warm-up steps before capture", steps, s.warmup);
+  return fmt::format("not captured: {} steps, fewer than the {} eager warm-up steps before capture",
+                     steps, s.warmup);
 }
 
 void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
   State& s = *state_;
-  const c10::cuda::CUDAStream caller = c10::cuda::getCurrentCUDAStream(batch.inputs.device().index());
+  const c10::cuda::CUDAStream caller =
+      c10::cuda::getCurrentCUDAStream(batch.inputs.device().index());
   // The side stream starts after what the caller queued: the batch's copy and image work.
   at::cuda::CUDAEvent queued;
   queued.record(caller);
@@ -115,8 +124,10 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
       loss = s.loss;
     } else {
       if (s.graph && !s.warned_shape) {
-        s.log("cuda-graphs: a batch of another shape than the captured one runs eagerly (set the dataset's "
-              "padding to max_length to replay every batch)");
+        s.log(
+            "cuda-graphs: a batch of another shape than the captured one runs eagerly (set the "
+            "dataset's "
+            "padding to max_length to replay every batch)");
         s.warned_shape = true;
       }
       s.step(batch, logits, loss);

@@ -24,12 +24,14 @@ namespace trainyard {
 class CudaGraphStep {
  public:
   // One training step on `batch`: forward, backward, optimizer step; sets logits and loss.
-  using StepFn = std::function<void(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss)>;
+  using StepFn =
+      std::function<void(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss)>;
   // Called when a capture failed part-way: drops gradients the failed capture left behind.
   using ResetFn = std::function<void()>;
   using LogFn = std::function<void(const std::string&)>;
 
-  CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup_steps = 3);
+  CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log,
+                int warmup_steps = 3);
   ~CudaGraphStep();
 
   // Runs one step, eagerly or by replay. The returned tensors are the graph's static outputs once

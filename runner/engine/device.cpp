@@ -40,12 +40,14 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
     }
     const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
     if (runtime.devices > count)
-      info.unavailable_reason = fmt::format("needs {} CUDA devices; this machine has {}", runtime.devices, count);
+      info.unavailable_reason =
+          fmt::format("needs {} CUDA devices; this machine has {}", runtime.devices, count);
     info.name = at::cuda::getDeviceProperties(0)->name;
     return info;
   }
   if (runtime.compile == "cuda-graphs")
-    info.unavailable_reason = "runtime.compile: cuda-graphs needs a CUDA device; this machine has none";
+    info.unavailable_reason =
+        "runtime.compile: cuda-graphs needs a CUDA device; this machine has none";
   int threads = runtime.threads > 0 ? static_cast<int>(runtime.threads) : at::get_num_threads();
   info.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
   return info;
@@ -62,7 +64,8 @@ double peak_tflops(const std::string& device_name, const std::string& dtype) {
     const char* device;
     double bf16, tf32, fp32;
   };
-  static const Peak peaks[] = {{"H200", 790, 495, 67}, {"H100", 989, 495, 67}, {"A100", 312, 156, 19.5}};
+  static const Peak peaks[] = {
+      {"H200", 790, 495, 67}, {"H100", 989, 495, 67}, {"A100", 312, 156, 19.5}};
   for (const auto& p : peaks) {
     if (device_name.find(p.device) == std::string::npos) continue;
     if (dtype == "BFloat16" || dtype == "Half") return p.bf16;

@@ -47,7 +47,8 @@ struct RunContext {
   const Registry& registry;
   RunObserver& observer;
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: throws Interrupted
-  // Files the run writes: <prefix>.safetensors (train.save_weights), <prefix>.state/ (train.save_state).
+  // Files the run writes: <prefix>.safetensors (train.save_weights), <prefix>.state/
+  // (train.save_state).
   std::string output_prefix{};
 };
 

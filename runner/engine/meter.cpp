@@ -50,11 +50,13 @@ double TrainingMeter::ms_per_step_since_last(int64_t step) {
   return steps > 0 ? ms / static_cast<double>(steps) : 0;
 }
 
-void TrainingMeter::record_throughput(MetricValues& metrics, int world_size, double peak_tflops) const {
+void TrainingMeter::record_throughput(MetricValues& metrics, int world_size,
+                                      double peak_tflops) const {
   if (loop_seconds_ <= 0) return;
   metrics[metric::kSamplesPerSecond] = static_cast<double>(samples_) * world_size / loop_seconds_;
   metrics[metric::kDataWait] = data_wait_seconds_ / loop_seconds_;
-  if (world_size > 1 && comm_steps_ > 0) metrics[metric::kCommBytesPerStep] = comm_bytes_ / static_cast<double>(comm_steps_);
+  if (world_size > 1 && comm_steps_ > 0)
+    metrics[metric::kCommBytesPerStep] = comm_bytes_ / static_cast<double>(comm_steps_);
   const double tflops = flops_ / loop_seconds_ / 1e12;  // this rank's
   if (tflops <= 0) return;
   metrics[metric::kTflops] = tflops * world_size;

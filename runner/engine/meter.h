@@ -57,8 +57,8 @@ class TrainingMeter {
  private:
   torch::Device device_{torch::kCPU};
   double data_wait_seconds_ = 0;
-  int64_t samples_ = 0;   // trained on this rank
-  double flops_ = 0;      // model FLOPs of the training steps, this rank
+  int64_t samples_ = 0;      // trained on this rank
+  double flops_ = 0;         // model FLOPs of the training steps, this rank
   double loop_seconds_ = 0;  // inside the training loops (validation excluded)
   double comm_bytes_ = 0;    // gradient and parameter collectives of the training loops
   int64_t comm_steps_ = 0;

@@ -9,7 +9,8 @@
 
 namespace trainyard {
 
-// What LibTorch's check says when it refuses a synchronising operation (c10::cuda::warn_or_error_on_sync).
+// What LibTorch's check says when it refuses a synchronising operation
+// (c10::cuda::warn_or_error_on_sync).
 inline constexpr const char* kSyncDebugMessage = "synchronizing CUDA operation";
 
 // runtime.sync_debug: while a guard lives, LibTorch warns about or refuses every operation that
@@ -17,7 +18,8 @@ inline constexpr const char* kSyncDebugMessage = "synchronizing CUDA operation";
 // each training step and drops it for the reads it means to make: logging, the epoch's sums.
 class SyncDebugGuard {
  public:
-  explicit SyncDebugGuard(c10::cuda::SyncDebugMode mode) : previous_(c10::cuda::warning_state().get_sync_debug_mode()) {
+  explicit SyncDebugGuard(c10::cuda::SyncDebugMode mode)
+      : previous_(c10::cuda::warning_state().get_sync_debug_mode()) {
     c10::cuda::warning_state().set_sync_debug_mode(mode);
   }
   ~SyncDebugGuard() { c10::cuda::warning_state().set_sync_debug_mode(previous_); }

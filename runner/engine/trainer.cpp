@@ -56,13 +56,16 @@ struct Accumulator {
   }
   SplitResult result() const {
     if (samples == 0) return {};
-    return {loss_sum.item<double>() / samples, static_cast<double>(correct.item<int64_t>()) / samples};
+    return {loss_sum.item<double>() / samples,
+            static_cast<double>(correct.item<int64_t>()) / samples};
   }
   torch::Tensor loss_sum, correct;
   int64_t samples = 0;
 };
 
-int64_t limited(int64_t batches, int64_t limit) { return limit > 0 ? std::min(batches, limit) : batches; }
+int64_t limited(int64_t batches, int64_t limit) {
+  return limit > 0 ? std::min(batches, limit) : batches;
+}
 
 class Trainer {
  public:
@@ -73,22 +76,26 @@ class Trainer {
  private:
   // --- build, in stages ---
   void build();
-  DeviceInfo setup_device();       // threads, matmul precision, the device, the seed
-  void setup_data();               // the dataset, the ranks (strategy), the three loaders
-  void setup_model_and_resume();   // the model, its weights, and a resumed run's progress
-  void setup_optimization();       // precision, strategy setup, optimizer, loss scaler, schedule
-  void setup_cuda_graph();         // runtime.compile: cuda-graphs and runtime.sync_debug
+  DeviceInfo setup_device();      // threads, matmul precision, the device, the seed
+  void setup_data();              // the dataset, the ranks (strategy), the three loaders
+  void setup_model_and_resume();  // the model, its weights, and a resumed run's progress
+  void setup_optimization();      // precision, strategy setup, optimizer, loss scaler, schedule
+  void setup_cuda_graph();        // runtime.compile: cuda-graphs and runtime.sync_debug
   void log_setup(const DeviceInfo& device) const;
 
   // --- fit, epoch by epoch ---
   void fit();
-  SplitResult train_epoch(int64_t epoch);  // the epoch's training loss and accuracy, over every rank
+  SplitResult train_epoch(
+      int64_t epoch);  // the epoch's training loss and accuracy, over every rank
   // Forward, backward and — when `step_now` (the last micro-batch of a step) — the optimizer step.
   // The part of the loop a CUDA graph captures; nothing in it reads the device from the host.
-  void train_step(const Batch& batch, bool step_now, bool measure_norm, torch::Tensor& logits, torch::Tensor& loss);
-  void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples, Clock::time_point epoch_start);
+  void train_step(const Batch& batch, bool step_now, bool measure_norm, torch::Tensor& logits,
+                  torch::Tensor& loss);
+  void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
+                    Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
-  void end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train, const SplitResult& val);
+  void end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train,
+                    const SplitResult& val);
 
   // --- finish: best weights, test, figures ---
   MetricValues finish(double train_seconds);
@@ -111,13 +118,17 @@ class Trainer {
   // The loader's next batch on the training device, with the dataset's per-batch work done.
   Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index) {
     Batch batch = loader.next().to(device_, /*non_blocking=*/device_.is_cuda());
-    if (device_.is_cuda() && transform) batch = transform(std::move(batch), loader.batch_seed(epoch, index));
+    if (device_.is_cuda() && transform)
+      batch = transform(std::move(batch), loader.batch_seed(epoch, index));
     // bf16-true and 16-true: float inputs in the parameters' dtype (autocast casts them itself).
-    if (!precision_->autocast() && batch.inputs.is_floating_point()) batch.inputs = batch.inputs.to(precision_->param_dtype());
+    if (!precision_->autocast() && batch.inputs.is_floating_point())
+      batch.inputs = batch.inputs.to(precision_->param_dtype());
     return batch;
   }
   // Whether the optimizer step after `step` optimizer steps gets a progress line.
-  bool logs_after(int64_t step) const { return step % run_.train.log_every == 0 || step == total_steps_; }
+  bool logs_after(int64_t step) const {
+    return step % run_.train.log_every == 0 || step == total_steps_;
+  }
   std::vector<torch::Tensor> snapshot_weights();
   void restore_weights(const std::vector<torch::Tensor>& weights);
 
@@ -151,7 +162,8 @@ class Trainer {
   int64_t total_steps_ = 0;  // optimizer steps in the run
   int64_t start_epoch_ = 0;  // > 0 when resumed
   int64_t start_step_ = 0;
-  std::vector<torch::Tensor> best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
+  std::vector<torch::Tensor>
+      best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
 
   // Measurement.
   TrainingMeter meter_;
@@ -179,8 +191,11 @@ DeviceInfo Trainer::setup_device() {
   device_name_ = device.name;
   // One GPU per rank: the launcher's LOCAL_RANK picks it, as under torchrun.
   const char* local_rank = std::getenv("LOCAL_RANK");
-  device_ = device.type == "cuda" ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank ? std::atoi(local_rank) : 0))
-                                  : torch::Device(torch::kCPU);
+  device_ =
+      device.type == "cuda"
+          ? torch::Device(torch::kCUDA,
+                          static_cast<c10::DeviceIndex>(local_rank ? std::atoi(local_rank) : 0))
+          : torch::Device(torch::kCPU);
   torch::manual_seed(static_cast<uint64_t>(run_.train.seed));
   return device;
 }
@@ -189,13 +204,15 @@ void Trainer::setup_data() {
   const TrainOptions& train = run_.train;
   // The dataset adapts to the model's input: images resized to its image_size, sequences no longer
   // than its max_positions.
-  DataContext data_context{.image_size = run_.model.capabilities.image_size,
-                           .max_positions = run_.model.capabilities.max_positions,
-                           .log = [this](const std::string& line) { context_.observer.on_log(line); }};
+  DataContext data_context{
+      .image_size = run_.model.capabilities.image_size,
+      .max_positions = run_.model.capabilities.max_positions,
+      .log = [this](const std::string& line) { context_.observer.on_log(line); }};
   data_ = build_dataset(context_.registry, run_.dataset, data_context);
   // Training data are split across ranks (global batch = batch_size x ranks); every rank
   // evaluates the whole validation and test splits, so their figures agree without a reduction.
-  strategy_ = build_strategy(context_.registry, run_.strategy, {.timeout_s = run_.runtime.timeout_s, .device = device_});
+  strategy_ = build_strategy(context_.registry, run_.strategy,
+                             {.timeout_s = run_.runtime.timeout_s, .device = device_});
   // Per-batch image work runs in the loader's threads on CPU runs, on the GPU after the copy on
   // CUDA runs (fetch()); pinned host memory lets that copy run asynchronously.
   const bool on_cpu = device_.is_cpu();
@@ -211,19 +228,24 @@ void Trainer::setup_data() {
   };
   const auto seed = static_cast<uint64_t>(train.seed);
   const int64_t eval_batch = train.eval_batch_size > 0 ? train.eval_batch_size : train.batch_size;
-  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, seed, loader_options(true, data_.train_transform));
-  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, seed, loader_options(false, data_.eval_transform));
-  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, seed, loader_options(false, data_.eval_transform));
+  train_loader_ = std::make_unique<DataLoader>(data_.train, train.batch_size, seed,
+                                               loader_options(true, data_.train_transform));
+  val_loader_ = std::make_unique<DataLoader>(data_.validation, eval_batch, seed,
+                                             loader_options(false, data_.eval_transform));
+  test_loader_ = std::make_unique<DataLoader>(data_.test, eval_batch, seed,
+                                              loader_options(false, data_.eval_transform));
   train_batches_ = limited(train_loader_->num_batches(), train.limit_train_batches);
   if (train_batches_ == 0)
-    throw UserError(fmt::format("the training split has {} samples, fewer than one batch of {}; "
-                                "lower train.batch_size",
-                                data_.train->size(), train.batch_size));
+    throw UserError(
+        fmt::format("the training split has {} samples, fewer than one batch of {}; "
+                    "lower train.batch_size",
+                    data_.train->size(), train.batch_size));
 }
 
 void Trainer::setup_model_and_resume() {
-  model_ = build_model(context_.registry, run_.model,
-                       ModelContext{.num_classes = data_.num_classes, .vocab_size = data_.vocab_size});
+  model_ =
+      build_model(context_.registry, run_.model,
+                  ModelContext{.num_classes = data_.num_classes, .vocab_size = data_.vocab_size});
   if (!run_.weights.weights.empty()) {
     WeightsReport report = load_weights(*model_, run_.weights.weights, run_.weights.strict);
     log("weights {}: {}", run_.weights.weights, report.summary());
@@ -232,8 +254,10 @@ void Trainer::setup_model_and_resume() {
   if (resume.empty()) return;
   progress_ = read_trainer_state(resume);
   if (progress_.epoch > run_.train.epochs)
-    throw UserError(fmt::format("train.resume_from: {} has trained {} epochs, more than train.epochs ({}); "
-                                "raise train.epochs", resume, progress_.epoch, run_.train.epochs));
+    throw UserError(
+        fmt::format("train.resume_from: {} has trained {} epochs, more than train.epochs ({}); "
+                    "raise train.epochs",
+                    resume, progress_.epoch, run_.train.epochs));
   load_model_state(resume, *model_);
   best_weights_ = load_best_weights(resume, *model_);
   step_ = progress_.step;
@@ -243,22 +267,26 @@ void Trainer::setup_model_and_resume() {
 
 void Trainer::setup_optimization() {
   const TrainOptions& train = run_.train;
-  precision_ = build_precision(context_.registry, run_.runtime.precision, {.device = device_.type()});
+  precision_ =
+      build_precision(context_.registry, run_.runtime.precision, {.device = device_.type()});
   strategy_->setup(*model_, device_, precision_->param_dtype());
   if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
   std::map<std::string, std::string> attributes = precision_->attributes();
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
-  attributes["reduce_dtype"] = c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
+  attributes["reduce_dtype"] =
+      c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   context_.observer.on_setup(attributes);
-  optimizer_ = build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
+  optimizer_ =
+      build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
   const std::string& resume = train.resume_from;
   if (!resume.empty()) {
     load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
-    log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})", resume, progress_.epoch,
-        progress_.step, progress_.strategy, progress_.world_size, progress_.world_size == 1 ? "" : "s");
+    log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})",
+        resume, progress_.epoch, progress_.step, progress_.strategy, progress_.world_size,
+        progress_.world_size == 1 ? "" : "s");
     // The resumed weights are the best so far: keep a copy, as the uninterrupted run would have.
-    if (train.checkpoint == "best" && best_weights_.empty() && progress_.best_epoch == progress_.epoch &&
-        progress_.epoch < train.epochs)
+    if (train.checkpoint == "best" && best_weights_.empty() &&
+        progress_.best_epoch == progress_.epoch && progress_.epoch < train.epochs)
       best_weights_ = snapshot_weights();
   }
   progress_.strategy = run_.strategy.name;
@@ -271,10 +299,12 @@ void Trainer::setup_optimization() {
 void Trainer::setup_cuda_graph() {
   sync_debug_ = SyncDebugGuard::mode(run_.runtime.sync_debug, device_);
   if (run_.runtime.compile != "cuda-graphs") return;
-  // Validation ensured a CUDA device, one process, whole steps and an optimizer stepping on the device.
+  // Validation ensured a CUDA device, one process, whole steps and an optimizer stepping on the
+  // device.
   DeviceStepping* on_device = device_stepping(*optimizer_);
   if (!device_.is_cuda() || !on_device)
-    throw std::logic_error("cuda-graphs without a CUDA device or an optimizer that steps on the device");
+    throw std::logic_error(
+        "cuda-graphs without a CUDA device or an optimizer that steps on the device");
   lr_tensor_ = on_device->learning_rate_tensor(device_);
   graph_ = std::make_unique<CudaGraphStep>(
       device_,
@@ -287,14 +317,14 @@ void Trainer::setup_cuda_graph() {
 
 void Trainer::log_setup(const DeviceInfo& device) const {
   const int ranks = strategy_->world_size();
-  log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})", device.type,
-      device.name, precision_->name(), precision_->describe(), run_.strategy.name, ranks, ranks == 1 ? "" : "s",
-      c10::toString(strategy_->reduce_dtype()));
-  log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes", run_.model.name,
-      count_parameters(*model_), data_.train->size(), data_.validation->size(), data_.test->size(),
-      data_.num_classes);
-  log("{} epochs x {} batches of {}, {} optimizer steps", run_.train.epochs, train_batches_, run_.train.batch_size,
-      total_steps_);
+  log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})",
+      device.type, device.name, precision_->name(), precision_->describe(), run_.strategy.name,
+      ranks, ranks == 1 ? "" : "s", c10::toString(strategy_->reduce_dtype()));
+  log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
+      run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
+      data_.test->size(), data_.num_classes);
+  log("{} epochs x {} batches of {}, {} optimizer steps", run_.train.epochs, train_batches_,
+      run_.train.batch_size, total_steps_);
 }
 
 // --- fit -----------------------------------------------------------------------------------------
@@ -327,15 +357,19 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       meter_.add_data_wait(seconds_since(wait_start));
 
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
-      if (graph_) graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
-      else train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits, loss);
+      if (graph_)
+        graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
+      else
+        train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits,
+                   loss);
       metrics.add(loss, logits, batch.targets);
       meter_.add_batch(batch.size(), model_->training_flops(batch));
     }
     if (step_now && logs_after(++step_)) log_progress(epoch, loss, metrics.samples, start);
   }
   const double seconds = seconds_since(start);
-  meter_.add_epoch(seconds, strategy_->communicated_bytes() - communicated_before, step_ - steps_before);
+  meter_.add_epoch(seconds, strategy_->communicated_bytes() - communicated_before,
+                   step_ - steps_before);
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
     auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
     strategy_->all_reduce_sum(metrics.loss_sum);
@@ -347,21 +381,25 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
   return metrics.result();
 }
 
-void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm, torch::Tensor& logits,
-                         torch::Tensor& loss) {
+void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm,
+                         torch::Tensor& logits, torch::Tensor& loss) {
   const TrainOptions& train = run_.train;
   {
     Precision::AutocastScope autocast(*precision_, device_.type());
     logits = strategy_->forward(*model_, batch);
     loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
   }
-  torch::Tensor backward_loss = train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
+  torch::Tensor backward_loss =
+      train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
   strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
   if (!step_now) return;
   if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
-  if (train.clip_grad_norm > 0) grad_norm_ = strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
-  else if (measure_norm) grad_norm_ = strategy_->gradient_norm(*optimizer_);
-  strategy_->step(*optimizer_, scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
+  if (train.clip_grad_norm > 0)
+    grad_norm_ = strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
+  else if (measure_norm)
+    grad_norm_ = strategy_->gradient_norm(*optimizer_);
+  strategy_->step(*optimizer_,
+                  scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
   if (scaler_) scaler_->update();
 }
 
@@ -370,12 +408,15 @@ void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm, t
 void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                            Clock::time_point epoch_start) {
   const double loss_value = loss.item<double>();
-  const std::string norm = grad_norm_.defined() ? fmt::format(" grad norm {:.3g}", grad_norm_.item<double>()) : "";
+  const std::string norm =
+      grad_norm_.defined() ? fmt::format(" grad norm {:.3g}", grad_norm_.item<double>()) : "";
   const double ms_per_step = meter_.ms_per_step_since_last(step_);
   const double elapsed = seconds_since(run_start_);
-  const double eta = elapsed / static_cast<double>(step_ - start_step_) * static_cast<double>(total_steps_ - step_);
-  log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}", epoch + 1,
-      run_.train.epochs, step_, total_steps_, loss_value, base_lr_ * schedule_(step_ - 1), norm, ms_per_step,
+  const double eta = elapsed / static_cast<double>(step_ - start_step_) *
+                     static_cast<double>(total_steps_ - step_);
+  log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}",
+      epoch + 1, run_.train.epochs, step_, total_steps_, loss_value,
+      base_lr_ * schedule_(step_ - 1), norm, ms_per_step,
       static_cast<double>(epoch_samples) / seconds_since(epoch_start), format_duration(eta));
 }
 
@@ -398,21 +439,27 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
 
 // Keeps the best epoch's weights, records the epoch's metrics and, with train.save_state, writes
 // the training state.
-void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train, const SplitResult& val) {
+void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train,
+                           const SplitResult& val) {
   const TrainOptions& options = run_.train;
   if (val.accuracy > progress_.best_val_acc) {
     progress_.best_val_acc = val.accuracy;
     progress_.best_epoch = epoch + 1;
-    if (options.checkpoint == "best" && epoch + 1 < options.epochs) best_weights_ = snapshot_weights();
-    else best_weights_.clear();  // the live weights are the best
+    if (options.checkpoint == "best" && epoch + 1 < options.epochs)
+      best_weights_ = snapshot_weights();
+    else
+      best_weights_.clear();  // the live weights are the best
   }
-  MetricValues values = {{metric::kTrainLoss, train.loss},         {metric::kTrainAcc, train.accuracy},
-                         {metric::kValLoss, val.loss},             {metric::kValAcc, val.accuracy},
-                         {metric::kEpochSeconds, epoch_seconds},   {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
+  MetricValues values = {{metric::kTrainLoss, train.loss},
+                         {metric::kTrainAcc, train.accuracy},
+                         {metric::kValLoss, val.loss},
+                         {metric::kValAcc, val.accuracy},
+                         {metric::kEpochSeconds, epoch_seconds},
+                         {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
                          {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
-  log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%", epoch + 1,
-      options.epochs, format_duration(epoch_seconds), train.loss, 100 * train.accuracy, val.loss,
-      100 * val.accuracy);
+  log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%",
+      epoch + 1, options.epochs, format_duration(epoch_seconds), train.loss, 100 * train.accuracy,
+      val.loss, 100 * val.accuracy);
   context_.observer.on_epoch(epoch + 1, values);
   progress_.epoch = epoch + 1;
   progress_.step = step_;
@@ -490,26 +537,30 @@ void Trainer::save_tested_weights() {
   log("weights of epoch {} written to {}", progress_.best_epoch, path);
 }
 
-MetricValues Trainer::final_metrics(const SplitResult& test, double train_seconds, double test_seconds) {
-  const TrainingStateBytes state = strategy_->state_bytes(*model_, *optimizer_);  // rank 0's; ranks hold equal shares
-  MetricValues metrics = {{metric::kTrainSeconds, train_seconds},
-                          {metric::kTestSeconds, test_seconds},
-                          {metric::kTestLoss, test.loss},
-                          {metric::kTestAcc, test.accuracy},
-                          {metric::kBestValAcc, progress_.best_val_acc},
-                          {metric::kBestEpoch, static_cast<double>(progress_.best_epoch)},
-                          {metric::kParameters, static_cast<double>(count_parameters(*model_))},
-                          {metric::kParameterBytes, state.parameters},
-                          {metric::kGradientBytes, state.gradients},
-                          {metric::kOptimizerStateBytes, state.optimizer_state},
-                          {metric::kSteps, static_cast<double>(step_)},
-                          {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
+MetricValues Trainer::final_metrics(const SplitResult& test, double train_seconds,
+                                    double test_seconds) {
+  const TrainingStateBytes state =
+      strategy_->state_bytes(*model_, *optimizer_);  // rank 0's; ranks hold equal shares
+  MetricValues metrics = {
+      {metric::kTrainSeconds, train_seconds},
+      {metric::kTestSeconds, test_seconds},
+      {metric::kTestLoss, test.loss},
+      {metric::kTestAcc, test.accuracy},
+      {metric::kBestValAcc, progress_.best_val_acc},
+      {metric::kBestEpoch, static_cast<double>(progress_.best_epoch)},
+      {metric::kParameters, static_cast<double>(count_parameters(*model_))},
+      {metric::kParameterBytes, state.parameters},
+      {metric::kGradientBytes, state.gradients},
+      {metric::kOptimizerStateBytes, state.optimizer_state},
+      {metric::kSteps, static_cast<double>(step_)},
+      {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
   // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
   std::string compute = c10::toString(precision_->compute_dtype());
   if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
   meter_.record_throughput(metrics, strategy_->world_size(), peak_tflops(device_name_, compute));
   meter_.record_memory(metrics);
-  for (const char* key : {metric::kPeakMemory, metric::kPeakRss, metric::kCudaPeakReserved, metric::kCudaPeakAllocated}) {
+  for (const char* key : {metric::kPeakMemory, metric::kPeakRss, metric::kCudaPeakReserved,
+                          metric::kCudaPeakAllocated}) {
     if (!metrics.count(key)) continue;
     auto peak = torch::tensor({metrics[key]}, torch::kDouble);
     strategy_->all_reduce_max(peak);  // the busiest rank's
@@ -531,9 +582,10 @@ MetricValues train_run(const RunSpec& run, const RunContext& context) {
     if (message.find(kSyncDebugMessage) != std::string::npos) {
       std::string frames = e.what();
       size_t end = 0;
-      for (int line = 0; line < 30 && end != std::string::npos; ++line) end = frames.find('\n', end + 1);
-      message = fmt::format("{} inside a training step (runtime.sync_debug: error); where:\n{}", message,
-                            frames.substr(0, end));
+      for (int line = 0; line < 30 && end != std::string::npos; ++line)
+        end = frames.find('\n', end + 1);
+      message = fmt::format("{} inside a training step (runtime.sync_debug: error); where:\n{}",
+                            message, frames.substr(0, end));
     }
     throw std::runtime_error(message);
   }
