@@ -14,6 +14,8 @@
 
 namespace trainyard {
 
+// Every built-in component, in the order `trainyard list` shows them. Adding one is its file (which
+// defines its registration function, declared in its header) and its line here.
 void register_builtin_components(Registry& registry) {
   register_vit(registry);
   register_distilbert(registry);
@@ -25,7 +27,10 @@ void register_builtin_components(Registry& registry) {
   register_optimizers(registry);
   register_schedulers(registry);
   register_precisions(registry);
-  register_strategies(registry);
+  register_single(registry);
+  register_ddp(registry);
+  register_zero2(registry);
+  register_fsdp(registry);
 }
 
 const Registry& builtin_registry() {

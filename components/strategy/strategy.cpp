@@ -1,5 +1,5 @@
-// What every strategy shares (the optimizer step, gradient clipping, memory accounting), the
-// `single` strategy, and the registry entries of all strategies.
+// What every strategy shares (the optimizer step, gradient clipping, memory accounting), and the
+// `single` strategy.
 #include <ATen/ATen.h>
 
 #include "components/optim/optimizers.h"
@@ -75,15 +75,12 @@ void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Ten
   optimizer.zero_grad(/*set_to_none=*/true);
 }
 
-void register_strategies(Registry& registry) {
+void register_single(Registry& registry) {
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "single", "one process on one device", OptionSet<NoOptions>(),
       [](const NoOptions&, const StrategyContext&) -> StrategyPtr {
         return std::make_shared<SingleDevice>();
       });
-  register_ddp(registry);
-  register_zero2(registry);
-  register_fsdp(registry);
 }
 
 }  // namespace trainyard

@@ -108,9 +108,10 @@ inline StrategyPtr build_strategy(const Registry& registry, const ComponentChoic
                                                              choice.options, context);
 }
 
-void register_strategies(Registry& registry);
-void register_ddp(Registry& registry);
-void register_zero2(Registry& registry);
-void register_fsdp(Registry& registry);
+// The built-in strategies, each registered by its own file (components/builtin.cpp calls them).
+void register_single(Registry& registry);  // strategy.cpp
+void register_ddp(Registry& registry);     // ddp.cpp
+void register_zero2(Registry& registry);   // zero2.cpp
+void register_fsdp(Registry& registry);    // fsdp.cpp
 
 }  // namespace trainyard
