@@ -1,7 +1,7 @@
 // A config as a flat, ordered map from dotted keys ("train.optimizer.lr") to leaf values, each with
-// its origin. Flat keys make the layering rules trivial — defaults < extends < file < sweep variant
-// <
-// --set is just "later set() wins" — and every value keeps the file:line:column it came from.
+// its origin. Flat keys make the layering rules trivial — defaults < extends < file < sweep
+// variant < --set is just "later set() wins" — and every value keeps the file:line:column it came
+// from.
 #pragma once
 
 #include <string>

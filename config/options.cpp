@@ -122,6 +122,22 @@ std::string yaml_flow_text(const YAML::Node& node) {
   return out.c_str();
 }
 
+std::map<std::string, std::string> flat_config(const std::string& yaml_text) {
+  std::map<std::string, std::string> flat;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception&) {
+    return flat;
+  }
+  if (!root.IsMap()) return flat;
+  ConfigTree tree;
+  flatten_into(tree, root, "<resolved config>");
+  for (const auto& [key, value] : tree.entries())
+    flat[key] = value.node.IsScalar() ? value.node.Scalar() : yaml_flow_text(value.node);
+  return flat;
+}
+
 std::string describe_yaml_value(const YAML::Node& node) {
   if (node.IsSequence()) return "a list";
   if (node.IsMap()) return "a mapping";

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -115,6 +116,11 @@ inline std::optional<std::string> check_rule(const Rule& rule, int64_t value) {
 // One-line YAML text of a value ("[a, b]", "0.001"), and a description for messages ("'abc'",
 // "a list", "a mapping").
 std::string yaml_flow_text(const YAML::Node& node);
+
+// A resolved config's text (RunSpec::config_yaml) flat: dotted key -> value as YAML text, scalars
+// as written, lists in flow style ("[1, 2]"). What the store's run_params hold and what the report
+// compares configurations by. Empty when the text is not a YAML mapping.
+std::map<std::string, std::string> flat_config(const std::string& yaml_text);
 std::string describe_yaml_value(const YAML::Node& node);
 
 // Reports the keys of `section` that are not in `known` (with a "did you mean" hint).

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <ctime>
+#include <random>
 #include <stdexcept>
 
 namespace trainyard {
@@ -70,8 +72,31 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, key)
     );
     )sql",
+    // 3: a run's unique id (its files are named by it: run ids restart in every database), and its
+    // resolved config flat, one row per dotted key (MLflow's params), for SQL to group by.
+    R"sql(
+    ALTER TABLE runs ADD COLUMN uid TEXT NOT NULL DEFAULT '';
+    CREATE TABLE run_params (
+      run_id INTEGER NOT NULL REFERENCES runs(id),
+      key TEXT NOT NULL,
+      value TEXT NOT NULL,
+      PRIMARY KEY (run_id, key)
+    );
+    CREATE INDEX run_params_by_key ON run_params(key, value);
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
+
+// 12 hex digits from the system's entropy source: unique enough that two runs anywhere never share
+// one (and the controller checks that no file of the name exists before writing).
+std::string new_run_uid() {
+  std::random_device entropy;
+  const uint64_t bits = (static_cast<uint64_t>(entropy()) << 32) ^ entropy();
+  char text[16];
+  std::snprintf(text, sizeof text, "%012llx",
+                static_cast<unsigned long long>(bits & 0xffffffffffffULL));
+  return text;
+}
 
 bool process_alive(int64_t pid) {
   if (pid <= 0) return false;
@@ -82,7 +107,7 @@ const char* const kRunColumns =
     "r.id, r.experiment_id, e.name, r.variant, r.position, r.config_yaml, r.config_hash, r.status, "
     "r.precision, r.strategy, r.devices, r.queued_at, COALESCE(r.started_at, ''), "
     "COALESCE(r.ended_at, ''), r.host, r.git_revision, r.torch_version, r.device_name, "
-    "r.log_path, r.pid, r.error";
+    "r.log_path, r.pid, r.error, r.uid";
 
 RunRecord read_run(const sql::Statement& s) {
   RunRecord r;
@@ -101,9 +126,13 @@ RunRecord read_run(const sql::Statement& s) {
   r.started_at = s.column_text(12);
   r.ended_at = s.column_text(13);
   r.host = s.column_text(14);
-  r.environment = {s.column_text(15), s.column_text(16), s.column_text(17), s.column_text(18)};
+  r.environment = {.git_revision = s.column_text(15),
+                   .torch_version = s.column_text(16),
+                   .device_name = s.column_text(17),
+                   .log_path = s.column_text(18)};
   r.pid = s.column_int(19);
   r.error = s.column_text(20);
+  r.uid = s.column_text(21);
   return r;
 }
 
@@ -221,10 +250,11 @@ std::optional<int64_t> Store::find_completed_run(int64_t experiment_id,
 }
 
 int64_t Store::queue_run(int64_t experiment_id, const QueuedRun& run) {
+  sql::Transaction transaction(db_);
   db_.prepare(
          "INSERT INTO runs (experiment_id, variant, position, config_yaml, config_hash, status, "
-         "precision, strategy, devices, queued_at, host, pid) "
-         "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)")
+         "precision, strategy, devices, queued_at, host, pid, uid) "
+         "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)")
       .bind(1, experiment_id)
       .bind(2, run.variant)
       .bind(3, run.position)
@@ -236,8 +266,24 @@ int64_t Store::queue_run(int64_t experiment_id, const QueuedRun& run) {
       .bind(9, utc_now())
       .bind(10, host_name())
       .bind(11, static_cast<int64_t>(getpid()))
+      .bind(12, new_run_uid())
       .run();
-  return db_.last_insert_id();
+  const int64_t id = db_.last_insert_id();
+  auto param = db_.prepare("INSERT INTO run_params (run_id, key, value) VALUES (?, ?, ?)");
+  for (const auto& [key, value] : run.params) {
+    param.bind(1, id).bind(2, key).bind(3, value).run();
+    param.reset();
+  }
+  transaction.commit();
+  return id;
+}
+
+std::map<std::string, std::string> Store::params(int64_t run_id) {
+  std::map<std::string, std::string> out;
+  auto s = db_.prepare("SELECT key, value FROM run_params WHERE run_id = ?");
+  s.bind(1, run_id);
+  while (s.step()) out[s.column_text(0)] = s.column_text(1);
+  return out;
 }
 
 void Store::start_run(int64_t run_id, const RunEnvironment& env) {

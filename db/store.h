@@ -30,10 +30,10 @@ struct ExperimentRecord {
 
 // What the controller knows about where a run executes.
 struct RunEnvironment {
-  std::string git_revision;
-  std::string torch_version;
-  std::string device_name;
-  std::string log_path;
+  std::string git_revision{};
+  std::string torch_version{};
+  std::string device_name{};
+  std::string log_path{};
 };
 
 struct RunRecord {
@@ -53,6 +53,7 @@ struct RunRecord {
   int64_t pid = 0;
   RunEnvironment environment;
   std::string error;
+  std::string uid;  // unique across databases: the run's files are named by it ("" before schema 3)
 };
 
 struct EpochRow {
@@ -69,11 +70,13 @@ struct QueuedRun {
   std::string precision;
   std::string strategy;
   int64_t devices = 1;
+  // The resolved config flat: dotted key -> value as YAML text ("train.epochs" -> "3").
+  std::map<std::string, std::string> params{};
 };
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   explicit Store(const std::string& path);
@@ -89,7 +92,9 @@ class Store {
   // The newest completed run of `experiment_id` with this config hash, if any.
   std::optional<int64_t> find_completed_run(int64_t experiment_id, const std::string& config_hash);
 
+  // Queues a run with a fresh unique id (RunRecord::uid) and its flat params, in one transaction.
   int64_t queue_run(int64_t experiment_id, const QueuedRun& run);
+  std::map<std::string, std::string> params(int64_t run_id);
   void start_run(int64_t run_id, const RunEnvironment& environment);
   void record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values);
   void record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes);

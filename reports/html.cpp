@@ -16,6 +16,7 @@ const char* const kStyle = R"css(
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2330; padding: 0 1rem; }
 h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #d8dde6; padding-bottom: .3rem; }
 .meta { color: #5b6475; font-size: .9rem; }
+.note { background: #fff6dc; border-left: 3px solid #e0a800; padding: .4rem .7rem; }
 table { border-collapse: collapse; margin: 1rem 0; font-variant-numeric: tabular-nums; }
 th, td { padding: .35rem .7rem; border-bottom: 1px solid #e4e8ef; text-align: right; white-space: nowrap; }
 th { background: #f3f5f9; font-weight: 600; } th:first-child, td:first-child { text-align: left; }
@@ -83,7 +84,9 @@ std::string results_table(const ExperimentReport& section) {
     html += fmt::format(R"(<tr{}><td>{})",
                         row.variant == section.baseline ? R"( class="baseline")" : "",
                         html_escape(row.variant));
-    if (row.status != RunStatus::completed)
+    if (row.run_id == 0)
+      html += R"( <span class="status queued">not run</span>)";
+    else if (row.status != RunStatus::completed)
       html += fmt::format(R"( <span class="status {0}">{0}</span>)", to_string(row.status));
     html += fmt::format(R"(</td><td class="text">{}</td><td>{}</td><td class="text">{}</td>)",
                         html_escape(row.precision), row.devices, html_escape(row.strategy));
@@ -103,6 +106,27 @@ std::string results_table(const ExperimentReport& section) {
     if (!row.error.empty())
       html += fmt::format(R"(<tr><td colspan="{}" class="error">{}</td></tr>)", columns,
                           html_escape(row.error));
+  }
+  return html + "</tbody></table>";
+}
+
+// Runs of this experiment whose configuration is not what its file resolves to now (a smoke test,
+// an edited file): listed apart, never in the table, with the keys in which they differ.
+std::string other_runs(const ExperimentReport& section) {
+  if (section.other_runs.empty()) return "";
+  std::string html = fmt::format(
+      R"(<h3>Runs of other configurations</h3><p class="meta">Not in the table above: their )"
+      R"(configuration is not what <code>{}</code> resolves to now.</p><table><thead><tr>)"
+      R"(<th>variant</th><th>run</th><th>status</th><th>ended</th><th>differs from the file in</th>)"
+      R"(</tr></thead><tbody>)",
+      html_escape(section.experiment.file));
+  for (const auto& run : section.other_runs) {
+    std::vector<std::string> lines;
+    for (const auto& difference : run.differences) lines.push_back(html_escape(difference));
+    html += fmt::format(
+        R"(<tr><td class="text">{}</td><td>{}</td><td class="text">{}</td><td class="text">{}</td><td class="text">{}</td></tr>)",
+        html_escape(run.variant), run.run_id, to_string(run.status), html_escape(run.ended_at),
+        lines.empty() ? "nothing (the same settings, another hash)" : join(lines, "<br>"));
   }
   return html + "</tbody></table>";
 }
@@ -227,11 +251,12 @@ std::string render_html(const Report& report) {
         "relative to <b>{}</b></p>",
         html_escape(e.name), html_escape(e.file), hardware_line(section),
         html_escape(section.baseline));
+    if (!section.note.empty()) html += "<p class=\"note\">" + html_escape(section.note) + "</p>";
     if (section.rows.empty()) {
-      html += "<p>No runs yet.</p></section>";
+      html += "<p>No runs yet.</p>" + other_runs(section) + "</section>";
       continue;
     }
-    html += results_table(section) + charts(section) + epoch_tables(section) +
+    html += results_table(section) + other_runs(section) + charts(section) + epoch_tables(section) +
             run_details(section) + "</section>";
   }
   return html + "</body></html>\n";

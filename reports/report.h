@@ -1,8 +1,12 @@
 // Reports: what each technique bought. build_report() reads the store into plain rows — one per
-// variant, its newest completed run (or its newest run when none completed), with the speedup over
-// the baseline computed here, once — and the renderers turn those rows into HTML, Markdown or CSV.
+// variant of the experiment file as it resolves now: the newest completed run of that configuration
+// (or its newest run when none completed), with the speedup over the baseline computed here, once —
+// and the renderers turn those rows into HTML, Markdown or CSV. Runs of the same experiment with
+// another configuration (a smoke test's --set, an edited file) are listed apart, with the keys in
+// which they differ, never in the table.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,12 +33,39 @@ struct VariantRow {
   std::map<std::string, std::string> attributes;
 };
 
+// A run whose configuration is not what the experiment file resolves to now.
+struct OtherRun {
+  std::string variant;
+  int64_t run_id = 0;
+  RunStatus status = RunStatus::queued;
+  std::string ended_at{};
+  // "train.epochs: 1 (the file: 3)", one per differing key; or why the variant is not compared.
+  std::vector<std::string> differences{};
+};
+
 struct ExperimentReport {
   ExperimentRecord experiment;
   ReportOptions options;
   std::string baseline;  // the variant speedups are relative to
   std::vector<VariantRow> rows;
+  std::vector<OtherRun> other_runs{};  // newest run of each other configuration, oldest first
+  // Set when the experiment file could not be read now: the rows are then each variant's newest
+  // runs, whatever their configuration, and this says why.
+  std::string note{};
 };
+
+// What an experiment file says now: its variants in order, each with the config it resolves to
+// (RunSpec::config_yaml and config_hash). Reading the file is the caller's job (the CLI's).
+struct CurrentVariant {
+  std::string variant;
+  std::string config_hash;
+  std::string config_yaml;
+};
+struct CurrentExperiment {
+  std::vector<CurrentVariant> variants{};
+  std::string problem{};  // why the file could not be read ("no such file ..."), else ""
+};
+using CurrentExperiments = std::function<CurrentExperiment(const ExperimentRecord&)>;
 
 struct Report {
   std::string generated_at;
@@ -42,7 +73,10 @@ struct Report {
 };
 
 // All experiments, or only `experiment` (UserError when the store has no such experiment).
-Report build_report(Store& store, const std::string& experiment = "");
+// `current` says what each experiment's file resolves to now; without it (or when it reports a
+// problem) the rows are each variant's newest runs, with a note saying so.
+Report build_report(Store& store, const std::string& experiment = "",
+                    const CurrentExperiments& current = {});
 
 std::string render_html(const Report& report);
 std::string render_markdown(const Report& report);

@@ -56,6 +56,14 @@ std::string safe_file_name(const std::string& text) {
   return out;
 }
 
+// True when `a` and `b` name the same file. A path recorded relative to a folder this process does
+// not know (an older database) cannot be told apart: it counts as the same.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::path(a).is_relative() && !fs::exists(a, ec)) return true;
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
 std::shared_ptr<spdlog::logger> run_logger(const std::string& name, const std::string& path) {
   auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   console->set_pattern("%^[%H:%M:%S]%$ %v");
@@ -64,6 +72,17 @@ std::shared_ptr<spdlog::logger> run_logger(const std::string& name, const std::s
   auto logger = std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{console, file});
   logger->flush_on(spdlog::level::info);
   return logger;
+}
+
+// Two files that say the same `name:` would mix their runs in one report and take each other's
+// baseline: refused, before anything is written.
+void check_experiment_name_is_free(Store& store, const Experiment& experiment) {
+  const std::optional<ExperimentRecord> recorded = store.find_experiment(experiment.name);
+  if (!recorded || same_file(recorded->file, experiment.file)) return;
+  throw UserError(fmt::format(
+      "{}: experiment name '{}' is already taken in {} by {}; give one of the two files another "
+      "`name:` (or record this one in another database with --db)",
+      experiment.file, experiment.name, store.path(), recorded->file));
 }
 
 }  // namespace
@@ -94,13 +113,14 @@ Controller::Controller(Store& store, const Registry& registry, std::string log_d
 
 BatchSummary Controller::run_experiment(const Experiment& experiment, bool force) {
   BatchSummary summary;
+  check_experiment_name_is_free(store_, experiment);
   if (int orphans = store_.mark_orphaned_runs_interrupted())
     fmt::print(stderr,
                "{} run{} left unfinished by an earlier trainyard process marked interrupted\n",
                orphans, orphans == 1 ? "" : "s");
   const int64_t experiment_id = store_.upsert_experiment(
-      experiment.name, experiment.file, experiment.description,
-      report_option_set().encode(experiment.report, "", {}).to_yaml_text());
+      experiment.name, fs::absolute(experiment.file).lexically_normal().string(),
+      experiment.description, report_option_set().encode(experiment.report, "", {}).to_yaml_text());
 
   // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
   // Every node must launch the same runs in the same order; only node 0 knows what completed
@@ -120,7 +140,8 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
                      .config_hash = run.config_hash,
                      .precision = run.runtime.precision,
                      .strategy = run.strategy.name,
-                     .devices = run.runtime.devices};
+                     .devices = run.runtime.devices,
+                     .params = flat_config(run.config_yaml)};
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
       fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n",
                  run.variant, *done);
@@ -154,14 +175,36 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
   return summary;
 }
 
-void Controller::execute(const Experiment& experiment, int64_t run_id, int ordinal,
-                         const RunSpec& run, BatchSummary& summary) {
+// Where run `run_id`'s files go: logs/<experiment>/run-<id>-<variant>-<uid> plus ".log", ".yaml",
+// "-rank<R>.log", ".safetensors", ".state/". Run ids restart in every database; the uid does not,
+// so two databases in one folder (or a database deleted and made again) never share a file name.
+fs::path Controller::run_file_stem(const Experiment& experiment, int64_t run_id,
+                                   const RunSpec& run) {
+  const std::optional<RunRecord> record = store_.run(run_id);
+  const std::string uid = record && !record->uid.empty() ? "-" + record->uid : "";
   // Node K > 0 of a multi-node run keeps its logs apart from node 0's, should they share a folder.
   const std::string node_suffix =
       node_.node_rank > 0 ? fmt::format("-node{}", node_.node_rank) : "";
   const fs::path stem =
       fs::path(log_dir_) / safe_file_name(experiment.name) /
-      fmt::format("run-{}-{}{}", run_id, safe_file_name(run.variant), node_suffix);
+      fmt::format("run-{}-{}{}{}", run_id, safe_file_name(run.variant), uid, node_suffix);
+  for (const char* suffix : {".log", ".yaml", ".safetensors", ".state"})
+    if (fs::exists(stem.string() + suffix))
+      throw std::runtime_error(fmt::format(
+          "{}{} exists already; refusing to overwrite another run's file", stem.string(), suffix));
+  return stem;
+}
+
+void Controller::execute(const Experiment& experiment, int64_t run_id, int ordinal,
+                         const RunSpec& run, BatchSummary& summary) {
+  fs::path stem;
+  try {
+    stem = run_file_stem(experiment, run_id, run);
+  } catch (const std::exception& e) {
+    store_.end_run(run_id, RunStatus::failed, e.what());
+    ++summary.failed;
+    return;
+  }
   fs::create_directories(stem.parent_path());
   const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
   std::ofstream(config_path) << run.config_yaml;  // what every rank reads

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <string>
 
 #include "components/registry.h"
@@ -37,6 +38,8 @@ class Controller {
  private:
   void execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run,
                BatchSummary& summary);
+  std::filesystem::path run_file_stem(const Experiment& experiment, int64_t run_id,
+                                      const RunSpec& run);
 
   Store& store_;
   const Registry& registry_;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -65,6 +66,73 @@ TEST_F(CliTest, QuickstartRunsIntoTheDatabaseAndTheReport) {
   Result listing = trainyard("runs --db " + db());
   EXPECT_EQ(listing.exit_code, 0);
   EXPECT_NE(listing.output.find("batch-64-adamw-cosine"), std::string::npos);
+}
+
+// The trial of a new user: a smoke test with --set, the real run, a scratch database in the same
+// folder, a colleague's file with the same experiment name. Afterwards no run's file was
+// overwritten, and the report shows exactly the runs the file describes, the smoke test apart.
+TEST_F(CliTest, ATrialOfSmokeTestsScratchDatabasesAndAColleaguesFileLosesNothing) {
+  const std::string trial = dir.write("trial.yaml", R"(
+name: trial
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4}
+train: {epochs: 2, batch_size: 16, save_weights: true}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  variants:
+    - name: fp32
+    - name: bf16
+      set: {runtime.precision: bf16-mixed}
+)");
+  const std::string scratch = (dir.path() / "runs" / "scratch.db").string();
+  ASSERT_EQ(trainyard("run " + trial + " --db " + db() + " --set train.epochs=1").exit_code, 0);
+  ASSERT_EQ(trainyard("run " + trial + " --db " + db()).exit_code, 0);
+  ASSERT_EQ(trainyard("run " + trial + " --db " + scratch + " --set train.epochs=1").exit_code, 0);
+
+  // A colleague's file that says the same name is refused, naming both files; nothing is written.
+  const std::string colleague = dir.write("colleague.yaml", "extends: trial.yaml\nname: trial\n");
+  Result clash = trainyard("run " + colleague + " --db " + db());
+  EXPECT_EQ(clash.exit_code, 2) << clash.output;
+  EXPECT_NE(clash.output.find("experiment name 'trial' is already taken"), std::string::npos)
+      << clash.output;
+  EXPECT_NE(clash.output.find("colleague.yaml"), std::string::npos) << clash.output;
+  EXPECT_NE(clash.output.find(fs::absolute(trial).lexically_normal().string()), std::string::npos)
+      << clash.output;
+
+  // Six runs, ids 1-4 in one database and 1-2 in the other, six sets of files: each log is its
+  // own run's (it names its id and config hash), and each run saved its own weights.
+  std::set<std::string> logs;
+  for (const std::string& path : {db(), scratch}) {
+    Store store(path);
+    for (const auto& run : store.runs("trial")) {
+      SCOPED_TRACE(path + " run " + std::to_string(run.id));
+      EXPECT_EQ(run.status, RunStatus::completed);
+      EXPECT_TRUE(logs.insert(run.environment.log_path).second) << run.environment.log_path;
+      const std::string log = read_file(run.environment.log_path);
+      EXPECT_NE(log.find(fmt::format("run {} of experiment 'trial', variant '{}' (config {})",
+                                     run.id, run.variant, run.config_hash)),
+                std::string::npos)
+          << log.substr(0, 300);
+      EXPECT_TRUE(fs::exists(store.attributes(run.id).at("weights_path")));
+      EXPECT_EQ(store.params(run.id).at("train.epochs"),
+                run.config_yaml.find("epochs: 1") != std::string::npos ? "1" : "2");
+    }
+  }
+  EXPECT_EQ(logs.size(), 6u);
+  EXPECT_EQ(Store(db()).runs("trial").size(), 4u);  // the refused file added nothing
+
+  // The report's rows are the runs of the file as it is (2 epochs: runs 3 and 4); the smoke test's
+  // runs are listed apart with the key in which they differ.
+  const fs::path csv = dir.path() / "report.csv", html = dir.path() / "report.html";
+  ASSERT_EQ(trainyard("report --db " + db() + " -o " + csv.string()).exit_code, 0);
+  const std::string table = read_file(csv);
+  EXPECT_NE(table.find("trial,fp32,3,completed"), std::string::npos) << table;
+  EXPECT_NE(table.find("trial,bf16,4,completed"), std::string::npos) << table;
+  EXPECT_EQ(table.find("trial,fp32,1,"), std::string::npos) << table;
+  ASSERT_EQ(trainyard("report --db " + db() + " -o " + html.string()).exit_code, 0);
+  const std::string page = read_file(html);
+  EXPECT_NE(page.find("Runs of other configurations"), std::string::npos);
+  EXPECT_NE(page.find("train.epochs: 1 (the file: 2)"), std::string::npos);
 }
 
 TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {

@@ -133,8 +133,14 @@ sweep:
   const double four_ranks = reference.final_metrics(reference.runs("nodes")[0].id).at("test_loss");
   EXPECT_NEAR(store.final_metrics(runs[0].id).at("test_loss"), four_ranks, 1e-5);
   EXPECT_FALSE(fs::exists(dir.path() / "node1" / "t.db"));  // only node 0 records
-  EXPECT_TRUE(
-      fs::exists(dir.path() / "node1" / "logs" / "nodes" / "run-1-default-node1-rank3.log"));
+  // Node 1 keeps rank 3's log under its own name: run-<id>-<variant>-<uid>-node1-rank3.log.
+  bool rank3_log = false;
+  for (const auto& entry : fs::directory_iterator(dir.path() / "node1" / "logs" / "nodes")) {
+    const std::string name = entry.path().filename().string();
+    rank3_log =
+        rank3_log || (name.starts_with("run-1-default-") && name.ends_with("-node1-rank3.log"));
+  }
+  EXPECT_TRUE(rank3_log);
 
   // Flags that cannot describe a node are refused before anything runs.
   EXPECT_EQ(

@@ -16,10 +16,19 @@ class ReportTest : public ::testing::Test {
   }
   int64_t add_run(const std::string& variant, int64_t position, RunStatus status, double seconds,
                   double acc) {
-    int64_t id = store.queue_run(
-        experiment,
-        {variant, position, "{}", variant + std::to_string(seconds), "32-true", "single", 1});
-    store.start_run(id, {"rev", "2.11.0", "Test CPU", ""});
+    return add_run_of(variant, position, status, seconds, acc, "{}",
+                      variant + std::to_string(seconds));
+  }
+  int64_t add_run_of(const std::string& variant, int64_t position, RunStatus status, double seconds,
+                     double acc, const std::string& config_yaml, const std::string& hash) {
+    int64_t id = store.queue_run(experiment, {.variant = variant,
+                                              .position = position,
+                                              .config_yaml = config_yaml,
+                                              .config_hash = hash,
+                                              .precision = "32-true",
+                                              .strategy = "single"});
+    store.start_run(id,
+                    {.git_revision = "rev", .torch_version = "2.11.0", .device_name = "Test CPU"});
     if (status == RunStatus::completed)
       store.complete_run(
           id, {{"train_seconds", seconds}, {"test_acc", acc}, {"peak_memory_bytes", 1 << 20}});
@@ -32,6 +41,47 @@ class ReportTest : public ::testing::Test {
   Store store{(dir.path() / "r.db").string()};
   int64_t experiment = 0;
 };
+
+// With the file's current configurations, a row is the run of exactly that configuration — not the
+// newer smoke test — and a variant nothing ran yet shows as not run; other configurations are
+// listed apart with the keys in which they differ.
+TEST_F(ReportTest, RowsAreTheRunsOfTheConfigurationTheFileResolvesToNow) {
+  const int64_t real =
+      add_run_of("fp32", 0, RunStatus::completed, 100, 0.9, "train: {epochs: 3}\n", "h3");
+  const int64_t smoke =
+      add_run_of("fp32", 0, RunStatus::completed, 40, 0.5, "train: {epochs: 1}\n", "h1");
+  const int64_t gone = add_run_of("old", 2, RunStatus::completed, 50, 0.5, "{}", "h-old");
+  CurrentExperiments current = [](const ExperimentRecord&) {
+    return CurrentExperiment{
+        .variants = {{"fp32", "h3", "train: {epochs: 3}\n"}, {"bf16", "hb", "{}"}}};
+  };
+  const Report section_report = build_report(store, "", current);
+  const auto& section = section_report.experiments[0];
+  ASSERT_EQ(section.rows.size(), 2u);
+  EXPECT_EQ(section.rows[0].run_id, real);
+  EXPECT_EQ(section.rows[1].variant, "bf16");
+  EXPECT_EQ(section.rows[1].run_id, 0);
+  EXPECT_EQ(section.rows[1].error, "not run yet with this configuration");
+  ASSERT_EQ(section.other_runs.size(), 2u);
+  EXPECT_EQ(section.other_runs[0].run_id, smoke);
+  EXPECT_EQ(section.other_runs[0].differences,
+            (std::vector<std::string>{"train.epochs: 1 (the file: 3)"}));
+  EXPECT_EQ(section.other_runs[1].run_id, gone);
+  EXPECT_EQ(section.other_runs[1].differences[0], "the file has no variant of this name any more");
+  EXPECT_TRUE(section.note.empty());
+  EXPECT_NE(render_markdown(build_report(store, "", current)).find("not run"), std::string::npos);
+
+  // A file that cannot be read now: the newest runs, and a note that says so.
+  CurrentExperiments unreadable = [](const ExperimentRecord&) {
+    return CurrentExperiment{.problem = "the experiment file is gone"};
+  };
+  const Report fallback_report = build_report(store, "", unreadable);
+  const auto& fallback = fallback_report.experiments[0];
+  EXPECT_EQ(fallback.rows[0].run_id, smoke);
+  EXPECT_NE(fallback.note.find("vit.yaml: the experiment file is gone"), std::string::npos);
+  EXPECT_NE(render_html(build_report(store, "", unreadable)).find("the experiment file is gone"),
+            std::string::npos);
+}
 
 TEST_F(ReportTest, SpeedupIsBaselineTimeOverVariantTime) {
   add_run("fp32", 0, RunStatus::completed, 1122, 0.954);  // 18.7 min
@@ -53,7 +103,8 @@ TEST_F(ReportTest, LatestCompletedRunWinsAndFailedRowsShowTheirStatus) {
   add_run("fp32", 0, RunStatus::completed, 80, 0.6);  // a rerun: this one counts
   add_run("fp32", 0, RunStatus::failed, 0, 0);        // a later failure does not hide it
   add_run("bf16", 1, RunStatus::failed, 0, 0);
-  const auto& section = build_report(store).experiments[0];
+  const Report section_report = build_report(store);
+  const auto& section = section_report.experiments[0];
   ASSERT_EQ(section.rows.size(), 2u);
   EXPECT_DOUBLE_EQ(section.rows[0].metrics.at("train_seconds"), 80);
   EXPECT_EQ(section.rows[1].status, RunStatus::failed);

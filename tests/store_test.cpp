@@ -12,7 +12,11 @@ namespace trainyard {
 namespace {
 
 QueuedRun queued(const std::string& variant, const std::string& hash) {
-  return {variant, 0, "train: {epochs: 1}\n", hash, "32-true", "single", 1};
+  return {.variant = variant,
+          .config_yaml = "train: {epochs: 1}\n",
+          .config_hash = hash,
+          .precision = "32-true",
+          .strategy = "single"};
 }
 
 class StoreTest : public ::testing::Test {
@@ -37,14 +41,35 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   }
   {  // turn it back into a version-1 database
     sql::Database db(path);
-    db.exec("DROP TABLE run_attributes; PRAGMA user_version = 1");
+    db.exec(
+        "DROP TABLE run_params; ALTER TABLE runs DROP COLUMN uid; DROP TABLE run_attributes; "
+        "PRAGMA user_version = 1");
   }
   Store store(path);
-  EXPECT_EQ(store.schema_version(), 2);
+  EXPECT_EQ(store.schema_version(), 3);
   ASSERT_EQ(store.runs("exp").size(), 1u);
-  int64_t run = store.runs("exp")[0].id;
-  store.record_attributes(run, {{"param_dtype", "Float"}, {"loss_scaling", "dynamic"}});
-  EXPECT_EQ(store.attributes(run).at("loss_scaling"), "dynamic");
+  const RunRecord old = store.runs("exp")[0];
+  EXPECT_EQ(old.uid, "");  // a run queued before unique ids keeps its files' old names
+  store.record_attributes(old.id, {{"param_dtype", "Float"}, {"loss_scaling", "dynamic"}});
+  EXPECT_EQ(store.attributes(old.id).at("loss_scaling"), "dynamic");
+  EXPECT_TRUE(store.params(old.id).empty());
+}
+
+// Run ids restart at 1 in every database; uids do not. The flat params are kept per run.
+TEST_F(StoreTest, EveryRunHasAUniqueIdAndItsFlatParams) {
+  Store store(path);
+  Store other((dir.path() / "other.db").string());
+  int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "", "");
+  QueuedRun run = queued("a", "h1");
+  run.params = {{"train.epochs", "3"}, {"model.name", "vit"}};
+  const int64_t id = store.queue_run(experiment, run);
+  const int64_t other_id = other.queue_run(other.upsert_experiment("exp", "exp.yaml", "", ""), run);
+  EXPECT_EQ(id, other_id);
+  const std::string uid = store.run(id)->uid;
+  EXPECT_EQ(uid.size(), 12u);
+  EXPECT_NE(uid, other.run(other_id)->uid);
+  EXPECT_NE(uid, store.run(store.queue_run(experiment, run))->uid);
+  EXPECT_EQ(store.params(id), run.params);
 }
 
 TEST_F(StoreTest, ProcessesOpeningANewDatabaseTogetherMigrateItOnce) {

@@ -146,6 +146,32 @@ int runs_command(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+namespace {
+
+// What an experiment's file resolves to now (no overrides): the report's rows are those runs.
+CurrentExperiment current_experiment(const ExperimentRecord& record) {
+  CurrentExperiment current;
+  if (!fs::exists(record.file)) {
+    current.problem = "the experiment file is gone";
+    return current;
+  }
+  try {
+    Experiment experiment = load_experiment(record.file, {}, builtin_registry());
+    if (experiment.name != record.name) {
+      current.problem = fmt::format("the file now names experiment '{}'", experiment.name);
+      return current;
+    }
+    for (const auto& run : experiment.runs)
+      current.variants.push_back(
+          {.variant = run.variant, .config_hash = run.config_hash, .config_yaml = run.config_yaml});
+  } catch (const UserError& e) {
+    current.problem = "the file no longer validates (trainyard validate shows why)";
+  }
+  return current;
+}
+
+}  // namespace
+
 int report_command(const std::vector<std::string>& args) {
   po::options_description options(
       "trainyard report -o FILE [options]\n  FILE's extension picks the format: .html, .md or "
@@ -165,7 +191,7 @@ int report_command(const std::vector<std::string>& args) {
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
-  Report report = build_report(store, experiment);
+  Report report = build_report(store, experiment, current_experiment);
   std::string text = extension == ".md"    ? render_markdown(report)
                      : extension == ".csv" ? render_csv(report)
                                            : render_html(report);
