@@ -6,7 +6,7 @@ Failure failure_of(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const UserError& e) {
-    return {.exit_code = kExitUserError, .message = e.what()};
+    return {.exit_code = kExitUserError, .message = e.what(), .labelled = e.labelled()};
   } catch (const Interrupted& e) {
     return {.exit_code = kExitInterrupted, .message = e.what()};
   } catch (const std::exception& e) {

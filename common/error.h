@@ -12,6 +12,8 @@ namespace trainyard {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;    // a run failed, or something unexpected broke
 inline constexpr int kExitUserError = 2;  // bad config, data, weights or command line
+inline constexpr int kExitNothingRan =
+    3;  // every run of a batch skipped: this machine cannot run them
 inline constexpr int kExitInterrupted = 130;
 
 // A problem the user can fix: bad YAML, a missing or malformed data file, bad weights, a bad
@@ -19,6 +21,9 @@ inline constexpr int kExitInterrupted = 130;
 class UserError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  // True when the message is a whole report that labels each problem itself ("file:3:5: error:
+  // ..."): it is printed as it is, without another "error:" in front.
+  virtual bool labelled() const { return false; }
 };
 
 // The user pressed Ctrl-C (SIGINT) or the process got SIGTERM.
@@ -33,6 +38,7 @@ class Interrupted : public std::runtime_error {
 struct Failure {
   int exit_code = kExitFailure;
   std::string message{};
+  bool labelled = false;  // UserError::labelled()
 };
 Failure failure_of(const std::exception_ptr& error);
 

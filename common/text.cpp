@@ -51,6 +51,12 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
   return out;
 }
 
+std::string trim(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string_view::npos) return "";
+  return std::string(text.substr(begin, text.find_last_not_of(" \t") - begin + 1));
+}
+
 std::vector<std::string> split(std::string_view text, char separator) {
   std::vector<std::string> parts;
   size_t start = 0;
@@ -65,7 +71,9 @@ std::vector<std::string> split(std::string_view text, char separator) {
 
 std::string format_duration(double seconds) {
   char buffer[64];
-  if (seconds < 60) {
+  if (seconds < 1) {
+    std::snprintf(buffer, sizeof buffer, "%.0f ms", seconds * 1000);
+  } else if (seconds < 60) {
     std::snprintf(buffer, sizeof buffer, "%.1fs", seconds);
   } else if (seconds < 3600) {
     int total = static_cast<int>(std::lround(seconds));
@@ -75,6 +83,12 @@ std::string format_duration(double seconds) {
     std::snprintf(buffer, sizeof buffer, "%dh %02dm", total / 60, total % 60);
   }
   return buffer;
+}
+
+std::string plural(int64_t count, std::string_view noun, std::string_view nouns) {
+  if (count == 1) return "1 " + std::string(noun);
+  return std::to_string(count) + " " +
+         (nouns.empty() ? std::string(noun) + "s" : std::string(nouns));
 }
 
 std::string format_bytes(double bytes) {

@@ -17,8 +17,14 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 
 std::vector<std::string> split(std::string_view text, char separator);
 
+// `text` without leading and trailing spaces and tabs.
+std::string trim(std::string_view text);
+
 // Human-readable durations and sizes: "2m 05s", "1.2 GiB".
-std::string format_duration(double seconds);
+std::string format_duration(double seconds);  // "42 ms", "4.2s", "2m 05s", "3h 07m"
+
+// "1 epoch", "3 epochs": `count` and `noun`, in `nouns` (default: noun + "s") unless count is 1.
+std::string plural(int64_t count, std::string_view noun, std::string_view nouns = "");
 std::string format_bytes(double bytes);
 
 // 64-bit FNV-1a as 16 hex digits: a stable content hash (not cryptographic) for configs.

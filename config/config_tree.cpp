@@ -1,6 +1,7 @@
 #include "config/config_tree.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/text.h"
 
@@ -10,6 +11,28 @@ bool key_is_under(std::string_view key, std::string_view prefix) {
   if (prefix.empty()) return true;
   return key == prefix || (key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix &&
                            key[prefix.size()] == '.');
+}
+
+void report_duplicate_keys(const YAML::Node& node, const std::string& file,
+                           Diagnostics& diagnostics) {
+  if (node.IsSequence()) {
+    for (const auto& item : node) report_duplicate_keys(item, file, diagnostics);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::map<std::string, Origin> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node key = it->first;
+    if (key.IsScalar()) {
+      const Origin origin = origin_of(key, file);
+      auto [first, inserted] = seen.emplace(key.Scalar(), origin);
+      if (!inserted)
+        diagnostics.error(origin, "key '" + key.Scalar() +
+                                      "' is given twice in this mapping (first at " +
+                                      to_string(first->second) + "); keep one");
+    }
+    report_duplicate_keys(it->second, file, diagnostics);
+  }
 }
 
 Origin origin_of(const YAML::Node& node, const std::string& file) {

@@ -70,6 +70,11 @@ void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& fi
 
 Origin origin_of(const YAML::Node& node, const std::string& file);
 
+// A key written twice in one YAML mapping (anywhere in `node`, read from `file`) is an error: YAML
+// forbids it and yaml-cpp would silently keep the later one.
+void report_duplicate_keys(const YAML::Node& node, const std::string& file,
+                           Diagnostics& diagnostics);
+
 // True when `key` is `prefix` or lies below it ("train" covers "train.epochs").
 bool key_is_under(std::string_view key, std::string_view prefix);
 

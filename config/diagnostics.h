@@ -47,6 +47,7 @@ class ConfigError : public UserError {
   explicit ConfigError(const Diagnostics& diagnostics)
       : UserError(diagnostics.format()), diagnostics_(diagnostics) {}
   const Diagnostics& diagnostics() const { return diagnostics_; }
+  bool labelled() const override { return true; }  // format() labels every line "error:"
 
  private:
   Diagnostics diagnostics_;

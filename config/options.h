@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -146,7 +147,17 @@ class OptionSet {
                                             describe_yaml_value(value.node));
         return;
       }
-      if (auto problem = check_rule(rule, decoded)) {
+      if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+        // Every bad entry of a list, each where it is written.
+        bool bad = false;
+        for (const auto& item : value.node) {
+          if (auto problem = check_rule(rule, item.Scalar())) {
+            diagnostics.error(origin_of(item, value.origin.file), "'" + name + "' " + *problem);
+            bad = true;
+          }
+        }
+        if (bad) return;
+      } else if (auto problem = check_rule(rule, decoded)) {
         diagnostics.error(value.origin, "'" + name + "' " + *problem);
         return;
       }

@@ -9,6 +9,11 @@
 #include <random>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "common/error.h"
+#include "common/text.h"
+
 namespace trainyard {
 
 namespace {
@@ -227,6 +232,16 @@ std::optional<ExperimentRecord> Store::find_experiment(const std::string& name) 
   for (auto& e : experiments())
     if (e.name == name) return e;
   return std::nullopt;
+}
+
+ExperimentRecord Store::experiment_named(const std::string& name) {
+  if (auto found = find_experiment(name)) return *found;
+  std::vector<std::string> names;
+  for (const auto& e : experiments()) names.push_back(e.name);
+  const std::string guess = closest_match(name, names);
+  throw UserError(fmt::format("no experiment '{}' in {}{}; experiments: {}", name, path(),
+                              guess.empty() ? "" : " (did you mean '" + guess + "'?)",
+                              names.empty() ? "none yet" : join(names)));
 }
 
 std::vector<ExperimentRecord> Store::experiments() {

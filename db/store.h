@@ -87,6 +87,9 @@ class Store {
   int64_t upsert_experiment(const std::string& name, const std::string& file,
                             const std::string& description, const std::string& report_yaml);
   std::optional<ExperimentRecord> find_experiment(const std::string& name);
+  // The experiment called `name`; UserError naming the database, a "did you mean" and the
+  // experiments it has when there is none (what `runs -e` and `report -e` say alike).
+  ExperimentRecord experiment_named(const std::string& name);
   std::vector<ExperimentRecord> experiments();
 
   // The newest completed run of `experiment_id` with this config hash, if any.

@@ -1,5 +1,6 @@
 // The HTML report: one self-contained file (inline CSS and SVG; no scripts, fonts or network).
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -60,16 +61,41 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars) {
   return svg + "</svg>";
 }
 
-// The best completed value of `key` across rows, for highlighting.
+// A value within this share of the next best is not marked best: one run per variant cannot tell
+// a difference that small from run-to-run noise (timings on a shared machine, a few test samples).
+constexpr double kNoise = 0.05;
+
+// True when `row`'s `key` is peak memory of which the training state (parameters, gradients,
+// optimizer state) is under a tenth: the runtime (LibTorch, allocator caches) decides the figure,
+// not the technique, so it is not compared.
+bool dominated_by_runtime(const VariantRow& row, const MetricInfo& info) {
+  if (info.unit != MetricUnit::bytes || info.key.find("peak") == std::string::npos) return false;
+  double state = 0;
+  for (const char* key :
+       {metric::kParameterBytes, metric::kGradientBytes, metric::kOptimizerStateBytes}) {
+    auto it = row.metrics.find(key);
+    if (it != row.metrics.end()) state += it->second;
+  }
+  return state < 0.1 * row.metrics.at(info.key);
+}
+
+// The best completed value of `key` across rows, for highlighting — only when it stands out from
+// the next best beyond noise (kNoise), among at least two, on a figure the technique decides.
 std::optional<double> best_value(const ExperimentReport& section, const MetricInfo& info) {
-  std::optional<double> best;
-  if (info.better == Better::neither) return best;
+  if (info.better == Better::neither) return std::nullopt;
+  std::vector<double> values;
   for (const auto& row : section.rows) {
     auto it = row.metrics.find(info.key);
     if (row.status != RunStatus::completed || it == row.metrics.end()) continue;
-    if (!best || (info.better == Better::higher ? it->second > *best : it->second < *best))
-      best = it->second;
+    if (dominated_by_runtime(row, info)) return std::nullopt;
+    values.push_back(it->second);
   }
+  if (values.size() < 2) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  if (info.better == Better::higher) std::reverse(values.begin(), values.end());
+  const double best = values[0], next = values[1];
+  if (std::abs(best - next) <= kNoise * std::max(std::abs(best), std::abs(next)))
+    return std::nullopt;
   return best;
 }
 
@@ -98,7 +124,7 @@ std::string results_table(const ExperimentReport& section) {
         continue;
       }
       auto best = best_value(section, info);
-      bool is_best = best && *best == it->second && section.rows.size() > 1;
+      bool is_best = best && *best == it->second;
       html += fmt::format("<td{}>{}</td>", is_best ? R"( class="best")" : "",
                           html_escape(format_metric(info, it->second)));
     }

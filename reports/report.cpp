@@ -132,18 +132,7 @@ Report build_report(Store& store, const std::string& experiment_name,
   Report report;
   report.generated_at = utc_now();
   std::vector<ExperimentRecord> experiments = store.experiments();
-  if (!experiment_name.empty()) {
-    std::erase_if(experiments, [&](const auto& e) { return e.name != experiment_name; });
-    if (experiments.empty()) {
-      std::vector<std::string> names;
-      for (const auto& e : store.experiments()) names.push_back(e.name);
-      std::string guess = closest_match(experiment_name, names);
-      throw UserError(fmt::format("no experiment '{}' in {}{}; experiments: {}", experiment_name,
-                                  store.path(),
-                                  guess.empty() ? "" : " (did you mean '" + guess + "'?)",
-                                  names.empty() ? "none yet" : join(names)));
-    }
-  }
+  if (!experiment_name.empty()) experiments = {store.experiment_named(experiment_name)};
   for (const auto& experiment : experiments) {
     ExperimentReport section;
     section.experiment = experiment;

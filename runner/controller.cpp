@@ -87,9 +87,14 @@ void check_experiment_name_is_free(Store& store, const Experiment& experiment) {
 
 }  // namespace
 
+bool BatchSummary::nothing_ran() const {
+  return completed + already_completed + failed == 0 && skipped > 0;
+}
+
 int BatchSummary::exit_code() const {
   if (interrupted) return kExitInterrupted;
-  return failed > 0 ? kExitFailure : kExitOk;
+  if (failed > 0) return kExitFailure;
+  return nothing_ran() ? kExitNothingRan : kExitOk;
 }
 
 std::string git_revision_of(const std::string& path) {

@@ -22,6 +22,8 @@ struct BatchSummary {
   int skipped = 0;            // cannot run on this machine
   int failed = 0;
   bool interrupted = false;
+  // Every run was skipped because this machine cannot run it (one already completed is no skip).
+  bool nothing_ran() const;
   int exit_code() const;
 };
 

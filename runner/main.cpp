@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     const Failure failure = failure_of(std::current_exception());
     switch (failure.exit_code) {
       case kExitUserError:
-        fmt::print(stderr, "error: {}\n", failure.message);
+        fmt::print(stderr, "{}{}\n", failure.labelled ? "" : "error: ", failure.message);
         break;
       case kExitInterrupted:
         fmt::print(stderr, "{}\n", failure.message);

@@ -133,6 +133,15 @@ sweep:
   const std::string page = read_file(html);
   EXPECT_NE(page.find("Runs of other configurations"), std::string::npos);
   EXPECT_NE(page.find("train.epochs: 1 (the file: 2)"), std::string::npos);
+
+  // `runs` and `report` say the same of an experiment the database does not have.
+  Result runs = trainyard("runs --db " + db() + " -e trail");
+  Result report = trainyard("report --db " + db() + " -e trail -o " + html.string());
+  EXPECT_EQ(runs.exit_code, 2);
+  EXPECT_EQ(report.exit_code, 2);
+  EXPECT_NE(runs.output.find("no experiment 'trail' in"), std::string::npos) << runs.output;
+  EXPECT_NE(runs.output.find("(did you mean 'trial'?)"), std::string::npos) << runs.output;
+  EXPECT_EQ(runs.output, report.output);
 }
 
 TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {
@@ -145,6 +154,8 @@ TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {
   EXPECT_NE(run.output.find("bad.yaml:4:15: error: 'train.batch_size' must be ≥ 1, got -1"),
             std::string::npos);
   EXPECT_NE(run.output.find("2 errors"), std::string::npos);
+  EXPECT_EQ(run.output.find("error: " + file), std::string::npos)
+      << run.output;  // one "error:" each
   EXPECT_FALSE(fs::exists(db()));
   EXPECT_FALSE(fs::exists(dir.path() / "runs"));
 }
@@ -158,6 +169,42 @@ TEST_F(CliTest, DryRunPrintsTheResolvedRunsAndTouchesNothing) {
   EXPECT_FALSE(fs::exists(db()));
 }
 
+// A dry run shows each run by its differences from the baseline (whole with --verbose) and marks
+// the runs the database already holds as completed.
+TEST_F(CliTest, DryRunShowsDifferencesFromTheBaselineAndWhatAlreadyCompleted) {
+  const std::string file = dir.write("tiny.yaml", R"(
+name: tiny
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 32, val_size: 16, test_size: 16, num_classes: 4}
+train: {epochs: 1, batch_size: 16}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  variants:
+    - name: fp32
+    - name: bf16
+      set: {runtime.precision: bf16-mixed}
+)");
+  Result before = trainyard("run " + file + " --dry-run --db " + db());
+  EXPECT_EQ(before.exit_code, 0) << before.output;
+  EXPECT_NE(before.output.find("(baseline: fp32)"), std::string::npos) << before.output;
+  EXPECT_NE(before.output.find("  runtime.precision: bf16-mixed (baseline: 32-true)\n"),
+            std::string::npos)
+      << before.output;
+  EXPECT_EQ(before.output.find("already completed"), std::string::npos);
+  EXPECT_FALSE(fs::exists(db()));
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  Result after = trainyard("run " + file + " --dry-run --db " + db());
+  EXPECT_NE(after.output.find("the baseline [already completed as run 1: skipped unless --force]"),
+            std::string::npos)
+      << after.output;
+  EXPECT_NE(after.output.find("[already completed as run 2: skipped unless --force]"),
+            std::string::npos);
+  Result other = trainyard("run " + file + " --dry-run --set train.epochs=2 --db " + db());
+  EXPECT_EQ(other.output.find("already completed"), std::string::npos) << other.output;
+  Result verbose = trainyard("run " + file + " --dry-run --verbose --db " + db());
+  EXPECT_NE(verbose.output.find("precision: bf16-mixed\n"), std::string::npos) << verbose.output;
+}
+
 TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
   for (const char* file : {"experiments/vit_cifar10.yaml", "experiments/distilbert_imdb.yaml"}) {
     Result validate = trainyard(std::string("validate ") + source(file));
@@ -169,11 +216,12 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
   Store store(db());
   auto runs = store.runs("distilbert_imdb");
   ASSERT_EQ(runs.size(), 5u) << run.output;
-  if (runs[0].status ==
-      RunStatus::skipped) {  // no GPU here: every run (fp32 ... 4-GPU fsdp) is skipped
+  if (runs[0].status == RunStatus::skipped) {  // no GPU: every run (fp32 ... 4-GPU fsdp) skipped
     for (const auto& r : runs)
       EXPECT_EQ(r.error, "needs a CUDA device; this machine has none") << r.variant;
-    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(run.exit_code, 3) << run.output;  // nothing ran, and the batch says so
+    EXPECT_NE(run.output.find("nothing ran: every run was skipped"), std::string::npos)
+        << run.output;
   }
 }
 

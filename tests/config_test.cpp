@@ -393,5 +393,32 @@ TEST_F(ConfigTest, ResolvedConfigReadsBackToTheSameRun) {
   EXPECT_EQ(again.train.batch_size, e.runs[5].train.batch_size);
 }
 
+// YAML forbids a key twice in one mapping; yaml-cpp would keep the later one without a word.
+TEST_F(ConfigTest, AKeyGivenTwiceInOneMappingIsAnError) {
+  std::string text = kValid;
+  text.replace(text.find("  epochs: 2\n"), 12, "  epochs: 2\n  epochs: 5\n");
+  Diagnostics d = errors(text);
+  ASSERT_EQ(d.size(), 1u) << d.format();
+  EXPECT_EQ(d.items()[0].origin.line, 10);
+  EXPECT_TRUE(has(d, "key 'epochs' is given twice in this mapping (first at "));
+  EXPECT_TRUE(has(errors(std::string(kValid) + "sweep:\n  variants:\n    - {name: a, name: b}\n"),
+                  "key 'name' is given twice"));
+}
+
+TEST_F(ConfigTest, OverridesMayHaveSpacesAroundTheEqualsSign) {
+  EXPECT_EQ(load(kValid, {"train.epochs = 5"}).runs[0].train.epochs, 5);
+  EXPECT_EQ(load(kValid, {" train.epochs=6 "}).runs[0].train.epochs, 6);
+  EXPECT_TRUE(has(errors(kValid, {" = 5"}), "an override must look like key=value"));
+}
+
+// Every bad entry of a list is reported, each where it is written.
+TEST_F(ConfigTest, EveryBadEntryOfAListIsReported) {
+  Diagnostics d = errors(std::string(kValid) + "report:\n  metrics: [test_acc, speed, memory]\n");
+  ASSERT_EQ(d.size(), 2u) << d.format();
+  EXPECT_TRUE(has(d, "unknown value 'speed'"));
+  EXPECT_TRUE(has(d, "unknown value 'memory'"));
+  EXPECT_NE(d.items()[0].origin.column, d.items()[1].origin.column);
+}
+
 }  // namespace
 }  // namespace trainyard

@@ -83,6 +83,24 @@ TEST_F(ReportTest, RowsAreTheRunsOfTheConfigurationTheFileResolvesToNow) {
             std::string::npos);
 }
 
+// A value is marked best only when it stands out from the next best by more than 5%, and never on
+// peak memory that the runtime, not the training state, decides.
+TEST_F(ReportTest, BestIsMarkedOnlyBeyondNoise) {
+  auto best_cells = [&] {
+    const std::string page = render_html(build_report(store));
+    int count = 0;
+    for (size_t at = page.find(R"(<td class="best">)"); at != std::string::npos;
+         at = page.find(R"(<td class="best">)", at + 1))
+      ++count;
+    return count;
+  };
+  add_run("fp32", 0, RunStatus::completed, 100, 0.900);
+  add_run("bf16", 1, RunStatus::completed, 98, 0.902);  // 2% apart: noise
+  EXPECT_EQ(best_cells(), 0);
+  add_run("ddp", 2, RunStatus::completed, 40, 0.903);  // time and speedup stand out; accuracy does not
+  EXPECT_EQ(best_cells(), 2);
+}
+
 TEST_F(ReportTest, SpeedupIsBaselineTimeOverVariantTime) {
   add_run("fp32", 0, RunStatus::completed, 1122, 0.954);  // 18.7 min
   add_run("bf16", 1, RunStatus::completed, 384, 0.952);   // 6.4 min

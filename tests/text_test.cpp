@@ -14,6 +14,10 @@ TEST(TextTest, ClosestMatchAllowsTyposButNotStrangers) {
 
 TEST(TextTest, Formatting) {
   EXPECT_EQ(format_duration(4.25), "4.2s");
+  EXPECT_EQ(format_duration(0.042), "42 ms");
+  EXPECT_EQ(plural(1, "epoch"), "1 epoch");
+  EXPECT_EQ(plural(3, "epoch"), "3 epochs");
+  EXPECT_EQ(plural(2, "batch", "batches"), "2 batches");
   EXPECT_EQ(format_duration(125), "2m 05s");
   EXPECT_EQ(format_duration(3 * 3600 + 60 * 7), "3h 07m");
   EXPECT_EQ(format_bytes(512), "512 B");

@@ -125,6 +125,7 @@ int runs_command(const std::vector<std::string>& args) {
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
+  if (!experiment.empty()) store.experiment_named(experiment);  // UserError as `report -e` gives
   auto runs = store.runs(experiment);
   if (runs.empty()) {
     fmt::print("no runs{}\n", experiment.empty() ? "" : " for experiment '" + experiment + "'");

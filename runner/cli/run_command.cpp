@@ -2,6 +2,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
@@ -28,13 +29,51 @@ extern "C" void on_stop_signal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
-void print_dry_run(const Experiment& experiment) {
-  fmt::print("experiment '{}' from {}: {} run{}\n", experiment.name, experiment.file,
-             experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
+// --dry-run: each run's resolved config — the baseline's whole, the others' as their differences
+// from it (whole with --verbose) — and which runs the database already holds as completed.
+void print_dry_run(const Experiment& experiment, const std::string& db_path, bool verbose) {
+  std::optional<Store> store;  // read only when it exists: a dry run creates nothing
+  std::optional<int64_t> experiment_id;
+  if (fs::exists(db_path)) {
+    store.emplace(db_path);
+    if (auto record = store->find_experiment(experiment.name)) experiment_id = record->id;
+  }
+  const std::string& baseline_name = experiment.report.baseline.empty()
+                                         ? experiment.runs.front().variant
+                                         : experiment.report.baseline;
+  const RunSpec* baseline = &experiment.runs.front();
+  for (const auto& run : experiment.runs)
+    if (run.variant == baseline_name) baseline = &run;
+  const auto baseline_config = flat_config(baseline->config_yaml);
+  fmt::print("experiment '{}' from {}: {} run{} (baseline: {})\n", experiment.name, experiment.file,
+             experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s", baseline->variant);
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
-    fmt::print("\n--- run {}/{}: {} (config {})\n{}", i + 1, experiment.runs.size(), run.variant,
-               run.config_hash, run.config_yaml);
+    std::string done;
+    if (experiment_id)
+      if (auto id = store->find_completed_run(*experiment_id, run.config_hash))
+        done = fmt::format(" [already completed as run {}: skipped unless --force]", *id);
+    fmt::print("\n--- run {}/{}: {} (config {}){}{}\n", i + 1, experiment.runs.size(), run.variant,
+               run.config_hash, &run == baseline ? " — the baseline" : "", done);
+    if (verbose || &run == baseline) {
+      fmt::print("{}", run.config_yaml);
+      continue;
+    }
+    const auto config = flat_config(run.config_yaml);
+    int differences = 0;
+    for (const auto& [key, value] : config) {
+      auto it = baseline_config.find(key);
+      if (it != baseline_config.end() && it->second == value) continue;
+      fmt::print("  {}: {} (baseline: {})\n", key, value,
+                 it == baseline_config.end() ? "not set" : it->second);
+      ++differences;
+    }
+    for (const auto& [key, value] : baseline_config)
+      if (!config.count(key)) {
+        fmt::print("  {}: not set (baseline: {})\n", key, value);
+        ++differences;
+      }
+    if (differences == 0) fmt::print("  the same as the baseline\n");
   }
 }
 
@@ -50,7 +89,9 @@ int run_command(const std::vector<std::string>& args) {
       "override a key: --set train.epochs=1 (repeatable)")(
       "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
       "force", "rerun runs whose config already completed")(
-      "dry-run", "print the resolved runs and exit; touches nothing")(
+      "dry-run",
+      "print each run's differences from the baseline and whether it already completed; touches "
+      "nothing")("verbose", "with --dry-run: every run's whole resolved config")(
       "nnodes", po::value(&node.nnodes),
       "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
       "node-rank", po::value(&node.node_rank),
@@ -81,7 +122,7 @@ int run_command(const std::vector<std::string>& args) {
   // Validation comes first and writes nothing: a bad file leaves the database untouched.
   Experiment experiment = load_experiment(file, overrides, builtin_registry());
   if (vm.count("dry-run")) {
-    print_dry_run(experiment);
+    print_dry_run(experiment, db_path, vm.count("verbose") > 0);
     return kExitOk;
   }
 
@@ -103,6 +144,10 @@ int run_command(const std::vector<std::string>& args) {
   fmt::print(stderr, "\n{}: {} completed, {} already completed, {} skipped, {} failed{}\n",
              experiment.name, summary.completed, summary.already_completed, summary.skipped,
              summary.failed, summary.interrupted ? ", interrupted" : "");
+  if (summary.nothing_ran())
+    fmt::print(stderr,
+               "nothing ran: every run was skipped, as this machine cannot run it (exit {})\n",
+               kExitNothingRan);
   if (node.node_rank > 0)
     fmt::print("logs: {}\n", fs::absolute(log_dir).string());
   else

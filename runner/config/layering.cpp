@@ -69,6 +69,7 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
     return tree;
   }
   if (root.IsNull()) return tree;  // an empty file is an empty config
+  report_duplicate_keys(root, file, diagnostics);
   if (!root.IsMap()) {
     diagnostics.error(origin_of(root, file),
                       "an experiment file must be a mapping of sections (model, dataset, ...)");
@@ -115,11 +116,11 @@ ConfigTree read_experiment_file(const std::string& file, Diagnostics& diagnostic
 void apply_override(const std::string& text, ConfigTree& tree, Diagnostics& diagnostics) {
   Origin origin{"--set " + text, 0, 0};
   size_t equals = text.find('=');
-  if (equals == std::string::npos || equals == 0) {
+  if (equals == std::string::npos || trim(text.substr(0, equals)).empty()) {
     diagnostics.error(origin, "an override must look like key=value, e.g. --set train.epochs=1");
     return;
   }
-  std::string key = text.substr(0, equals);
+  const std::string key = trim(text.substr(0, equals));  // --set "train.epochs = 2" works too
   if (key_is_under(key, "sweep") || key == "extends") {
     diagnostics.error(
         origin, fmt::format("'{}' cannot be overridden from the command line; edit the file", key));

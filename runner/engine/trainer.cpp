@@ -255,9 +255,9 @@ void Trainer::setup_model_and_resume() {
   progress_ = read_trainer_state(resume);
   if (progress_.epoch > run_.train.epochs)
     throw UserError(
-        fmt::format("train.resume_from: {} has trained {} epochs, more than train.epochs ({}); "
+        fmt::format("train.resume_from: {} has trained {}, more than train.epochs ({}); "
                     "raise train.epochs",
-                    resume, progress_.epoch, run_.train.epochs));
+                    resume, plural(progress_.epoch, "epoch"), run_.train.epochs));
   load_model_state(resume, *model_);
   best_weights_ = load_best_weights(resume, *model_);
   step_ = progress_.step;
@@ -281,9 +281,9 @@ void Trainer::setup_optimization() {
   const std::string& resume = train.resume_from;
   if (!resume.empty()) {
     load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
-    log("resumed from {}: {} epochs and {} optimizer steps done (written by {} on {} rank{})",
-        resume, progress_.epoch, progress_.step, progress_.strategy, progress_.world_size,
-        progress_.world_size == 1 ? "" : "s");
+    log("resumed from {}: {} and {} done (written by {} on {})", resume,
+        plural(progress_.epoch, "epoch"), plural(progress_.step, "optimizer step"),
+        progress_.strategy, plural(progress_.world_size, "rank"));
     // The resumed weights are the best so far: keep a copy, as the uninterrupted run would have.
     if (train.checkpoint == "best" && best_weights_.empty() &&
         progress_.best_epoch == progress_.epoch && progress_.epoch < train.epochs)
@@ -323,8 +323,9 @@ void Trainer::log_setup(const DeviceInfo& device) const {
   log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
       run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
       data_.test->size(), data_.num_classes);
-  log("{} epochs x {} batches of {}, {} optimizer steps", run_.train.epochs, train_batches_,
-      run_.train.batch_size, total_steps_);
+  log("{} x {} of {}, {}", plural(run_.train.epochs, "epoch"),
+      plural(train_batches_, "batch", "batches"), run_.train.batch_size,
+      plural(total_steps_, "optimizer step"));
 }
 
 // --- fit -----------------------------------------------------------------------------------------
