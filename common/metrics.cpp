@@ -6,6 +6,26 @@
 
 namespace trainyard {
 
+const char* describe_unit(MetricUnit unit) {
+  switch (unit) {
+    case MetricUnit::seconds:
+      return "seconds";
+    case MetricUnit::bytes:
+      return "bytes";
+    case MetricUnit::fraction:
+      return "a fraction (0-1)";
+    case MetricUnit::count:
+      return "a count";
+    case MetricUnit::per_second:
+      return "per second";
+    case MetricUnit::plain:
+      return "a number";
+    case MetricUnit::ratio:
+      return "a ratio (x)";
+  }
+  return "?";
+}
+
 const std::vector<MetricInfo>& metric_vocabulary() {
   using enum MetricUnit;
   using B = Better;

@@ -34,6 +34,9 @@ std::vector<std::string> metric_keys(MetricScope scope);
 // "95.4%", "2m 05s", "1.2 GiB", "1,234.5/s".
 std::string format_metric(const MetricInfo& metric, double value);
 
+// What a stored value of `unit` is: "seconds", "bytes", "a fraction (0-1)", ...
+const char* describe_unit(MetricUnit unit);
+
 // Keys the engine writes; spelled once here so a typo is a compile error, not a silent new metric.
 namespace metric {
 inline constexpr const char* kTrainLoss = "train_loss";

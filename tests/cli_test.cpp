@@ -264,6 +264,20 @@ TEST_F(CliTest, ValidateListAndHelp) {
     EXPECT_NE(list.output.find(name), std::string::npos) << name;
   EXPECT_NE(list.output.find("reshard_after_forward"), std::string::npos);  // fsdp's options
 
+  // Every section, with types, defaults and ranges; the metrics with their units.
+  for (const char* key : {"section train:", "section runtime:", "section report:", "section sweep:",
+                          "sync_debug", "baseline", "grid", "test_acc"})
+    EXPECT_NE(list.output.find(key), std::string::npos) << key;
+  Result train = trainyard("list train");
+  EXPECT_NE(train.output.find(
+                "epochs               int     3          passes over the training split [≥ 1]"),
+            std::string::npos)
+      << train.output;
+  Result metrics = trainyard("list metrics");
+  EXPECT_NE(metrics.output.find("test_acc"), std::string::npos);
+  EXPECT_NE(metrics.output.find("a fraction (0-1)"), std::string::npos);
+  EXPECT_NE(metrics.output.find("peak_memory_bytes                bytes"), std::string::npos)
+      << metrics.output;
   EXPECT_EQ(trainyard("list modle").exit_code, 2);
   Result strategies = trainyard("list strategies");  // the plural names the kind too
   EXPECT_EQ(strategies.exit_code, 0);

@@ -63,44 +63,86 @@ int validate_command(const std::vector<std::string>& args) {
   return failures ? kExitUserError : kExitOk;
 }
 
+namespace {
+
+void print_options(const std::vector<OptionInfo>& options) {
+  for (const auto& option : options)
+    fmt::print("      {:<20} {:<7} {:<10} {}{}\n", option.key, option.type,
+               option.default_value.empty() ? "-" : option.default_value, option.help,
+               option.rule.empty() ? "" : " [" + option.rule + "]");
+}
+
+// The sections of an experiment file that are not components: their options, declared once.
+struct Section {
+  const char* name;
+  const char* help;
+  std::vector<OptionInfo> options;
+};
+
+std::vector<Section> sections() {
+  return {
+      {"train", "how a run trains; train.optimizer and train.scheduler name components",
+       train_option_set().describe()},
+      {"runtime", "where and how a run executes; runtime.strategy names a component",
+       runtime_option_set().describe()},
+      {"report", "how the experiment's section of a report looks", report_option_set().describe()},
+      {"sweep",
+       "the variants to compare",
+       {{"variants", "list", "", "",
+         "named variants: [{name: bf16, set: {runtime.precision: bf16-mixed}}, ...]; each sets "
+         "dotted "
+         "keys of model, dataset, train, runtime"},
+        {"grid", "map", "", "",
+         "dotted key -> list of values; every combination, times every variant "
+         "(grid: {train.batch_size: [16, 32]})"}}},
+  };
+}
+
+void print_metrics() {
+  fmt::print("metrics (the keys of the database, the console and the reports)\n");
+  for (const auto& metric : metric_vocabulary())
+    fmt::print("  {:<32} {:<18} {:<7} {}\n", metric.key, describe_unit(metric.unit),
+               metric.scope == MetricScope::epoch   ? "epoch"
+               : metric.scope == MetricScope::final ? "final"
+                                                    : "derived",
+               metric.help);
+}
+
+}  // namespace
+
 int list_command(const std::vector<std::string>& args) {
   po::options_description options(
-      "trainyard list [KIND] [options]\n  KIND: model, dataset, optimizer, scheduler, precision or "
-      "strategy");
-  std::string kind_filter;
-  options.add_options()("help,h", "show this help")("kind", po::value(&kind_filter),
-                                                    "kind to list");
+      "trainyard list [WHAT] [options]\n  WHAT: a component kind (model, dataset, optimizer, "
+      "scheduler, precision, strategy), a section (train, runtime, report, sweep) or metrics");
+  std::string filter;
+  options.add_options()("help,h", "show this help")("what", po::value(&filter), "what to list");
   po::positional_options_description positional;
-  positional.add("kind", 1);
+  positional.add("what", 1);
   po::variables_map vm;
   if (!parse_command_line(args, options, positional, vm)) return kExitOk;
 
   const Registry& registry = builtin_registry();
-  std::vector<std::string> kind_names;
-  for (auto kind : all_component_kinds()) kind_names.push_back(to_string(kind));
+  std::vector<std::string> names;
+  for (auto kind : all_component_kinds()) names.push_back(to_string(kind));
   // The plural names the same kind: `list models`, `list strategies`.
-  for (const auto& name : kind_names)
-    if (kind_filter == name + "s" ||
-        (name.back() == 'y' && kind_filter == name.substr(0, name.size() - 1) + "ies"))
-      kind_filter = name;
-  if (!kind_filter.empty() &&
-      std::find(kind_names.begin(), kind_names.end(), kind_filter) == kind_names.end()) {
-    std::string guess = closest_match(kind_filter, kind_names);
-    throw UserError(fmt::format("list: unknown kind '{}'{}; kinds: {}", kind_filter,
+  for (const auto& name : names)
+    if (filter == name + "s" ||
+        (name.back() == 'y' && filter == name.substr(0, name.size() - 1) + "ies"))
+      filter = name;
+  for (const auto& section : sections()) names.push_back(section.name);
+  names.push_back("metrics");
+  if (!filter.empty() && std::find(names.begin(), names.end(), filter) == names.end()) {
+    std::string guess = closest_match(filter, names);
+    throw UserError(fmt::format("list: unknown kind '{}'{}; kinds: {}", filter,
                                 guess.empty() ? "" : " (did you mean '" + guess + "'?)",
-                                join(kind_names)));
+                                join(names)));
   }
+  auto wanted = [&](const std::string& name) { return filter.empty() || filter == name; };
   for (auto kind : all_component_kinds()) {
-    if (!kind_filter.empty() && kind_filter != to_string(kind)) continue;
+    if (!wanted(to_string(kind))) continue;
     std::string heading = to_string(kind);
     heading = heading.back() == 'y' ? heading.substr(0, heading.size() - 1) + "ies" : heading + "s";
     fmt::print("{}\n", heading);
-    auto print_options = [](const std::vector<OptionInfo>& options) {
-      for (const auto& option : options)
-        fmt::print("      {:<20} {:<7} {:<10} {}{}\n", option.key, option.type,
-                   option.default_value.empty() ? "-" : option.default_value, option.help,
-                   option.rule.empty() ? "" : " [" + option.rule + "]");
-    };
     for (const auto* entry : registry.entries(kind)) {
       fmt::print("  {:<18} {}\n", entry->name, entry->help);
       print_options(entry->options);
@@ -111,6 +153,13 @@ int list_command(const std::vector<std::string>& args) {
     }
     fmt::print("\n");
   }
+  for (const auto& section : sections()) {
+    if (!wanted(section.name)) continue;
+    fmt::print("section {}: {}\n", section.name, section.help);
+    print_options(section.options);
+    fmt::print("\n");
+  }
+  if (wanted("metrics")) print_metrics();
   return kExitOk;
 }
 
