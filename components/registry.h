@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -25,11 +26,18 @@ const std::vector<ComponentKind>& all_component_kinds();
 // the controller and the engine ask these instead of comparing names. Each component declares its
 // own when it registers (a function of its decoded options); what does not apply to a kind stays 0.
 struct Capabilities {
-  bool multi_process = false;  // strategy: one process per device (the launcher starts ranks)
-  bool steps_on_device =
-      false;                  // optimizer: step and learning rate stay on the device (CUDA graphs)
+  // strategy: one process per device (the launcher starts ranks)
+  bool multi_process = false;
+  // optimizer: its step and learning rate stay on the device (what CUDA graphs need)
+  bool steps_on_device = false;
   int64_t image_size = 0;     // model: the input resolution images are resized to; 0: no images
   int64_t max_positions = 0;  // model: the longest sequence it reads; 0: no sequences
+  int64_t num_classes = 0;    // model: classes of its head; dataset: of its labels; 0: unknown
+  int64_t vocab_size = 0;     // model: token embeddings; dataset: its tokenizer's; 0: none/unknown
+  int64_t max_length = 0;     // dataset: the longest sequence it yields; 0: no sequences
+  // What is wrong with the files the options name, found without building the component (a
+  // missing root, a folder without its expected files): option key -> the problem and its fix.
+  std::vector<std::pair<std::string, std::string>> problems{};
 };
 
 // A component chosen by name, with its resolved options (every option, defaults included) and

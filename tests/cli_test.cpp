@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -160,6 +161,44 @@ TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {
   EXPECT_FALSE(fs::exists(dir.path() / "runs"));
 }
 
+// Everything that can be known without training is reported by validate, all at once, where it
+// is written: model against dataset (classes, vocabulary, sequence length), missing data, a
+// missing vocabulary, missing weights.
+TEST_F(CliTest, ValidateCatchesEveryStaticMistakeAtOnce) {
+  const std::string file = dir.write("mistakes.yaml", R"(
+name: mistakes
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 10, weights: /no/such/vit.safetensors}
+dataset: {name: synthetic-images, num_classes: 4}
+runtime: {accelerator: cpu}
+sweep:
+  variants:
+    - name: images
+    - name: text
+      set:
+        model: {name: distilbert, layers: 1, dim: 16, heads: 2, hidden_dim: 16, max_positions: 64, vocab_size: 100, num_classes: 2}
+        dataset: {name: synthetic-text, vocab_size: 1000, max_length: 128}
+    - name: imdb
+      set:
+        model: {name: distilbert, num_classes: 2}
+        dataset: {name: imdb, root: /no/such/aclImdb, vocab: /no/such/vocab.txt}
+)");
+  Result validate = trainyard("validate " + file);
+  EXPECT_EQ(validate.exit_code, 2);
+  for (const char* expected :
+       {"mistakes.yaml:3:108: error: model.num_classes is 10 but dataset synthetic-images has 4 "
+        "classes; set model.num_classes: 4",
+        "mistakes.yaml:3:121: error: model.weights: no such file '/no/such/vit.safetensors'",
+        "error: model.vocab_size is 100 but the dataset's vocabulary has 1000 tokens; set "
+        "model.vocab_size: 1000",
+        "error: dataset.max_length 128 is longer than the model's max_positions 64",
+        "error: imdb: no such folder '/no/such/aclImdb'",
+        "error: imdb: cannot read the vocabulary '/no/such/vocab.txt'", "6 errors"})
+    EXPECT_NE(validate.output.find(expected), std::string::npos) << expected << "\n"
+                                                                 << validate.output;
+  EXPECT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 2);
+  EXPECT_FALSE(fs::exists(db()));
+}
+
 TEST_F(CliTest, DryRunPrintsTheResolvedRunsAndTouchesNothing) {
   Result run = trainyard("run " + source("experiments/quickstart.yaml") +
                          " --dry-run --set train.epochs=1 --db " + db());
@@ -205,14 +244,43 @@ sweep:
   EXPECT_NE(verbose.output.find("precision: bf16-mixed\n"), std::string::npos) << verbose.output;
 }
 
+// The data and weights as files on disk (empty: validation looks for them, it does not read them).
+std::string fake_study_files(const testing::TempDir& dir) {
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
+    dir.write(std::string("cifar-10-batches-bin/") + name, "");
+  for (const char* folder : {"train/pos", "train/neg", "test/pos", "test/neg"})
+    fs::create_directories(dir.path() / "aclImdb" / folder);
+  dir.write("vit_b_16.safetensors", "");
+  dir.write("distilbert/model.safetensors", "");
+  dir.write("distilbert/vocab.txt", read_file(source("tests/fixtures/vocab.txt")));
+  const std::string d = dir.path().string();
+  return " --set dataset.root=" + d + "/cifar-10-batches-bin --set model.weights=" + d +
+         "/vit_b_16.safetensors";
+}
+
+// As shipped, the reference studies' files name placeholder paths: validation says which, all at
+// once. With the files in place they validate, and on a machine without a GPU every run is skipped.
 TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
-  for (const char* file : {"experiments/vit_cifar10.yaml", "experiments/distilbert_imdb.yaml"}) {
-    Result validate = trainyard(std::string("validate ") + source(file));
-    EXPECT_EQ(validate.exit_code, 0) << validate.output;
-    EXPECT_NE(validate.output.find("5 runs"), std::string::npos) << validate.output;
-  }
+  Result placeholders = trainyard("validate " + source("experiments/vit_cifar10.yaml"));
+  EXPECT_EQ(placeholders.exit_code, 2);
+  EXPECT_NE(placeholders.output.find("cifar10: no such folder '/path/to/cifar-10-batches-bin'"),
+            std::string::npos)
+      << placeholders.output;
+  EXPECT_NE(placeholders.output.find("model.weights: no such file '/path/to/vit_b_16.safetensors'"),
+            std::string::npos);
+  const std::string vit_files = fake_study_files(dir), d = dir.path().string();
+  const std::string imdb_files = " --set dataset.root=" + d + "/aclImdb --set dataset.vocab=" + d +
+                                 "/distilbert/vocab.txt --set model.weights=" + d +
+                                 "/distilbert/model.safetensors";
+  Result vit = trainyard("validate " + source("experiments/vit_cifar10.yaml") + vit_files);
+  EXPECT_EQ(vit.exit_code, 0) << vit.output;
+  EXPECT_NE(vit.output.find("5 runs"), std::string::npos) << vit.output;
+  Result bert = trainyard("validate " + source("experiments/distilbert_imdb.yaml") + imdb_files);
+  EXPECT_EQ(bert.exit_code, 0) << bert.output;
+  EXPECT_NE(bert.output.find("5 runs"), std::string::npos) << bert.output;
   Result run = trainyard("run " + source("experiments/distilbert_imdb.yaml") + " --db " + db() +
-                         " --set runtime.accelerator=cuda");
+                         " --set runtime.accelerator=cuda" + imdb_files);
   Store store(db());
   auto runs = store.runs("distilbert_imdb");
   ASSERT_EQ(runs.size(), 5u) << run.output;
@@ -228,6 +296,17 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
 // The benchmarks' experiment files run where device time is scarce: a file that no longer validates
 // must fail here, not in the one GPU call of a session.
 TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
+  // bench/gpu.sh writes a small CIFAR-10 here before sync_check.yaml runs; the same, in the same
+  // format (random pixels, 20 images a file), so that validation finds it.
+  const fs::path cifar("/tmp/trainyard-bench/cifar-10-batches-bin");
+  fs::create_directories(cifar);
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"}) {
+    if (fs::exists(cifar / name)) continue;
+    std::ofstream out(cifar / name, std::ios::binary);
+    for (int image = 0; image < 20; ++image)
+      out << static_cast<char>(image % 10) << std::string(3072, '\x40');
+  }
   std::map<std::string, int> runs = {{"gpu/vit_throughput.yaml", 12},
                                      {"gpu/distilbert_throughput.yaml", 12},
                                      {"gpu/sync_check.yaml", 5},

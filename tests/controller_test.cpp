@@ -26,8 +26,13 @@ using testing::trainyard;
 
 class ControllerTest : public testing::CliTest {};
 
+// A CIFAR-10 folder whose files are all there (validation passes) but truncated: the run that
+// reads them fails, is recorded with the reason, and the batch goes on.
 TEST_F(ControllerTest, FailingRunIsRecordedAndTheBatchGoesOn) {
-  std::string file = dir.write("mixed.yaml", R"(
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
+    dir.write(std::string("truncated-cifar/") + name, std::string(100, 'x'));
+  std::string yaml = R"(
 name: mixed
 model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 10}
 dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32}
@@ -36,18 +41,21 @@ runtime: {accelerator: cpu}
 sweep:
   variants:
     - name: broken
-      set: {dataset: {name: cifar10, root: /no/such/cifar}}
+      set: {dataset: {name: cifar10, root: TRUNCATED}}
     - name: gpu
       set: {runtime.accelerator: cuda}
     - name: fine
-)");
+)";
+  yaml.replace(yaml.find("TRUNCATED"), 9, (dir.path() / "truncated-cifar").string());
+  const std::string file = dir.write("mixed.yaml", yaml);
   Result run = trainyard("run " + file + " --db " + db());
   EXPECT_EQ(run.exit_code, 1) << run.output;
   Store store(db());
   auto runs = store.runs("mixed");
   ASSERT_EQ(runs.size(), 3u);
   EXPECT_EQ(runs[0].status, RunStatus::failed);
-  EXPECT_NE(runs[0].error.find("cifar10: no such folder '/no/such/cifar'"), std::string::npos)
+  EXPECT_NE(runs[0].error.find("data_batch_1.bin: 100 bytes is not a whole number"),
+            std::string::npos)
       << runs[0].error;
   EXPECT_EQ(runs[1].variant, "gpu");
   if (runs[1].status == RunStatus::skipped) {

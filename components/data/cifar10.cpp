@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "components/data/image_batch.h"
 
 namespace trainyard {
@@ -37,6 +38,27 @@ std::string data_hint(const std::string& root) {
       "version (cifar-10-binary.tar.gz), holding data_batch_1.bin ... data_batch_5.bin and "
       "test_batch.bin",
       root);
+}
+
+// What validation can know of a CIFAR-10 root without reading it: its ten classes, and whether
+// the folder and its six files are there.
+Capabilities describe_cifar10(const Cifar10Options& o) {
+  namespace fs = std::filesystem;
+  Capabilities capabilities{.num_classes = kClasses};
+  std::error_code ec;
+  if (!fs::is_directory(o.root, ec)) {
+    capabilities.problems.emplace_back(
+        "root", fmt::format("cifar10: no such folder '{}'; {}", o.root, data_hint(o.root)));
+    return capabilities;
+  }
+  std::vector<std::string> missing;
+  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
+    if (!fs::exists(fs::path(o.root) / name, ec)) missing.push_back(name);
+  if (!missing.empty())
+    capabilities.problems.emplace_back("root", fmt::format("cifar10: '{}' lacks {}; {}", o.root,
+                                                           join(missing), data_hint(o.root)));
+  return capabilities;
 }
 
 }  // namespace
@@ -89,7 +111,8 @@ void register_cifar10(Registry& registry) {
            one_of({"none", "flip", "crop-flip"}));
   registry.add<DataSplits(const DataContext&)>(
       ComponentKind::dataset, "cifar10", "CIFAR-10, binary version; the reference studies' split",
-      options, [](const Cifar10Options& o, const DataContext& context) {
+      options,
+      [](const Cifar10Options& o, const DataContext& context) {
         namespace fs = std::filesystem;
         std::error_code ec;
         if (!fs::is_directory(o.root, ec))
@@ -129,7 +152,8 @@ void register_cifar10(Registry& registry) {
         splits.train_transform = image_transform(image, /*training=*/true);
         splits.eval_transform = image_transform(image, /*training=*/false);
         return splits;
-      });
+      },
+      describe_cifar10);
 }
 
 }  // namespace trainyard

@@ -133,6 +133,23 @@ void register_imagefolder(Registry& registry) {
         splits.train_transform = image_transform(image, true);
         splits.eval_transform = image_transform(image, false);
         return splits;
+      },
+      [](const ImageFolderOptions& o) {
+        // Validation's view: the train/ and val/ folders, and as many classes as train/ has
+        // folders.
+        const fs::path root(o.root);
+        std::error_code ec;
+        Capabilities capabilities;
+        for (const char* split : {"train", "val"})
+          if (!fs::is_directory(root / split, ec))
+            capabilities.problems.emplace_back(
+                "root", fmt::format("imagefolder: missing folder {}; dataset.root must hold "
+                                    "train/<class>/ and val/<class>/ folders of images",
+                                    (root / split).string()));
+        if (capabilities.problems.empty())
+          for (const auto& entry : fs::directory_iterator(root / "train", ec))
+            if (entry.is_directory()) ++capabilities.num_classes;
+        return capabilities;
       });
 }
 

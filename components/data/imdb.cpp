@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "components/data/text_batch.h"
 #include "components/text/wordpiece.h"
 #include "components/weights/safetensors.h"
@@ -28,6 +29,35 @@ std::string layout_hint(const std::string& root) {
       "dataset.root ('{}') must be the aclImdb folder of the IMDB dataset (aclImdb_v1.tar.gz), "
       "holding train/pos, train/neg, test/pos and test/neg",
       root);
+}
+
+// What validation can know without tokenising: two classes, the vocabulary's size (its lines), the
+// longest sequence, and whether the root's four folders and the vocabulary file are there.
+Capabilities describe_imdb(const ImdbOptions& o) {
+  Capabilities capabilities{.num_classes = 2, .max_length = o.max_length};
+  std::error_code ec;
+  if (!fs::is_directory(o.root, ec)) {
+    capabilities.problems.emplace_back(
+        "root", fmt::format("imdb: no such folder '{}'; {}", o.root, layout_hint(o.root)));
+  } else {
+    std::vector<std::string> missing;
+    for (const char* folder : {"train/pos", "train/neg", "test/pos", "test/neg"})
+      if (!fs::is_directory(fs::path(o.root) / folder, ec)) missing.push_back(folder);
+    if (!missing.empty())
+      capabilities.problems.emplace_back("root", fmt::format("imdb: '{}' lacks {}; {}", o.root,
+                                                             join(missing), layout_hint(o.root)));
+  }
+  std::ifstream vocab(o.vocab);
+  if (!vocab || fs::is_directory(o.vocab, ec)) {
+    capabilities.problems.emplace_back(
+        "vocab", fmt::format("imdb: cannot read the vocabulary '{}'; dataset.vocab must be the "
+                             "model's vocab.txt (one WordPiece token a line)",
+                             o.vocab));
+    return capabilities;
+  }
+  std::string line;
+  while (std::getline(vocab, line)) ++capabilities.vocab_size;
+  return capabilities;
 }
 
 // The studies' order: test/pos, test/neg, train/pos, train/neg, each sorted by file name.
@@ -226,7 +256,8 @@ void register_imdb(Registry& registry) {
         splits.num_classes = 2;
         splits.vocab_size = tokenizer.vocab_size();
         return splits;
-      });
+      },
+      describe_imdb);
 }
 
 }  // namespace trainyard

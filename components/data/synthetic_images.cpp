@@ -70,7 +70,8 @@ void register_synthetic_images(Registry& registry) {
         splits.train_transform = splits.eval_transform =
             image_transform({side, "none", "none"}, false);
         return splits;
-      });
+      },
+      [](const SyntheticImagesOptions& o) { return Capabilities{.num_classes = o.num_classes}; });
 }
 
 }  // namespace trainyard

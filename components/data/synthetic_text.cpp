@@ -74,6 +74,10 @@ void register_synthetic_text(Registry& registry) {
         splits.num_classes = o.num_classes;
         splits.vocab_size = o.vocab_size;
         return splits;
+      },
+      [](const SyntheticTextOptions& o) {
+        return Capabilities{
+            .num_classes = o.num_classes, .vocab_size = o.vocab_size, .max_length = o.max_length};
       });
 }
 

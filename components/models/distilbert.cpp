@@ -227,7 +227,11 @@ void register_distilbert(Registry& registry) {
                           "; set model.vocab_size: " + std::to_string(context.vocab_size));
         return std::make_shared<DistilBertClassifier>(o);
       },
-      [](const DistilBertOptions& o) { return Capabilities{.max_positions = o.max_positions}; });
+      [](const DistilBertOptions& o) {
+        return Capabilities{.max_positions = o.max_positions,
+                            .num_classes = o.num_classes,
+                            .vocab_size = o.vocab_size};
+      });
 }
 
 }  // namespace trainyard

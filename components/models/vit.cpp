@@ -249,7 +249,9 @@ void register_vit(Registry& registry) {
               " classes; set model.num_classes: " + std::to_string(context.num_classes));
         return std::make_shared<VisionTransformer>(o);
       },
-      [](const VitOptions& o) { return Capabilities{.image_size = o.image_size}; });
+      [](const VitOptions& o) {
+        return Capabilities{.image_size = o.image_size, .num_classes = o.num_classes};
+      });
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

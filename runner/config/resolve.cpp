@@ -1,5 +1,7 @@
 #include "runner/config/resolve.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "common/text.h"
@@ -33,7 +35,14 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
   if (entry == nullptr) return;
   const size_t before = diagnostics.size();
   choice.options = entry->resolve(options, path, origin, section.reserved, diagnostics);
-  if (diagnostics.size() == before) choice.capabilities = entry->capabilities(choice.options);
+  if (diagnostics.size() == before) {
+    choice.capabilities = entry->capabilities(choice.options);
+    // Files the options name that are missing or incomplete: known now, not one failed run later.
+    for (const auto& [key, problem] : choice.capabilities.problems) {
+      const ConfigValue* written = tree.find(path + "." + key);
+      diagnostics.error(written ? written->origin : origin, problem);
+    }
+  }
   resolved.set(path + ".name", {YAML::Node(choice.name), origin, origin});
   for (const auto& [key, value] : choice.options.entries()) resolved.set(path + "." + key, value);
 }
@@ -65,6 +74,39 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
            "needs the fused adam or adamw (their steps and learning rate stay on the device)");
 }
 
+// The model against its dataset and weights, as far as they are known without building them.
+void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
+                              Diagnostics& diagnostics) {
+  const Capabilities& model = run.model.capabilities;
+  const Capabilities& data = run.dataset.capabilities;
+  if (model.num_classes > 0 && data.num_classes > 0 && model.num_classes != data.num_classes)
+    diagnostics.error(
+        origin_of_key(tree, "model.num_classes", fallback),
+        fmt::format("model.num_classes is {} but dataset {} has {} classes; set "
+                    "model.num_classes: {}",
+                    model.num_classes, run.dataset.name, data.num_classes, data.num_classes));
+  if (model.vocab_size > 0 && data.vocab_size > model.vocab_size)
+    diagnostics.error(
+        origin_of_key(tree, "model.vocab_size", fallback),
+        fmt::format("model.vocab_size is {} but the dataset's vocabulary has {} tokens; "
+                    "set model.vocab_size: {}",
+                    model.vocab_size, data.vocab_size, data.vocab_size));
+  if (model.max_positions > 0 && data.max_length > model.max_positions)
+    diagnostics.error(
+        origin_of_key(tree, "dataset.max_length", fallback),
+        fmt::format("dataset.max_length {} is longer than the model's max_positions {}; "
+                    "lower dataset.max_length or raise model.max_positions",
+                    data.max_length, model.max_positions));
+  std::error_code ec;
+  const std::string& weights = run.weights.weights;
+  if (!weights.empty() && (!std::filesystem::is_regular_file(weights, ec)))
+    diagnostics.error(
+        origin_of_key(tree, "model.weights", fallback),
+        fmt::format("model.weights: no such file '{}'; name a safetensors file (README, "
+                    "\"Data and weights\"), or remove the key for random initialisation",
+                    weights));
+}
+
 // The rules that span sections: combinations that cannot work, refused with the fix. `runtime_ok`:
 // the runtime section (precision, strategy, ...) resolved without a problem, so its rules can be
 // checked.
@@ -75,6 +117,7 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
         origin_of_key(tree, "train.resume_from", fallback),
         "train.resume_from and model.weights both say where the weights come from; the training "
         "state folder holds them: remove model.weights");
+  check_model_against_data(run, tree, fallback, diagnostics);
   if (!runtime_ok) return;
   // In float16 parameters Adam's default eps (1e-8) rounds to 0, and the first step divides zero by
   // zero.
