@@ -372,6 +372,21 @@ void Store::end_run(int64_t run_id, RunStatus status, const std::string& error) 
       .run();
 }
 
+void Store::remove_runs(const std::vector<int64_t>& run_ids) {
+  sql::Transaction transaction(db_);
+  for (const char* table :
+       {"epoch_metrics", "final_metrics", "run_attributes", "run_params", "runs"}) {
+    auto s = db_.prepare(std::string("DELETE FROM ") + table +
+                         (std::string(table) == "runs" ? " WHERE id = ?" : " WHERE run_id = ?"));
+    for (int64_t id : run_ids) {
+      s.bind(1, id).run();
+      s.reset();
+    }
+  }
+  db_.exec("DELETE FROM experiments WHERE id NOT IN (SELECT experiment_id FROM runs)");
+  transaction.commit();
+}
+
 int Store::mark_orphaned_runs_interrupted() {
   std::vector<int64_t> orphans;
   auto s =

@@ -113,6 +113,9 @@ class Store {
   // Runs, oldest first; of one experiment when `experiment` is not empty.
   std::vector<RunRecord> runs(const std::string& experiment = "");
   std::optional<RunRecord> run(int64_t run_id);
+  // Removes the runs and everything recorded of them (metrics, attributes, params), in one
+  // transaction; an experiment left without runs goes too. Their files are the caller's.
+  void remove_runs(const std::vector<int64_t>& run_ids);
   std::map<std::string, double> final_metrics(int64_t run_id);
   std::vector<EpochRow> epoch_metrics(int64_t run_id);
 

@@ -143,6 +143,27 @@ sweep:
   EXPECT_NE(runs.output.find("no experiment 'trail' in"), std::string::npos) << runs.output;
   EXPECT_NE(runs.output.find("(did you mean 'trial'?)"), std::string::npos) << runs.output;
   EXPECT_EQ(runs.output, report.output);
+
+  // The smoke test's runs removed, with their files: first said, then (with --yes) done.
+  Store store(db());
+  const RunRecord smoke = store.runs("trial")[0];
+  const std::string weights = store.attributes(smoke.id).at("weights_path");
+  Result plan = trainyard("rm --db " + db() + " -e trial --id 1 --id 2");
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("2 runs and 8 files would be removed"), std::string::npos)
+      << plan.output;
+  EXPECT_TRUE(fs::exists(smoke.environment.log_path));
+  EXPECT_EQ(store.runs("trial").size(), 4u);
+  Result removed = trainyard("rm --db " + db() + " -e trial --id 1 --id 2 --yes");
+  EXPECT_EQ(removed.exit_code, 0) << removed.output;
+  EXPECT_NE(removed.output.find("removed 2 runs and 8 files"), std::string::npos) << removed.output;
+  EXPECT_FALSE(fs::exists(smoke.environment.log_path));
+  EXPECT_FALSE(fs::exists(weights));
+  const auto left = store.runs("trial");
+  ASSERT_EQ(left.size(), 2u);
+  for (const auto& run : left) EXPECT_TRUE(fs::exists(run.environment.log_path));
+  EXPECT_TRUE(store.params(smoke.id).empty());
+  EXPECT_EQ(trainyard("rm --db " + db() + " --status bogus").exit_code, 2);
 }
 
 TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {

@@ -27,6 +27,7 @@ const std::vector<Command>& commands() {
       {"list", "list the registered components and their options", list_command},
       {"runs", "list the runs in the database", runs_command},
       {"report", "write the results as an HTML, Markdown or CSV report", report_command},
+      {"rm", "remove runs (by id, experiment, variant or status) with their files", rm_command},
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
   };
   return table;

@@ -22,6 +22,7 @@ int validate_command(const std::vector<std::string>& args);
 int list_command(const std::vector<std::string>& args);
 int runs_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
+int rm_command(const std::vector<std::string>& args);
 int worker_command(const std::vector<std::string>& args);
 
 // The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.

@@ -1,0 +1,138 @@
+// `trainyard rm`: removes runs — by id, experiment, variant or status — from the database with the
+// files they wrote (logs, resolved config, weights, training state). It first says what it would
+// remove; only --yes removes it. The database rows go in one transaction, then the files.
+#include <ftw.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "db/store.h"
+#include "runner/cli/commands.h"
+#include "runner/cli/options.h"
+
+namespace trainyard {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The files and folders run `run` wrote: <stem>.log, <stem>-rank<R>.log, <stem>.yaml, and the
+// weights and state it recorded.
+std::vector<std::string> files_of(Store& store, const RunRecord& run) {
+  std::vector<std::string> files;
+  const std::string& log = run.environment.log_path;
+  if (log.empty()) return files;  // never started: nothing written
+  const fs::path stem = fs::path(log).replace_extension();
+  std::error_code ec;
+  for (const std::string suffix : {".log", ".yaml"})
+    if (fs::exists(stem.string() + suffix, ec)) files.push_back(stem.string() + suffix);
+  const std::string rank_prefix = stem.filename().string() + "-rank";
+  for (const auto& entry : fs::directory_iterator(stem.parent_path(), ec))
+    if (entry.path().filename().string().starts_with(rank_prefix))
+      files.push_back(entry.path().string());
+  const auto attributes = store.attributes(run.id);
+  for (const char* key : {"weights_path", "state_path"}) {
+    auto it = attributes.find(key);
+    if (it != attributes.end() && fs::exists(it->second, ec)) files.push_back(it->second);
+  }
+  return files;
+}
+
+// Removes a file or a folder with what it holds. (Not std::filesystem::remove_all: LibTorch exports
+// its own copy, which crashes in a program linked against it — ARCHITECTURE.md.)
+bool remove_tree(const std::string& path) {
+  auto remove_one = [](const char* entry, const struct stat*, int, struct FTW*) {
+    return ::remove(entry);
+  };
+  return nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
+}
+
+}  // namespace
+
+int rm_command(const std::vector<std::string>& args) {
+  po::options_description options(
+      "trainyard rm [--id N]... [--experiment NAME] [--variant NAME] [--status STATUS] [--yes]\n"
+      "  Without --yes, prints what it would remove and removes nothing");
+  std::string db_path = default_database_path(), experiment, variant, status;
+  std::vector<int64_t> ids;
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
+      "id", po::value(&ids)->composing(), "a run id (repeatable)")(
+      "experiment,e", po::value(&experiment), "the runs of this experiment")(
+      "variant", po::value(&variant), "the runs of this variant")(
+      "status", po::value(&status),
+      "the runs of this status: queued, running, completed, failed, interrupted, skipped")(
+      "yes", "remove them (without: only say what would go)");
+  po::variables_map vm;
+  if (!parse_command_line(args, options, {}, vm)) return kExitOk;
+  if (ids.empty() && experiment.empty() && variant.empty() && status.empty())
+    throw UserError(
+        "rm: say which runs: --id N, --experiment NAME, --variant NAME or --status STATUS");
+  std::optional<RunStatus> wanted_status;
+  if (!status.empty()) {
+    try {
+      wanted_status = parse_run_status(status);
+    } catch (const std::exception&) {
+      throw UserError(
+          fmt::format("rm: unknown status '{}'; one of: queued, running, completed, failed, "
+                      "interrupted, skipped",
+                      status));
+    }
+  }
+  if (!fs::exists(db_path))
+    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
+  Store store(db_path);
+  if (!experiment.empty()) store.experiment_named(experiment);  // as `runs -e` and `report -e` say
+
+  const std::set<int64_t> id_set(ids.begin(), ids.end());
+  std::vector<RunRecord> chosen;
+  for (const auto& run : store.runs(experiment)) {
+    if (!id_set.empty() && !id_set.count(run.id)) continue;
+    if (!variant.empty() && run.variant != variant) continue;
+    if (wanted_status && run.status != *wanted_status) continue;
+    if (run.status == RunStatus::running)
+      throw UserError(fmt::format("rm: run {} is running (pid {} on {}); stop it first", run.id,
+                                  run.pid, run.host));
+    chosen.push_back(run);
+  }
+  if (chosen.empty()) {
+    fmt::print("rm: no run matches; nothing to remove\n");
+    return kExitOk;
+  }
+  std::vector<int64_t> chosen_ids;
+  std::vector<std::string> files;
+  for (const auto& run : chosen) {
+    fmt::print("run {}: {} / {} ({})\n", run.id, run.experiment, run.variant,
+               to_string(run.status));
+    for (const auto& file : files_of(store, run)) {
+      fmt::print("  {}\n", file);
+      files.push_back(file);
+    }
+    chosen_ids.push_back(run.id);
+  }
+  if (!vm.count("yes")) {
+    fmt::print("{} and {} would be removed; run again with --yes to remove them\n",
+               plural(static_cast<int64_t>(chosen.size()), "run"),
+               plural(static_cast<int64_t>(files.size()), "file"));
+    return kExitOk;
+  }
+  store.remove_runs(chosen_ids);
+  int failures = 0;
+  for (const auto& file : files)
+    if (!remove_tree(file)) {
+      fmt::print(stderr, "rm: could not remove {}\n", file);
+      ++failures;
+    }
+  fmt::print("removed {} and {}\n", plural(static_cast<int64_t>(chosen.size()), "run"),
+             plural(static_cast<int64_t>(files.size() - failures), "file"));
+  return failures ? kExitFailure : kExitOk;
+}
+
+}  // namespace trainyard
