@@ -220,6 +220,27 @@ TEST_F(EngineTest, SavedWeightsLoadBackIntoTheSameModel) {
   EXPECT_EQ(again.weights.weights, path);
 }
 
+// train.epochs: 0 tests given weights without training (Lightning's trainer.test(ckpt_path=...)):
+// the saved weights of a run test exactly as that run tested them, with no training time.
+TEST_F(EngineTest, ZeroEpochsTestTheGivenWeights) {
+  Recorder recorder;
+  RunSpec trained = spec({"train.save_weights=true", "train.epochs=2"});
+  const std::string prefix = (dir.path() / "kept").string();
+  const MetricValues first = train_run(
+      trained,
+      RunContext{.registry = builtin_registry(), .observer = recorder, .output_prefix = prefix});
+  Recorder again;
+  const MetricValues tested =
+      train(spec({"model.weights=" + prefix + ".safetensors", "train.epochs=0"}), again);
+  EXPECT_EQ(tested.at("test_loss"), first.at("test_loss"));
+  EXPECT_EQ(tested.at("test_acc"), first.at("test_acc"));
+  EXPECT_EQ(tested.at("steps"), 0);
+  EXPECT_EQ(tested.count("train_seconds"), 0u);  // no training time, so no speedup either
+  EXPECT_EQ(tested.count("best_epoch"), 0u);
+  EXPECT_TRUE(again.epochs.empty());
+  EXPECT_THROW(spec({"train.epochs=0"}), ConfigError);  // nothing to test without weights
+}
+
 TEST_F(EngineTest, TooFewSamplesForOneBatch) {
   Recorder recorder;
   EXPECT_THROW(train(spec({"train.batch_size=512"}), recorder), UserError);

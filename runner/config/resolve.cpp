@@ -112,6 +112,10 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
 // checked.
 void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
                         bool runtime_ok, Diagnostics& diagnostics) {
+  if (run.train.epochs == 0 && run.train.resume_from.empty() && run.weights.weights.empty())
+    diagnostics.error(origin_of_key(tree, "train.epochs", fallback),
+                      "train.epochs: 0 tests given weights without training; set model.weights (or "
+                      "train.resume_from) to the weights to test, or train.epochs: 1 or more");
   if (!run.train.resume_from.empty() && !run.weights.weights.empty())
     diagnostics.error(
         origin_of_key(tree, "train.resume_from", fallback),

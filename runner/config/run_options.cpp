@@ -18,7 +18,10 @@ const OptionSet<WeightsOptions>& weights_option_set() {
 const OptionSet<TrainOptions>& train_option_set() {
   static const OptionSet<TrainOptions> set = [] {
     OptionSet<TrainOptions> s;
-    s.add("epochs", &TrainOptions::epochs, "passes over the training split", at_least(1))
+    s.add("epochs", &TrainOptions::epochs,
+          "passes over the training split; 0: only test the given weights (model.weights or "
+          "train.resume_from), as Lightning's trainer.test(ckpt_path=...)",
+          at_least(0))
         .add("batch_size", &TrainOptions::batch_size, "samples per device per micro-batch",
              at_least(1))
         .add("eval_batch_size", &TrainOptions::eval_batch_size,

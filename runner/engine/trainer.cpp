@@ -543,18 +543,22 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
   const TrainingStateBytes state =
       strategy_->state_bytes(*model_, *optimizer_);  // rank 0's; ranks hold equal shares
   MetricValues metrics = {
-      {metric::kTrainSeconds, train_seconds},
       {metric::kTestSeconds, test_seconds},
       {metric::kTestLoss, test.loss},
       {metric::kTestAcc, test.accuracy},
-      {metric::kBestValAcc, progress_.best_val_acc},
-      {metric::kBestEpoch, static_cast<double>(progress_.best_epoch)},
       {metric::kParameters, static_cast<double>(count_parameters(*model_))},
       {metric::kParameterBytes, state.parameters},
       {metric::kGradientBytes, state.gradients},
       {metric::kOptimizerStateBytes, state.optimizer_state},
       {metric::kSteps, static_cast<double>(step_)},
       {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
+  // A run that trained no epoch (train.epochs: 0, or resumed with none left) only tested: it has
+  // no training time (nor a speedup), and a best epoch only if its weights came from one.
+  if (progress_.epoch > start_epoch_) metrics[metric::kTrainSeconds] = train_seconds;
+  if (progress_.best_epoch > 0) {
+    metrics[metric::kBestValAcc] = progress_.best_val_acc;
+    metrics[metric::kBestEpoch] = static_cast<double>(progress_.best_epoch);
+  }
   // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
   std::string compute = c10::toString(precision_->compute_dtype());
   if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
