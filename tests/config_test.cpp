@@ -93,13 +93,13 @@ TEST_F(ConfigTest, UnknownTopLevelSection) {
 
 TEST_F(ConfigTest, WrongTypeOutOfRangeAndUnknownEnumAreAllReportedAtOnce) {
   std::string text = kValid;
-  text.replace(text.find("epochs: 2"), 9, "epochs: 0");
+  text.replace(text.find("epochs: 2"), 9, "epochs: -1");
   text.replace(text.find("width: 16"), 9, "width: wide");
   text.replace(text.find("accelerator: cpu"), 16, "accelerator: gpu");
   Diagnostics d = errors(text + "  precision: 16-mixed\n");
   EXPECT_EQ(d.size(), 3u) << d.format();
   EXPECT_TRUE(has(d, "'model.width' must be an integer, got 'wide'"));
-  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 1, got 0"));
+  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 0, got -1"));
   EXPECT_TRUE(has(d, "'runtime.accelerator' has unknown value 'gpu'"));
   EXPECT_TRUE(has(d, "expected one of: cpu, cuda, auto"));
 }
@@ -244,11 +244,11 @@ TEST_F(ConfigTest, SetOverridesWinAndNameThemselvesInErrors) {
   EXPECT_EQ(e.runs[0].train.epochs, 5);
   EXPECT_EQ(e.runs[0].model.options.find("act")->node.Scalar(), "gelu");
   EXPECT_EQ(e.runs[0].optimizer.name, "sgd");
-  Diagnostics d = errors(kValid, {"train.epochs=0", "train.bogus=1", "justakey"});
-  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 1, got 0"));
+  Diagnostics d = errors(kValid, {"train.epochs=-1", "train.bogus=1", "justakey"});
+  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 0, got -1"));
   EXPECT_TRUE(has(d, "unknown key 'train.bogus'"));
   EXPECT_TRUE(has(d, "an override must look like key=value"));
-  EXPECT_NE(d.format().find("--set train.epochs=0: error:"), std::string::npos);
+  EXPECT_NE(d.format().find("--set train.epochs=-1: error:"), std::string::npos);
 }
 
 TEST_F(ConfigTest, NamingAnotherComponentReplacesTheSection) {
@@ -314,7 +314,7 @@ sweep:
       sett: {train.epochs: 1}
     - set: {train.epochs: 1}
     - name: c
-      set: {train.epochs: 0}
+      set: {train.epochs: -1}
   grid:
     train.seed: 3
 report:
@@ -324,7 +324,7 @@ report:
   EXPECT_TRUE(has(d, "unknown key 'sett' in a sweep variant (did you mean 'set'?)"));
   EXPECT_TRUE(has(d, "sweep variant without a 'name'"));
   EXPECT_TRUE(has(d, "'sweep.grid.train.seed' must be a non-empty list"));
-  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 1, got 0"));
+  EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 0, got -1"));
   EXPECT_TRUE(has(d, "'report.baseline' names no variant: 'b'"));
 }
 
