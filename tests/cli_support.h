@@ -20,6 +20,11 @@ struct Result {
   std::string output{};  // stdout and stderr
 };
 
+// The six files of a CIFAR-10 binary-version folder (cifar-10-batches-bin).
+inline const std::vector<std::string> kCifar10Files = {"data_batch_1.bin", "data_batch_2.bin",
+                                                       "data_batch_3.bin", "data_batch_4.bin",
+                                                       "data_batch_5.bin", "test_batch.bin"};
+
 // Runs `trainyard ARGS` to completion.
 Result trainyard(const std::string& args);
 

@@ -16,12 +16,9 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::exit_code_of;
-using testing::KillOnExit;
 using testing::read_file;
 using testing::Result;
 using testing::source;
-using testing::start_run;
 using testing::trainyard;
 
 class CliTest : public testing::CliTest {};
@@ -267,9 +264,7 @@ sweep:
 
 // The data and weights as files on disk (empty: validation looks for them, it does not read them).
 std::string fake_study_files(const testing::TempDir& dir) {
-  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
-    dir.write(std::string("cifar-10-batches-bin/") + name, "");
+  for (const auto& name : testing::kCifar10Files) dir.write("cifar-10-batches-bin/" + name, "");
   for (const char* folder : {"train/pos", "train/neg", "test/pos", "test/neg"})
     fs::create_directories(dir.path() / "aclImdb" / folder);
   dir.write("vit_b_16.safetensors", "");
@@ -321,8 +316,7 @@ TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
   // format (random pixels, 20 images a file), so that validation finds it.
   const fs::path cifar("/tmp/trainyard-bench/cifar-10-batches-bin");
   fs::create_directories(cifar);
-  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"}) {
+  for (const auto& name : testing::kCifar10Files) {
     if (fs::exists(cifar / name)) continue;
     std::ofstream out(cifar / name, std::ios::binary);
     for (int image = 0; image < 20; ++image)

@@ -16,11 +16,8 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::exit_code_of;
 using testing::KillOnExit;
-using testing::read_file;
 using testing::Result;
-using testing::source;
 using testing::start_run;
 using testing::trainyard;
 
@@ -29,9 +26,8 @@ class ControllerTest : public testing::CliTest {};
 // A CIFAR-10 folder whose files are all there (validation passes) but truncated: the run that
 // reads them fails, is recorded with the reason, and the batch goes on.
 TEST_F(ControllerTest, FailingRunIsRecordedAndTheBatchGoesOn) {
-  for (const char* name : {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
-                           "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
-    dir.write(std::string("truncated-cifar/") + name, std::string(100, 'x'));
+  for (const auto& name : testing::kCifar10Files)
+    dir.write("truncated-cifar/" + name, std::string(100, 'x'));
   std::string yaml = R"(
 name: mixed
 model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 10}

@@ -17,9 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::exit_code_of;
 using testing::KillOnExit;
-using testing::read_file;
 using testing::Result;
-using testing::source;
 using testing::start_run;
 using testing::trainyard;
 
