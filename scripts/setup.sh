@@ -8,7 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
 
-debs=(build-essential cmake ninja-build ccache pkg-config python3-venv
+debs=(build-essential cmake ninja-build ccache pkg-config python3-venv git
       libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libboost-program-options-dev
       libgtest-dev libgmock-dev clang-format nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev)
 missing=()
