@@ -8,7 +8,6 @@
 // is indicative only: a 30,522-token vocabulary makes longer pieces, not slower lookups).
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <ftw.h>
 #include <torch/version.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "common/files.h"
 #include "components/builtin.h"
 #include "components/data/dataset.h"
 #include "components/data/loader.h"
@@ -170,10 +170,6 @@ int main(int argc, char** argv) {
     fmt::print("| padding dynamic | 12 | {} | {:.0f} |\n", workers,
                throughput(cached, 12, workers, 100));
   }
-  // Not fs::remove_all: LibTorch's exported copy of it crashes (ARCHITECTURE.md).
-  nftw(
-      tmp.c_str(),
-      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-      FTW_DEPTH | FTW_PHYS);
+  remove_tree(tmp.string());  // not fs::remove_all: common/files.h
   return 0;
 }

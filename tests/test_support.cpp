@@ -1,10 +1,9 @@
 #include "tests/test_support.h"
 
-#include <ftw.h>
-#include <stdio.h>
-
 #include <fstream>
 #include <random>
+
+#include "common/files.h"
 
 namespace trainyard::testing {
 
@@ -17,15 +16,7 @@ TempDir::TempDir() {
   fs::create_directories(path_);
 }
 
-// Not std::filesystem::remove_all: libtorch.so exports its own copy of std::filesystem's
-// operations, and in torch 2.11's wheel that remove_all jumps to a null pointer when a binary
-// linked against LibTorch calls it.
-TempDir::~TempDir() {
-  nftw(
-      path_.c_str(),
-      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
+TempDir::~TempDir() { remove_tree(path_.string()); }  // not fs::remove_all: common/files.h
 
 std::string TempDir::write(const std::string& name, const std::string& text) const {
   fs::path file = path_ / name;

@@ -11,6 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/text.h"
 #include "db/store.h"
 #include "runner/cli/commands.h"
@@ -43,15 +44,6 @@ std::vector<std::string> files_of(Store& store, const RunRecord& run) {
     if (it != attributes.end() && fs::exists(it->second, ec)) files.push_back(it->second);
   }
   return files;
-}
-
-// Removes a file or a folder with what it holds. (Not std::filesystem::remove_all: LibTorch exports
-// its own copy, which crashes in a program linked against it — ARCHITECTURE.md.)
-bool remove_tree(const std::string& path) {
-  auto remove_one = [](const char* entry, const struct stat*, int, struct FTW*) {
-    return ::remove(entry);
-  };
-  return nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
 }
 
 }  // namespace
