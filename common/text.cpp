@@ -1,5 +1,8 @@
 #include "common/text.h"
 
+#include <cctype>
+#include <cstdlib>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -112,6 +115,38 @@ std::string stable_hash(std::string_view text) {
   char buffer[17];
   std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(hash));
   return buffer;
+}
+
+std::optional<double> parse_duration(const std::string& text) {
+  double total = 0;
+  size_t i = 0;
+  if (text.empty()) return std::nullopt;
+  while (i < text.size()) {
+    size_t digits = i;
+    while (digits < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
+      ++digits;
+    if (digits == i || digits == text.size()) return std::nullopt;  // a number, then its unit
+    const double value = std::strtod(text.substr(i, digits - i).c_str(), nullptr);
+    switch (text[digits]) {
+      case 'd':
+        total += value * 86400;
+        break;
+      case 'h':
+        total += value * 3600;
+        break;
+      case 'm':
+        total += value * 60;
+        break;
+      case 's':
+        total += value;
+        break;
+      default:
+        return std::nullopt;
+    }
+    i = digits + 1;
+  }
+  return total;
 }
 
 }  // namespace trainyard

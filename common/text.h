@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,8 @@ std::string trim(std::string_view text);
 
 // Human-readable durations and sizes: "2m 05s", "1.2 GiB".
 std::string format_duration(double seconds);  // "42 ms", "4.2s", "2m 05s", "3h 07m"
+// "9h", "90m", "1h30m", "45s", "2d": seconds; nullopt when not a duration of that form.
+std::optional<double> parse_duration(const std::string& text);
 
 // "1 epoch", "3 epochs": `count` and `noun`, in `nouns` (default: noun + "s") unless count is 1.
 std::string plural(int64_t count, std::string_view noun, std::string_view nouns = "");

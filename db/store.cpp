@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/text.h"
@@ -89,6 +92,16 @@ const char* const kMigrations[] = {
     );
     CREATE INDEX run_params_by_key ON run_params(key, value);
     )sql",
+    // 4: overnight batches: how many times a run was continued from its checkpoint, why it failed
+    // (a class: retried or not), the controller's heartbeat and the run's progress for `trainyard
+    // status`, and which repeat of its variant it is (sweep.repeats).
+    R"sql(
+    ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN failure_class TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN heartbeat_at TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN progress TEXT NOT NULL DEFAULT '';
+    ALTER TABLE runs ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -112,7 +125,8 @@ const char* const kRunColumns =
     "r.id, r.experiment_id, e.name, r.variant, r.position, r.config_yaml, r.config_hash, r.status, "
     "r.precision, r.strategy, r.devices, r.queued_at, COALESCE(r.started_at, ''), "
     "COALESCE(r.ended_at, ''), r.host, r.git_revision, r.torch_version, r.device_name, "
-    "r.log_path, r.pid, r.error, r.uid";
+    "r.log_path, r.pid, r.error, r.uid, r.resumes, r.failure_class, r.heartbeat_at, r.progress, "
+    "r.repeat";
 
 RunRecord read_run(const sql::Statement& s) {
   RunRecord r;
@@ -138,6 +152,11 @@ RunRecord read_run(const sql::Statement& s) {
   r.pid = s.column_int(19);
   r.error = s.column_text(20);
   r.uid = s.column_text(21);
+  r.resumes = s.column_int(22);
+  r.failure = parse_failure_class(s.column_text(23));
+  r.heartbeat_at = s.column_text(24);
+  r.progress = s.column_text(25);
+  r.repeat = s.column_int(26);
   return r;
 }
 
@@ -168,6 +187,65 @@ RunStatus parse_run_status(const std::string& text) {
   throw std::runtime_error("unknown run status '" + text + "' in the database");
 }
 
+const char* to_string(FailureClass failure) {
+  switch (failure) {
+    case FailureClass::none:
+      return "";
+    case FailureClass::bad_input:
+      return "bad-input";
+    case FailureClass::out_of_memory:
+      return "out-of-memory";
+    case FailureClass::crashed:
+      return "crashed";
+    case FailureClass::timed_out:
+      return "timed-out";
+    case FailureClass::interrupted:
+      return "interrupted";
+    case FailureClass::not_started:
+      return "not-started";
+    case FailureClass::error:
+      return "error";
+  }
+  return "error";
+}
+
+FailureClass parse_failure_class(const std::string& text) {
+  for (FailureClass f : {FailureClass::none, FailureClass::bad_input, FailureClass::out_of_memory,
+                         FailureClass::crashed, FailureClass::timed_out, FailureClass::interrupted,
+                         FailureClass::not_started, FailureClass::error})
+    if (text == to_string(f)) return f;
+  return FailureClass::error;
+}
+
+bool is_transient(FailureClass failure) {
+  return failure == FailureClass::crashed || failure == FailureClass::timed_out;
+}
+
+std::string RunProgress::to_json() const {
+  return nlohmann::json{{"epoch", epoch},
+                        {"epochs", epochs},
+                        {"step", step},
+                        {"total_steps", total_steps},
+                        {"loss", loss},
+                        {"samples_per_s", samples_per_s},
+                        {"eta_seconds", eta_seconds}}
+      .dump();
+}
+
+RunProgress RunProgress::from_json(const std::string& text) {
+  RunProgress p;
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return p;
+  p.epoch = json.value("epoch", int64_t{0});
+  p.epochs = json.value("epochs", int64_t{0});
+  p.step = json.value("step", int64_t{0});
+  p.total_steps = json.value("total_steps", int64_t{0});
+  p.loss = json.value("loss", 0.0);
+  p.samples_per_s = json.value("samples_per_s", 0.0);
+  p.eta_seconds = json.value("eta_seconds", 0.0);
+  return p;
+}
+
 std::string utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -184,8 +262,22 @@ std::string host_name() {
 }
 
 Store::Store(const std::string& path) : db_(path) {
-  db_.exec("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;");
-  migrate();
+  // Switching a new database to WAL takes an exclusive lock, and SQLite answers "database is
+  // locked" at once, without its busy handler, when another process is opening it too (a report
+  // started beside `trainyard run`): wait and try again, as the busy timeout would.
+  for (int attempt = 0;; ++attempt) {
+    try {
+      db_.exec("PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;");
+      migrate();
+      return;
+    } catch (const std::runtime_error& e) {
+      const std::string message = e.what();
+      const bool locked = message.find("database is locked") != std::string::npos ||
+                          message.find("database is busy") != std::string::npos;
+      if (!locked || attempt >= 500) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 }
 
 int Store::schema_version() {
@@ -264,12 +356,40 @@ std::optional<int64_t> Store::find_completed_run(int64_t experiment_id,
   return std::nullopt;
 }
 
+std::optional<RunRecord> Store::find_resumable_run(int64_t experiment_id,
+                                                   const std::string& config_hash) {
+  auto s = db_.prepare(
+      "SELECT id FROM runs WHERE experiment_id = ? AND config_hash = ? AND (status = "
+      "'interrupted' OR (status = 'failed' AND failure_class IN ('crashed', 'timed-out'))) "
+      "ORDER BY id DESC LIMIT 1");
+  s.bind(1, experiment_id).bind(2, config_hash);
+  if (!s.step()) return std::nullopt;
+  return run(s.column_int(0));
+}
+
+void Store::requeue_run(int64_t run_id) {
+  db_.prepare(
+         "UPDATE runs SET status = 'queued', ended_at = NULL, error = '', failure_class = '', "
+         "progress = '', host = ?, pid = ? WHERE id = ?")
+      .bind(1, host_name())
+      .bind(2, static_cast<int64_t>(getpid()))
+      .bind(3, run_id)
+      .run();
+}
+
+void Store::resume_run(int64_t run_id) {
+  db_.prepare("UPDATE runs SET status = 'running', resumes = resumes + 1, pid = ? WHERE id = ?")
+      .bind(1, static_cast<int64_t>(getpid()))
+      .bind(2, run_id)
+      .run();
+}
+
 int64_t Store::queue_run(int64_t experiment_id, const QueuedRun& run) {
   sql::Transaction transaction(db_);
   db_.prepare(
          "INSERT INTO runs (experiment_id, variant, position, config_yaml, config_hash, status, "
-         "precision, strategy, devices, queued_at, host, pid, uid) "
-         "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)")
+         "precision, strategy, devices, queued_at, host, pid, uid, repeat) "
+         "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)")
       .bind(1, experiment_id)
       .bind(2, run.variant)
       .bind(3, run.position)
@@ -282,6 +402,7 @@ int64_t Store::queue_run(int64_t experiment_id, const QueuedRun& run) {
       .bind(10, host_name())
       .bind(11, static_cast<int64_t>(getpid()))
       .bind(12, new_run_uid())
+      .bind(13, run.repeat)
       .run();
   const int64_t id = db_.last_insert_id();
   auto param = db_.prepare("INSERT INTO run_params (run_id, key, value) VALUES (?, ?, ?)");
@@ -356,20 +477,38 @@ void Store::complete_run(int64_t run_id, const std::map<std::string, double>& me
     s.bind(1, run_id).bind(2, key).bind(3, value).run();
     s.reset();
   }
-  db_.prepare("UPDATE runs SET status = 'completed', ended_at = ?, error = '' WHERE id = ?")
+  db_.prepare(
+         "UPDATE runs SET status = 'completed', ended_at = ?, error = '', failure_class = '', "
+         "progress = '' WHERE id = ?")
       .bind(1, utc_now())
       .bind(2, run_id)
       .run();
   transaction.commit();
 }
 
-void Store::end_run(int64_t run_id, RunStatus status, const std::string& error) {
-  db_.prepare("UPDATE runs SET status = ?, ended_at = ?, error = ? WHERE id = ?")
+void Store::end_run(int64_t run_id, RunStatus status, const std::string& error,
+                    FailureClass failure) {
+  db_.prepare("UPDATE runs SET status = ?, ended_at = ?, error = ?, failure_class = ? WHERE id = ?")
       .bind(1, to_string(status))
       .bind(2, utc_now())
       .bind(3, error)
-      .bind(4, run_id)
+      .bind(4, to_string(failure))
+      .bind(5, run_id)
       .run();
+}
+
+void Store::record_heartbeat(int64_t run_id, const std::optional<RunProgress>& progress) {
+  if (progress)
+    db_.prepare("UPDATE runs SET heartbeat_at = ?, progress = ? WHERE id = ?")
+        .bind(1, utc_now())
+        .bind(2, progress->to_json())
+        .bind(3, run_id)
+        .run();
+  else
+    db_.prepare("UPDATE runs SET heartbeat_at = ? WHERE id = ?")
+        .bind(1, utc_now())
+        .bind(2, run_id)
+        .run();
 }
 
 void Store::remove_runs(const std::vector<int64_t>& run_ids) {
@@ -396,7 +535,8 @@ int Store::mark_orphaned_runs_interrupted() {
     if (!process_alive(s.column_int(1))) orphans.push_back(s.column_int(0));
   for (int64_t id : orphans)
     end_run(id, RunStatus::interrupted,
-            "the trainyard process running it exited before it finished");
+            "the trainyard process running it exited before it finished",
+            FailureClass::interrupted);
   return static_cast<int>(orphans.size());
 }
 

@@ -19,6 +19,23 @@ enum class RunStatus { queued, running, completed, failed, interrupted, skipped 
 const char* to_string(RunStatus status);
 RunStatus parse_run_status(const std::string& text);
 
+// Why a run did not complete, in classes a retry policy can act on. Transient classes (a rank
+// killed by a signal, a collective or rendezvous that timed out) may succeed when tried again, from
+// the run's checkpoint; bad input and out-of-memory will not.
+enum class FailureClass {
+  none,           // completed, or not ended yet
+  bad_input,      // bad config, data, weights: exit code 2, the message says what to fix
+  out_of_memory,  // CPU or CUDA allocation failed
+  crashed,        // a rank died from a signal (SIGKILL also comes from the kernel's OOM killer)
+  timed_out,      // a collective or the rendezvous between ranks timed out
+  interrupted,    // Ctrl-C, SIGTERM, the batch's --time-limit
+  not_started,    // the batch stopped before the run's turn
+  error,          // anything else: a bug, a failed assertion
+};
+const char* to_string(FailureClass failure);
+FailureClass parse_failure_class(const std::string& text);  // "" -> none
+bool is_transient(FailureClass failure);
+
 struct ExperimentRecord {
   int64_t id = 0;
   std::string name;
@@ -54,6 +71,30 @@ struct RunRecord {
   RunEnvironment environment;
   std::string error;
   std::string uid;  // unique across databases: the run's files are named by it ("" before schema 3)
+  int64_t resumes = 0;  // times it was continued from its checkpoint after an interruption
+  FailureClass failure = FailureClass::none;
+  std::string heartbeat_at;  // when its controller last said it was alive (while running)
+  std::string progress;      // its last progress, as JSON (RunProgress), while running
+  int64_t repeat = 0;        // which repeat of its variant (sweep.repeats), from 0
+};
+
+// A running run's controller records a heartbeat at least this often; `trainyard status` counts a
+// run whose heartbeat is older than kStaleHeartbeatSeconds as interrupted (its controller died
+// without a word: SIGKILL, power lost).
+inline constexpr int kHeartbeatSeconds = 10;
+inline constexpr int kStaleHeartbeatSeconds = 60;
+
+// What `trainyard status` shows of a running run, recorded by the controller as it trains.
+struct RunProgress {
+  int64_t epoch = 0;  // 1-based, of epochs
+  int64_t epochs = 0;
+  int64_t step = 0;  // optimizer steps, of total_steps
+  int64_t total_steps = 0;
+  double loss = 0;
+  double samples_per_s = 0;
+  double eta_seconds = 0;  // of the run
+  std::string to_json() const;
+  static RunProgress from_json(const std::string& text);  // zeros when empty or not JSON
 };
 
 struct EpochRow {
@@ -70,13 +111,14 @@ struct QueuedRun {
   std::string precision;
   std::string strategy;
   int64_t devices = 1;
+  int64_t repeat = 0;
   // The resolved config flat: dotted key -> value as YAML text ("train.epochs" -> "3").
   std::map<std::string, std::string> params{};
 };
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   explicit Store(const std::string& path);
@@ -95,6 +137,16 @@ class Store {
   // The newest completed run of `experiment_id` with this config hash, if any.
   std::optional<int64_t> find_completed_run(int64_t experiment_id, const std::string& config_hash);
 
+  // The newest run of `experiment_id` with this config hash that was interrupted or failed in a
+  // transient class: the one a new batch continues (from its checkpoint, under the same id)
+  // instead of queuing another.
+  std::optional<RunRecord> find_resumable_run(int64_t experiment_id,
+                                              const std::string& config_hash);
+  // An interrupted run queued again by this process, its error cleared.
+  void requeue_run(int64_t run_id);
+  // A requeued run running again from where it stopped: `running`, its resume count one up. Its
+  // started_at, log and files stay those of its first start.
+  void resume_run(int64_t run_id);
   // Queues a run with a fresh unique id (RunRecord::uid) and its flat params, in one transaction.
   int64_t queue_run(int64_t experiment_id, const QueuedRun& run);
   std::map<std::string, std::string> params(int64_t run_id);
@@ -104,10 +156,14 @@ class Store {
   std::map<std::string, std::string> attributes(int64_t run_id);
   // Final metrics and status `completed`, in one transaction.
   void complete_run(int64_t run_id, const std::map<std::string, double>& metrics);
-  void end_run(int64_t run_id, RunStatus status, const std::string& error);
+  void end_run(int64_t run_id, RunStatus status, const std::string& error,
+               FailureClass failure = FailureClass::none);
+  // The controller's heartbeat for a running run, with its progress when it has any.
+  void record_heartbeat(int64_t run_id, const std::optional<RunProgress>& progress);
 
   // Runs left `queued` or `running` by a process of this host that no longer exists are marked
-  // `interrupted`. Returns how many.
+  // `interrupted`. Returns how many. (`trainyard status` shows a run of another host whose
+  // heartbeat went stale as interrupted, without writing.)
   int mark_orphaned_runs_interrupted();
 
   // Runs, oldest first; of one experiment when `experiment` is not empty.

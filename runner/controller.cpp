@@ -1,14 +1,18 @@
 #include "runner/controller.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "common/text.h"
 #include "runner/engine/engine.h"
 #include "runner/launcher.h"
@@ -19,23 +23,85 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes each epoch's metrics as they arrive, so a run that dies later keeps its history.
-class StoreObserver : public RunObserver {
+// Forwards a logger's lines to the batch console (above its status line).
+class ConsoleSink : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  StoreObserver(Store& store, int64_t run_id, std::shared_ptr<spdlog::logger> log)
-      : store_(store), run_id_(run_id), log_(std::move(log)) {}
-  void on_log(const std::string& line) override { log_->info(line); }
+  explicit ConsoleSink(BatchConsole& console) : console_(console) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(message, formatted);
+    std::string text = fmt::to_string(formatted);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    console_.line(text);
+  }
+  void flush_() override {}
+
+ private:
+  BatchConsole& console_;
+};
+
+// A run's two logs: `file` is its log file; `both` also writes to the console.
+struct RunLog {
+  std::shared_ptr<spdlog::logger> file, both;
+};
+
+RunLog run_log(const std::string& name, const std::string& path, bool append,
+               BatchConsole& console) {
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/!append);
+  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
+  auto screen = std::make_shared<ConsoleSink>(console);
+  screen->set_pattern("[%H:%M:%S] %v");
+  RunLog log{std::make_shared<spdlog::logger>(name + "/file", file),
+             std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{screen, file})};
+  log.file->flush_on(spdlog::level::info);
+  log.both->flush_on(spdlog::level::info);
+  return log;
+}
+
+// What a run reports, into the store (each epoch's metrics as they arrive, so a run that dies later
+// keeps its history; a heartbeat and its progress for `trainyard status`), its log and the console.
+class RunReporter : public RunObserver {
+ public:
+  RunReporter(Store& store, int64_t run_id, RunLog log, BatchConsole& console)
+      : store_(store), run_id_(run_id), log_(std::move(log)), console_(console) {
+    store_.record_heartbeat(run_id_, std::nullopt);
+  }
+  void on_log(const std::string& line) override { log_.both->info(line); }
   void on_setup(const std::map<std::string, std::string>& attributes) override {
     store_.record_attributes(run_id_, attributes);
   }
   void on_epoch(int64_t epoch, const MetricValues& values) override {
     store_.record_epoch(run_id_, epoch, values);
   }
+  void on_progress(const TrainingProgress& p) override {
+    log_.file->info(p.line);
+    console_.progress(p);
+    if (Clock::now() - last_write_ < std::chrono::seconds(2)) return;  // the store, not every line
+    store_.record_heartbeat(run_id_, RunProgress{.epoch = p.epoch,
+                                                 .epochs = p.epochs,
+                                                 .step = p.step,
+                                                 .total_steps = p.total_steps,
+                                                 .loss = p.loss,
+                                                 .samples_per_s = p.samples_per_s,
+                                                 .eta_seconds = p.eta_seconds});
+    last_write_ = Clock::now();
+  }
+  // Without progress (evaluating, a long first step) the heartbeat still says the run is alive.
+  void on_tick() override {
+    if (Clock::now() - last_write_ < std::chrono::seconds(kHeartbeatSeconds)) return;
+    store_.record_heartbeat(run_id_, std::nullopt);
+    last_write_ = Clock::now();
+  }
 
  private:
+  using Clock = std::chrono::steady_clock;
   Store& store_;
   int64_t run_id_;
-  std::shared_ptr<spdlog::logger> log_;
+  RunLog log_;
+  BatchConsole& console_;
+  Clock::time_point last_write_ = Clock::now();
 };
 
 std::string command_output(const std::string& command) {
@@ -64,16 +130,6 @@ bool same_file(const std::string& a, const std::string& b) {
   return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
 }
 
-std::shared_ptr<spdlog::logger> run_logger(const std::string& name, const std::string& path) {
-  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  console->set_pattern("%^[%H:%M:%S]%$ %v");
-  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/true);
-  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
-  auto logger = std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{console, file});
-  logger->flush_on(spdlog::level::info);
-  return logger;
-}
-
 // Two files that say the same `name:` would mix their runs in one report and take each other's
 // baseline: refused, before anything is written.
 void check_experiment_name_is_free(Store& store, const Experiment& experiment) {
@@ -83,6 +139,24 @@ void check_experiment_name_is_free(Store& store, const Experiment& experiment) {
       "{}: experiment name '{}' is already taken in {} by {}; give one of the two files another "
       "`name:` (or record this one in another database with --db)",
       experiment.file, experiment.name, store.path(), recorded->file));
+}
+
+// A completed run's checkpoint folder, and a half-written one beside it.
+void remove_checkpoint(const std::string& state_dir) {
+  remove_tree(state_dir);
+  remove_tree(checkpoint_staging_dir(state_dir));
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Where an interrupted run's checkpoint says it stopped, for the log ("" when it has none).
+std::string checkpoint_position(const std::string& state_dir) {
+  std::ifstream file(fs::path(state_dir) / "trainer_state.json");
+  if (!file) return "";
+  const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("epoch") || !json.contains("step")) return "";
+  return fmt::format("epoch {}, batch {}, optimizer step {}", json.value("epoch", 0) + 1,
+                     json.value("batch", 0), json.value("step", 0));
 }
 
 }  // namespace
@@ -109,36 +183,74 @@ std::string git_revision_of(const std::string& path) {
 }
 
 Controller::Controller(Store& store, const Registry& registry, std::string log_dir,
-                       const std::atomic<bool>& stop_requested, NodeSpec node)
+                       const std::atomic<bool>& stop_requested, NodeSpec node, BatchPolicy policy)
     : store_(store),
       registry_(registry),
       log_dir_(std::move(log_dir)),
       stop_requested_(stop_requested),
-      node_(std::move(node)) {}
+      node_(std::move(node)),
+      policy_(std::move(policy)) {}
 
-BatchSummary Controller::run_experiment(const Experiment& experiment, bool force) {
+BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, bool force) {
   BatchSummary summary;
-  check_experiment_name_is_free(store_, experiment);
+  for (const Experiment& experiment : experiments)
+    check_experiment_name_is_free(store_, experiment);
   if (int orphans = store_.mark_orphaned_runs_interrupted())
-    fmt::print(stderr,
-               "{} run{} left unfinished by an earlier trainyard process marked interrupted\n",
-               orphans, orphans == 1 ? "" : "s");
+    console_.line(
+        fmt::format("{} left unfinished by an earlier trainyard process marked "
+                    "interrupted: they continue from their checkpoints",
+                    plural(orphans, "run")));
+  // Every node must launch the same runs in the same order; only node 0 knows what completed
+  // (or was interrupted) before.
+  if (node_.multi_node() && !force) {
+    console_.line(
+        "multi-node: every run executes (completed runs are not skipped, so the nodes stay in "
+        "step)");
+    force = true;
+  }
+  // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
+  std::vector<Planned> queue;
+  for (const Experiment& experiment : experiments) plan(experiment, force, queue, summary);
+
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const Planned& planned = queue[i];
+    if (stop_requested_.load()) summary.interrupted = true;
+    if (summary.interrupted || summary.stopped_on_failure) {
+      // Left for the next `trainyard run`, which starts it under this id.
+      store_.end_run(planned.run_id, RunStatus::interrupted, not_started_reason(summary),
+                     FailureClass::not_started);
+      ++summary.not_started;
+      continue;
+    }
+    const std::string name = planned.experiment->name + "/" + planned.run->variant +
+                             (planned.continues ? " (continues where it stopped)" : "");
+    console_.start_run(static_cast<int>(i + 1), static_cast<int>(queue.size()), name);
+    const auto start = std::chrono::steady_clock::now();
+    const int ordinal = static_cast<int>(planned.run - planned.experiment->runs.data());
+    execute(planned, ordinal, summary);
+    console_.end_run(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  console_.finish();
+  return summary;
+}
+
+std::string Controller::not_started_reason(const BatchSummary& summary) const {
+  if (policy_.time_limit_reached && policy_.time_limit_reached->load())
+    return fmt::format("not started: the batch reached its --time-limit {}", policy_.time_limit);
+  if (summary.stopped_on_failure)
+    return "not started: the batch stopped after a run failed (--on-failure stop)";
+  return "not started: the batch was interrupted before this run's turn";
+}
+
+void Controller::plan(const Experiment& experiment, bool force, std::vector<Planned>& queue,
+                      BatchSummary& summary) {
   const int64_t experiment_id = store_.upsert_experiment(
       experiment.name, fs::absolute(experiment.file).lexically_normal().string(),
       experiment.description, report_option_set().encode(experiment.report, "", {}).to_yaml_text());
-
-  // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
-  // Every node must launch the same runs in the same order; only node 0 knows what completed
-  // before.
-  if (node_.multi_node() && !force) {
-    fmt::print(stderr,
-               "multi-node: every run executes (completed runs are not skipped, so the nodes stay "
-               "in step)\n");
-    force = true;
-  }
-  std::vector<std::pair<int64_t, const RunSpec*>> queue;
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
+    const std::string name = experiment.name + "/" + run.variant;
     QueuedRun queued{.variant = run.variant,
                      .position = static_cast<int64_t>(i),
                      .config_yaml = run.config_yaml,
@@ -146,10 +258,11 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
                      .precision = run.runtime.precision,
                      .strategy = run.strategy.name,
                      .devices = run.runtime.devices,
+                     .repeat = run.repeat,
                      .params = flat_config(run.config_yaml)};
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
-      fmt::print(stderr, "= {}: already completed as run {}; skipped (--force reruns it)\n",
-                 run.variant, *done);
+      console_.line(fmt::format("= {}: already completed as run {}; skipped (--force reruns it)",
+                                name, *done));
       ++summary.already_completed;
       continue;
     }
@@ -159,25 +272,23 @@ BatchSummary Controller::run_experiment(const Experiment& experiment, bool force
     if (!reason.empty()) {
       int64_t id = store_.queue_run(experiment_id, queued);
       store_.end_run(id, RunStatus::skipped, reason);
-      fmt::print(stderr, "- {}: skipped: {}\n", run.variant, reason);
+      console_.line(fmt::format("- {}: skipped: {}", name, reason));
       ++summary.skipped;
       continue;
     }
-    queue.emplace_back(store_.queue_run(experiment_id, queued), &run);
+    // An interrupted run of this config (or one that crashed) goes on under its own id: one run
+    // per config, whatever happened to it overnight — unless --force asks for a new one. Not across
+    // nodes: the other nodes cannot know which runs node 0 continues.
+    if (!force && !node_.multi_node())
+      if (auto resumable = store_.find_resumable_run(experiment_id, run.config_hash)) {
+        store_.requeue_run(resumable->id);
+        // One that never started has nothing to continue: it starts, under its id.
+        const bool started = !resumable->environment.log_path.empty();
+        queue.push_back({&experiment, &run, resumable->id, started});
+        continue;
+      }
+    queue.push_back({&experiment, &run, store_.queue_run(experiment_id, queued), false});
   }
-
-  for (size_t i = 0; i < queue.size(); ++i) {
-    if (summary.interrupted || stop_requested_.load()) {
-      summary.interrupted = true;
-      store_.end_run(queue[i].first, RunStatus::interrupted,
-                     "the batch was interrupted before this run started");
-      continue;
-    }
-    fmt::print(stderr, "> {} [{}/{}]\n", queue[i].second->variant, i + 1, queue.size());
-    const int ordinal = static_cast<int>(queue[i].second - experiment.runs.data());
-    execute(experiment, queue[i].first, ordinal, *queue[i].second, summary);
-  }
-  return summary;
 }
 
 // Where run `run_id`'s files go: logs/<experiment>/run-<id>-<variant>-<uid> plus ".log", ".yaml",
@@ -200,28 +311,42 @@ fs::path Controller::run_file_stem(const Experiment& experiment, int64_t run_id,
   return stem;
 }
 
-void Controller::execute(const Experiment& experiment, int64_t run_id, int ordinal,
-                         const RunSpec& run, BatchSummary& summary) {
+void Controller::execute(const Planned& planned, int ordinal, BatchSummary& summary) {
+  const Experiment& experiment = *planned.experiment;
+  const RunSpec& run = *planned.run;
+  const int64_t run_id = planned.run_id;
+  const std::optional<RunRecord> record = store_.run(run_id);
+  // A continued run keeps its files; a new one must not overwrite any.
+  const std::string previous_log = record ? record->environment.log_path : "";
+  const bool continues = planned.continues && previous_log.size() > 4 && fs::exists(previous_log);
   fs::path stem;
   try {
-    stem = run_file_stem(experiment, run_id, run);
+    stem = continues ? fs::path(previous_log.substr(0, previous_log.size() - 4))
+                     : run_file_stem(experiment, run_id, run);
   } catch (const std::exception& e) {
-    store_.end_run(run_id, RunStatus::failed, e.what());
+    store_.end_run(run_id, RunStatus::failed, e.what(), FailureClass::error);
+    console_.line(fmt::format("run failed: {}", e.what()));
     ++summary.failed;
     return;
   }
   fs::create_directories(stem.parent_path());
   const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
-  std::ofstream(config_path) << run.config_yaml;  // what every rank reads
-  DeviceInfo device = resolve_device(run.runtime);
-  store_.start_run(run_id, {.git_revision = git_revision_of(experiment.file),
-                            .torch_version = torch_version(),
-                            .device_name = device.name,
-                            .log_path = log_path});
-  auto log = run_logger(run.variant, log_path);
-  log->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name,
-            run.variant, run.config_hash);
-  StoreObserver observer(store_, run_id, log);
+  const std::string state_dir = checkpoint_dir(stem.string());
+  if (!continues) std::ofstream(config_path) << run.config_yaml;  // what every rank reads
+  if (continues) {
+    store_.resume_run(run_id);
+    ++summary.resumed;
+  } else {
+    store_.start_run(run_id, {.git_revision = git_revision_of(experiment.file),
+                              .torch_version = torch_version(),
+                              .device_name = resolve_device(run.runtime).name,
+                              .log_path = log_path});
+  }
+  RunLog log = run_log(run.variant, log_path, /*append=*/continues, console_);
+  if (!continues)
+    log.both->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name,
+                   run.variant, run.config_hash);
+  RunReporter reporter(store_, run_id, log, console_);
   // A one-device run stays on node 0 (the other nodes skip it), whatever the batch spans.
   const NodeSpec node = run.strategy.capabilities.multi_process ? node_ : NodeSpec();
   LaunchSpec spec{.config_path = config_path,
@@ -231,21 +356,50 @@ void Controller::execute(const Experiment& experiment, int64_t run_id, int ordin
                   .devices = static_cast<int>(run.runtime.devices),
                   .node = node,
                   .port = node.port_for_run(ordinal)};
-  LaunchResult result = launch_run(spec, observer, stop_requested_);
+  LaunchResult result;
+  for (int attempt = 0;; ++attempt) {
+    // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.
+    const std::string position = continues || attempt > 0 ? checkpoint_position(state_dir) : "";
+    spec.continue_from = position.empty() ? "" : state_dir;
+    if (continues || attempt > 0)
+      log.both->info(
+          "run {} continues from {}", run_id,
+          position.empty() ? "the start (it left no checkpoint)" : "its checkpoint at " + position);
+    result = launch_run(spec, reporter, stop_requested_);
+    if (result.outcome != LaunchOutcome::failed || !is_transient(result.failure) ||
+        attempt >= policy_.retries || stop_requested_.load())
+      break;
+    log.both->warn("run failed ({}): {}; trying again ({} of {})", to_string(result.failure),
+                   first_line(result.error), attempt + 1, policy_.retries);
+    store_.resume_run(run_id);
+    ++summary.retried;
+  }
   switch (result.outcome) {
     case LaunchOutcome::completed:
       store_.complete_run(run_id, result.metrics);
+      // The checkpoint has served its purpose once the run is recorded (train.save_state keeps
+      // it, to resume from or evaluate).
+      if (!run.train.save_state) remove_checkpoint(state_dir);
       ++summary.completed;
       break;
-    case LaunchOutcome::interrupted:
-      log->warn("interrupted");
-      store_.end_run(run_id, RunStatus::interrupted, result.error);
+    case LaunchOutcome::interrupted: {
+      const bool time_up = policy_.time_limit_reached && policy_.time_limit_reached->load();
+      const std::string why =
+          time_up ? fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit)
+                  : result.error;
+      log.both->warn("interrupted ({}); `trainyard run` again continues it from its checkpoint",
+                     why);
+      store_.end_run(run_id, RunStatus::interrupted, why, FailureClass::interrupted);
       summary.interrupted = true;
       break;
+    }
     case LaunchOutcome::failed:
-      log->error("run failed: {}", result.error);
-      store_.end_run(run_id, RunStatus::failed, result.error);
+      log.both->error("run failed ({}): {}", to_string(result.failure), result.error);
+      store_.end_run(run_id, RunStatus::failed, result.error, result.failure);
+      // Only a transient failure is continued later; the others' checkpoints would only take disk.
+      if (!is_transient(result.failure)) remove_checkpoint(state_dir);
       ++summary.failed;
+      summary.stopped_on_failure = policy_.stop_on_failure;
       break;
   }
 }

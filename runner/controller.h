@@ -1,8 +1,9 @@
-// The controller: takes a validated experiment, decides what to run, runs it, and is the only
-// writer of the store. Runs whose resolved config already completed are skipped (unless forced);
-// runs this machine cannot execute ("needs a CUDA device") are recorded as skipped with the
-// reason; a failing run is recorded with its error and the batch goes on; Ctrl-C marks the
-// current and remaining runs interrupted and stops.
+// The controller: takes a batch of validated experiments, decides what to run, runs it, and is the
+// only writer of the store. Runs whose resolved config already completed are skipped (unless
+// forced); a run interrupted earlier (its controller killed, Ctrl-C, SIGTERM) continues from its
+// checkpoint under its own id; runs this machine cannot execute ("needs a CUDA device") are
+// recorded as skipped with the reason; a failing run is recorded with its error and the batch goes
+// on; Ctrl-C marks the current and remaining runs interrupted and stops.
 #pragma once
 
 #include <atomic>
@@ -12,16 +13,32 @@
 #include "components/registry.h"
 #include "db/store.h"
 #include "runner/config/experiment.h"
+#include "runner/console.h"
 #include "runner/nodes.h"
 
 namespace trainyard {
 
+// What the batch does when runs fail or time runs out (`trainyard run --retries --on-failure
+// --time-limit`).
+struct BatchPolicy {
+  int retries = 0;  // times a run failed in a transient class is tried again, from its checkpoint
+  bool stop_on_failure = false;  // --on-failure stop: no new run after one failed for good
+  // Set (together with the stop request) when the batch's --time-limit passed: runs stop as on
+  // Ctrl-C, and say why.
+  const std::atomic<bool>* time_limit_reached = nullptr;
+  std::string time_limit{};  // as given ("9h"), for messages
+};
+
 struct BatchSummary {
   int completed = 0;
+  int resumed = 0;            // of those started: continued from an interrupted run
   int already_completed = 0;  // skipped: the same config completed before
   int skipped = 0;            // cannot run on this machine
   int failed = 0;
+  int retried = 0;      // attempts made again after a transient failure
+  int not_started = 0;  // left for the next `trainyard run`: the batch stopped first
   bool interrupted = false;
+  bool stopped_on_failure = false;
   // Every run was skipped because this machine cannot run it (one already completed is no skip).
   bool nothing_ran() const;
   int exit_code() const;
@@ -33,13 +50,25 @@ class Controller {
   // `node`: this controller's node; across nodes every controller runs the same runs in the same
   // order, and only node 0's store is the record.
   Controller(Store& store, const Registry& registry, std::string log_dir,
-             const std::atomic<bool>& stop_requested, NodeSpec node = {});
+             const std::atomic<bool>& stop_requested, NodeSpec node = {}, BatchPolicy policy = {});
 
-  BatchSummary run_experiment(const Experiment& experiment, bool force);
+  // Runs every experiment's runs, in order; runs are counted across the batch ("run 7/42").
+  BatchSummary run_batch(const std::vector<Experiment>& experiments, bool force);
 
  private:
-  void execute(const Experiment& experiment, int64_t run_id, int ordinal, const RunSpec& run,
-               BatchSummary& summary);
+  // A run of the batch that will execute: its record's id, and whether it continues an
+  // interrupted one.
+  struct Planned {
+    const Experiment* experiment;
+    const RunSpec* run;
+    int64_t run_id;
+    bool continues;
+  };
+  void plan(const Experiment& experiment, bool force, std::vector<Planned>& queue,
+            BatchSummary& summary);
+  void execute(const Planned& planned, int ordinal, BatchSummary& summary);
+  // Why a run that did not start stays for later ("the batch reached its --time-limit 9h").
+  std::string not_started_reason(const BatchSummary& summary) const;
   std::filesystem::path run_file_stem(const Experiment& experiment, int64_t run_id,
                                       const RunSpec& run);
 
@@ -48,6 +77,8 @@ class Controller {
   std::string log_dir_;
   const std::atomic<bool>& stop_requested_;
   NodeSpec node_;
+  BatchPolicy policy_;
+  BatchConsole console_;
 };
 
 // Short git revision of the repository holding `path` ("" outside git), "-dirty" when modified.

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -20,10 +22,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/error.h"
+
 namespace trainyard {
 
 namespace {
 
+constexpr int kFailureGraceSeconds = 3;  // SIGTERM to SIGKILL for the peers of a failed rank
 constexpr int kChannelFd = 3;  // the worker's end of its pipe, as the launcher hands it over
 const char* const kChannelVariable = "TRAINYARD_CHANNEL_FD";
 
@@ -79,7 +84,9 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A run continuing after an interruption adds to its ranks' logs.
+  const int keep = spec.continue_from.empty() ? O_TRUNC : O_APPEND;
+  int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | keep | O_CLOEXEC, 0644);
   if (log < 0)
     throw std::runtime_error(fmt::format("cannot write {}: {}", r.log_path, std::strerror(errno)));
   const pid_t parent = getpid();
@@ -102,9 +109,16 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
         {"MASTER_PORT", std::to_string(port)},
         {kChannelVariable, std::to_string(kChannelFd)}};
     for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
-    execl(executable.c_str(), executable.c_str(), "worker", "--config", spec.config_path.c_str(),
-          "--variant", spec.variant.c_str(), "--output-prefix", spec.output_prefix.c_str(),
-          static_cast<char*>(nullptr));
+    std::vector<const char*> argv = {executable.c_str(), "worker",
+                                     "--config",         spec.config_path.c_str(),
+                                     "--variant",        spec.variant.c_str(),
+                                     "--output-prefix",  spec.output_prefix.c_str()};
+    if (!spec.continue_from.empty()) {
+      argv.push_back("--continue-from");
+      argv.push_back(spec.continue_from.c_str());
+    }
+    argv.push_back(nullptr);
+    execv(executable.c_str(), const_cast<char* const*>(argv.data()));
     _exit(127);
   }
   close(fds[1]);
@@ -166,6 +180,17 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
           observer.on_setup(message["setup"].get<std::map<std::string, std::string>>());
         if (message.contains("epoch"))
           observer.on_epoch(message["epoch"].get<int64_t>(), message["values"].get<MetricValues>());
+        if (message.contains("progress")) {
+          const nlohmann::json& p = message["progress"];
+          observer.on_progress({.epoch = p.value("epoch", int64_t{0}),
+                                .epochs = p.value("epochs", int64_t{0}),
+                                .step = p.value("step", int64_t{0}),
+                                .total_steps = p.value("total_steps", int64_t{0}),
+                                .loss = p.value("loss", 0.0),
+                                .samples_per_s = p.value("samples_per_s", 0.0),
+                                .eta_seconds = p.value("eta_seconds", 0.0),
+                                .line = p.value("line", std::string())});
+        }
         if (message.contains("result")) {
           result.metrics = message["result"].get<MetricValues>();
           got_result = true;
@@ -190,6 +215,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
         r.channel = -1;
       }
     }
+    observer.on_tick();
     // Ranks that failed since the last look. A rank killed by a signal is the cause when several
     // went down together: its peers then fail on the broken connection.
     const Rank* cause = nullptr;
@@ -200,12 +226,16 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
         cause = &r;
     }
     if (cause && !stopping) {
+      result.failure = classify_failure(cause->status, cause->error);
       std::string reported = cause->error.empty() ? "" : ": " + cause->error;
       first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path +
                       ":" + last_lines(cause->log_path, 10);
       stopping = true;
       stop_all(SIGTERM);
-      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
+      // The other ranks cannot checkpoint without the failed one (and may be blocked in a
+      // collective with it): a short grace.
+      deadline = std::chrono::steady_clock::now() +
+                 std::chrono::seconds(std::min(spec.grace_seconds, kFailureGraceSeconds));
     }
     if (stop_requested.load() && !stopping) {
       stopping = interrupted = true;
@@ -220,6 +250,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
 
   if (interrupted && first_failure.empty()) {
     result.outcome = LaunchOutcome::interrupted;
+    result.failure = FailureClass::interrupted;
     result.error = "interrupted by a signal (Ctrl-C or SIGTERM)";
   } else if (!first_failure.empty()) {
     result.outcome = LaunchOutcome::failed;
@@ -231,10 +262,34 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
   } else if (got_result) {
     result.outcome = LaunchOutcome::completed;
   } else {
+    result.failure = FailureClass::error;
     result.error = fmt::format("rank {} exited without reporting a result; see {}", ranks[0].rank,
                                ranks[0].log_path);
   }
   return result;
+}
+
+FailureClass classify_failure(int wait_status, const std::string& reported_error) {
+  if (WIFSIGNALED(wait_status)) return FailureClass::crashed;
+  switch (WEXITSTATUS(wait_status)) {
+    case kExitUserError:
+      return FailureClass::bad_input;
+    case kExitInterrupted:
+      return FailureClass::interrupted;
+    default:
+      break;
+  }
+  std::string message = reported_error;
+  std::transform(message.begin(), message.end(), message.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  auto says = [&](const char* text) { return message.find(text) != std::string::npos; };
+  // LibTorch's CUDA and CPU allocators, and operator new.
+  if (says("out of memory") || says("bad_alloc") || says("can't allocate memory") ||
+      says("cannot allocate memory"))
+    return FailureClass::out_of_memory;
+  // c10d's collectives and TCPStore rendezvous.
+  if (says("timed out") || says("timeout") || says("rendezvous")) return FailureClass::timed_out;
+  return FailureClass::error;
 }
 
 // --- the worker's end -------------------------------------------------------------------------
@@ -268,6 +323,18 @@ class ChannelObserver : public RunObserver {
   }
   void on_epoch(int64_t epoch, const MetricValues& values) override {
     send({{"epoch", epoch}, {"values", values}});
+  }
+  void on_progress(const TrainingProgress& p) override {
+    std::fprintf(stderr, "%s\n", p.line.c_str());
+    send({{"progress",
+           {{"epoch", p.epoch},
+            {"epochs", p.epochs},
+            {"step", p.step},
+            {"total_steps", p.total_steps},
+            {"loss", p.loss},
+            {"samples_per_s", p.samples_per_s},
+            {"eta_seconds", p.eta_seconds},
+            {"line", p.line}}}});
   }
 };
 

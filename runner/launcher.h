@@ -11,6 +11,7 @@
 #include <atomic>
 #include <string>
 
+#include "db/store.h"
 #include "runner/engine/engine.h"
 #include "runner/nodes.h"
 
@@ -21,19 +22,24 @@ struct LaunchSpec {
   std::string variant;
   std::string log_prefix;  // rank R logs to <log_prefix>-rank<R>.log
   std::string
-      output_prefix;      // files the run writes: <prefix>.safetensors (weights), <prefix>.state/
-  int devices = 1;        // ranks on this node
-  NodeSpec node;          // this node's place; ranks are node_rank * devices + local rank
-  int port = 0;           // MASTER_PORT; 0: a free port (one node only)
-  int grace_seconds = 5;  // between SIGTERM and SIGKILL
+      output_prefix;  // files the run writes: <prefix>.safetensors (weights), <prefix>.state/
+  int devices = 1;    // ranks on this node
+  NodeSpec node;      // this node's place; ranks are node_rank * devices + local rank
+  int port = 0;       // MASTER_PORT; 0: a free port (one node only)
+  // Between SIGTERM and SIGKILL: long enough for one process to write its checkpoint.
+  int grace_seconds = 15;
+  // The run's own checkpoint to continue from after an interruption (RunContext::continue_from);
+  // its ranks' logs are then appended to.
+  std::string continue_from{};
 };
 
 enum class LaunchOutcome { completed, failed, interrupted };
 
 struct LaunchResult {
   LaunchOutcome outcome = LaunchOutcome::failed;
-  MetricValues metrics;  // rank 0's final metrics, when completed
-  std::string error;     // "rank 1 exited with code 1: ...", with the last lines of its log
+  FailureClass failure = FailureClass::none;  // why, when not completed
+  MetricValues metrics;                       // rank 0's final metrics, when completed
+  std::string error;  // "rank 1 exited with code 1: ...", with the last lines of its log
 };
 
 // Blocks until every rank of this node has exited. `observer` receives the log lines, setup and
@@ -46,5 +52,8 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
 std::unique_ptr<RunObserver> launcher_channel();
 void send_result(const MetricValues& metrics);
 void send_error(const std::string& message);
+
+// The class of a rank's failure from how it ended (wait status) and what it reported.
+FailureClass classify_failure(int wait_status, const std::string& reported_error);
 
 }  // namespace trainyard

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,10 +45,12 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
     sql::Database db(path);
     db.exec(
         "DROP TABLE run_params; ALTER TABLE runs DROP COLUMN uid; DROP TABLE run_attributes; "
-        "PRAGMA user_version = 1");
+        "ALTER TABLE runs DROP COLUMN resumes; ALTER TABLE runs DROP COLUMN failure_class; "
+        "ALTER TABLE runs DROP COLUMN heartbeat_at; ALTER TABLE runs DROP COLUMN progress; "
+        "ALTER TABLE runs DROP COLUMN repeat; PRAGMA user_version = 1");
   }
   Store store(path);
-  EXPECT_EQ(store.schema_version(), 3);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   ASSERT_EQ(store.runs("exp").size(), 1u);
   const RunRecord old = store.runs("exp")[0];
   EXPECT_EQ(old.uid, "");  // a run queued before unique ids keeps its files' old names
@@ -82,7 +86,8 @@ TEST_F(StoreTest, ProcessesOpeningANewDatabaseTogetherMigrateItOnce) {
       try {
         Store store(path);
         _exit(store.schema_version() == Store::kSchemaVersion ? 0 : 1);
-      } catch (...) {
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d: %s\n", i, e.what());  // what the failure was
         _exit(2);
       }
     }

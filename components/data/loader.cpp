@@ -43,7 +43,7 @@ void DataLoader::stop_workers() {
   workers_.clear();
 }
 
-void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
+void DataLoader::start_epoch(int64_t epoch, int64_t batches, int64_t first) {
   stop_workers();
   order_ = index_range(0, dataset_->size());
   if (options_.shuffle) {  // the same permutation on every rank: the seed is the run's
@@ -61,7 +61,7 @@ void DataLoader::start_epoch(int64_t epoch, int64_t batches) {
   }
   epoch_ = epoch;
   batches_ = std::min(batches, num_batches());
-  delivered_ = claimed_ = 0;
+  delivered_ = claimed_ = std::clamp<int64_t>(first, 0, batches_);
   ready_.clear();
   error_ = nullptr;
   stopping_ = false;

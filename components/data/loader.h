@@ -37,8 +37,9 @@ class DataLoader {
   int64_t num_batches() const;
   int64_t num_samples() const { return dataset_->size(); }
 
-  // Starts delivering the first `batches` batches of `epoch` (reshuffled for it when shuffling).
-  void start_epoch(int64_t epoch, int64_t batches);
+  // Starts delivering the first `batches` batches of `epoch` (reshuffled for it when shuffling),
+  // from batch `first` on: a run continuing mid-epoch gets exactly the batches it had left.
+  void start_epoch(int64_t epoch, int64_t batches, int64_t first = 0);
   // The next batch of the epoch, in order; blocks until it is built. Rethrows a worker's error.
   Batch next();
 

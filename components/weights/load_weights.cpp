@@ -146,6 +146,12 @@ SafetensorsDtype safetensors_dtype(torch::ScalarType dtype) {
       return SafetensorsDtype::I64;
     case torch::kInt32:
       return SafetensorsDtype::I32;
+    case torch::kInt16:
+      return SafetensorsDtype::I16;
+    case torch::kInt8:
+      return SafetensorsDtype::I8;
+    case torch::kUInt8:  // random generators' states
+      return SafetensorsDtype::U8;
     case torch::kBool:
       return SafetensorsDtype::BOOL;
     default:

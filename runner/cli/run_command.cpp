@@ -1,12 +1,18 @@
-// `trainyard run FILE`: validate, then (unless --dry-run) train the runs into the database.
+// `trainyard run FILE...`: validate every file of the batch, then (unless --dry-run) train the runs
+// into the database, continuing interrupted ones.
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
+#include "common/text.h"
 #include "components/builtin.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
@@ -80,15 +86,28 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard run FILE [options]");
-  std::string file, db_path = default_database_path();
+  po::options_description options("trainyard run FILE... [options]");
+  std::vector<std::string> files;
+  std::string db_path = default_database_path();
   std::vector<std::string> overrides;
   NodeSpec node;
+  BatchPolicy policy;
+  std::string on_failure = "continue", time_limit;
   options.add_options()("help,h", "show this help")(
       "set", po::value(&overrides)->composing(),
       "override a key: --set train.epochs=1 (repeatable)")(
       "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
       "force", "rerun runs whose config already completed")(
+      "retries", po::value(&policy.retries),
+      "try a run again, from its checkpoint, up to N times when it failed in a transient way (a "
+      "rank killed by a signal, a collective or rendezvous timed out); never after bad input or "
+      "out of memory (default 0)")(
+      "on-failure", po::value(&on_failure),
+      "continue (default): a failed run is recorded and the batch goes on; stop: no new run "
+      "starts after one failed")(
+      "time-limit", po::value(&time_limit),
+      "stop the batch in time, e.g. 9h or 1h30m: the running run checkpoints and is marked "
+      "interrupted, runs not started are listed as such; `trainyard run` again continues")(
       "dry-run",
       "print each run's differences from the baseline and whether it already completed; touches "
       "nothing")("verbose", "with --dry-run: every run's whole resolved config")(
@@ -100,13 +119,15 @@ int run_command(const std::vector<std::string>& args) {
       "address of node 0, where ranks meet (default 127.0.0.1)")(
       "master-port", po::value(&node.master_port),
       "port on node 0 where ranks meet; run i of the batch uses master-port + i (required with "
-      "--nnodes > 1)")("file", po::value(&file), "experiment file");
+      "--nnodes > 1)")("file", po::value(&files)->composing(), "experiment files");
   po::positional_options_description positional;
-  positional.add("file", 1);
+  positional.add("file", -1);
   po::variables_map vm;
   if (!parse_command_line(args, options, positional, vm)) return kExitOk;
-  if (file.empty())
-    throw UserError("run: name an experiment file, e.g. trainyard run experiments/quickstart.yaml");
+  if (files.empty())
+    throw UserError(
+        "run: name one or more experiment files, e.g. trainyard run experiments/quickstart.yaml "
+        "(or a glob: experiments/*.yaml)");
   if (!vm.count("nnodes"))
     if (auto slurm = node_spec_from_slurm([](const char* name) { return std::getenv(name); }))
       node = *slurm;
@@ -114,15 +135,31 @@ int run_command(const std::vector<std::string>& args) {
   if (node.node_rank < 0 || node.node_rank >= node.nnodes)
     throw UserError(fmt::format("run: --node-rank {} is outside 0..{} (--nnodes {})",
                                 node.node_rank, node.nnodes - 1, node.nnodes));
+  if (policy.retries < 0) throw UserError("run: --retries must be 0 or more");
+  if (on_failure != "continue" && on_failure != "stop")
+    throw UserError(fmt::format("run: --on-failure is continue or stop, not '{}'", on_failure));
+  policy.stop_on_failure = on_failure == "stop";
+  std::optional<double> limit_seconds;
+  if (!time_limit.empty()) {
+    limit_seconds = parse_duration(time_limit);
+    if (!limit_seconds || *limit_seconds <= 0)
+      throw UserError(
+          fmt::format("run: --time-limit '{}' is not a duration; write it as 9h, 90m, 1h30m or 45s",
+                      time_limit));
+  }
   if (node.multi_node() && (node.master_port < 1 || node.master_port > 65535))
     throw UserError(
         "run: a multi-node run needs --master-port P (a free port on node 0, the same on every "
         "node)");
 
-  // Validation comes first and writes nothing: a bad file leaves the database untouched.
-  Experiment experiment = load_experiment(file, overrides, builtin_registry());
+  // Validation of every file comes first and writes nothing: a bad file leaves the database
+  // untouched and runs nothing of the batch.
+  const std::vector<Experiment> experiments = load_batch(files, overrides, builtin_registry());
   if (vm.count("dry-run")) {
-    print_dry_run(experiment, db_path, vm.count("verbose") > 0);
+    for (size_t i = 0; i < experiments.size(); ++i) {
+      if (i > 0) fmt::print("\n");
+      print_dry_run(experiments[i], db_path, vm.count("verbose") > 0);
+    }
     return kExitOk;
   }
 
@@ -138,12 +175,42 @@ int run_command(const std::vector<std::string>& args) {
   std::signal(SIGTERM, on_stop_signal);
   std::string log_dir =
       fs::absolute(db.has_parent_path() ? db.parent_path() / "logs" : fs::path("logs")).string();
-  Controller controller(store, builtin_registry(), log_dir, g_stop_requested, node);
-  BatchSummary summary = controller.run_experiment(experiment, vm.count("force") > 0);
+  // --time-limit: when it passes, the batch stops as on Ctrl-C, and says why.
+  std::atomic<bool> time_limit_reached{false};
+  std::jthread time_keeper;
+  if (limit_seconds) {
+    policy.time_limit = time_limit;
+    policy.time_limit_reached = &time_limit_reached;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(*limit_seconds * 1000));
+    time_keeper = std::jthread([deadline, &time_limit_reached](std::stop_token stop) {
+      std::mutex mutex;
+      std::condition_variable_any wake;
+      std::unique_lock lock(mutex);
+      wake.wait_until(lock, stop, deadline, [] { return false; });
+      if (stop.stop_requested()) return;  // the batch ended first
+      time_limit_reached.store(true);
+      g_stop_requested.store(true);
+    });
+  }
+  Controller controller(store, builtin_registry(), log_dir, g_stop_requested, node, policy);
+  BatchSummary summary = controller.run_batch(experiments, vm.count("force") > 0);
 
-  fmt::print(stderr, "\n{}: {} completed, {} already completed, {} skipped, {} failed{}\n",
-             experiment.name, summary.completed, summary.already_completed, summary.skipped,
-             summary.failed, summary.interrupted ? ", interrupted" : "");
+  std::vector<std::string> names;
+  for (const auto& experiment : experiments) names.push_back(experiment.name);
+  std::string ending;
+  if (time_limit_reached.load())
+    ending = fmt::format(", stopped at --time-limit {}", time_limit);
+  else if (summary.interrupted)
+    ending = ", interrupted";
+  else if (summary.stopped_on_failure)
+    ending = ", stopped after a failure (--on-failure stop)";
+  fmt::print(
+      stderr, "\n{}: {} completed{}, {} already completed, {} skipped, {} failed{}{}\n",
+      join(names), summary.completed,
+      summary.resumed > 0 ? fmt::format(" ({} continued where interrupted)", summary.resumed) : "",
+      summary.already_completed, summary.skipped, summary.failed,
+      summary.not_started > 0 ? fmt::format(", {} not started", summary.not_started) : "", ending);
   if (summary.nothing_ran())
     fmt::print(stderr,
                "nothing ran: every run was skipped, as this machine cannot run it (exit {})\n",

@@ -29,12 +29,14 @@ extern "C" void on_worker_stop(int) { g_worker_stop.store(true); }
 int worker_command(const std::vector<std::string>& args) {
   po::options_description options(
       "trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
-  std::string config, variant, output_prefix;
+  std::string config, variant, output_prefix, continue_from;
   options.add_options()("help,h", "show this help")(
       "config", po::value(&config), "resolved run config")("variant", po::value(&variant),
                                                            "variant name")(
       "output-prefix", po::value(&output_prefix),
-      "where the run writes weights and training state");
+      "where the run writes weights and training state")(
+      "continue-from", po::value(&continue_from),
+      "the run's own checkpoint, to go on where it was interrupted");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   std::unique_ptr<RunObserver> channel = launcher_channel();
@@ -51,7 +53,8 @@ int worker_command(const std::vector<std::string>& args) {
     RunContext context{.registry = builtin_registry(),
                        .observer = *channel,
                        .stop_requested = &g_worker_stop,
-                       .output_prefix = output_prefix};
+                       .output_prefix = output_prefix,
+                       .continue_from = continue_from};
     MetricValues metrics = train_run(run, context);
     send_result(metrics);
     return kExitOk;

@@ -4,6 +4,7 @@
 #include "runner/config/experiment.h"
 
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -59,16 +60,27 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
       base.set(key, value);
 
   std::vector<Variant> variants = expand_sweep(tree.subtree("sweep"), diagnostics);
+  const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
   for (const auto& variant : variants) {
     ConfigTree run_tree = base;
     merge_layer(run_tree, variant.overrides);
     merge_layer(run_tree, command_line);  // the command line wins over every variant
-    RunSpec run;
-    run.variant = variant.name;
-    ConfigTree resolved = resolve_run(run_tree, registry, file, run, diagnostics);
-    run.config_yaml = resolved.to_yaml_text();
-    run.config_hash = stable_hash(run.config_yaml);
-    experiment.runs.push_back(std::move(run));
+    int64_t seed = 0;
+    for (int64_t r = 0; r < repeats; ++r) {
+      RunSpec run;
+      run.variant = variant.name;
+      run.repeat = r;
+      ConfigTree repeat_tree = run_tree;
+      if (r > 0)  // the variant's own seed, then the next ones
+        repeat_tree.set("train.seed", {YAML::Node(seed + r), file_origin(file), file_origin(file)});
+      const size_t errors_before = diagnostics.size();
+      ConfigTree resolved = resolve_run(repeat_tree, registry, file, run, diagnostics);
+      if (r == 0) seed = run.train.seed;
+      run.config_yaml = resolved.to_yaml_text();
+      run.config_hash = run_identity_hash(resolved);
+      experiment.runs.push_back(std::move(run));
+      if (diagnostics.size() > errors_before) break;  // the other repeats say the same
+    }
   }
 
   const std::string& baseline = experiment.report.baseline;
@@ -108,8 +120,59 @@ RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& va
   ConfigTree resolved = resolve_run(tree, registry, "<resolved config>", run, diagnostics);
   diagnostics.throw_if_any();
   run.config_yaml = resolved.to_yaml_text();
-  run.config_hash = stable_hash(run.config_yaml);
+  run.config_hash = run_identity_hash(resolved);
   return run;
+}
+
+namespace {
+
+// Problems of several files in one message, each line already saying where and "error:".
+class BatchError : public UserError {
+ public:
+  using UserError::UserError;
+  bool labelled() const override { return true; }
+};
+
+}  // namespace
+
+std::vector<Experiment> load_batch(const std::vector<std::string>& files,
+                                   const std::vector<std::string>& overrides,
+                                   const Registry& registry) {
+  std::vector<Experiment> experiments;
+  std::vector<std::string> problems;
+  std::map<std::string, std::string> file_of_name, seen_files;
+  for (const std::string& file : files) {
+    const std::string canonical = fs::weakly_canonical(file).string();
+    if (auto it = seen_files.find(canonical); it != seen_files.end()) {
+      problems.push_back(
+          fmt::format("error: {}: named twice in the batch (also as {}); name each "
+                      "experiment file once",
+                      file, it->second));
+      continue;
+    }
+    seen_files[canonical] = file;
+    try {
+      Experiment experiment = load_experiment(file, overrides, registry);
+      auto [it, fresh] = file_of_name.emplace(experiment.name, file);
+      if (!fresh)
+        problems.push_back(fmt::format(
+            "error: {}: experiment name '{}' is also {}'s; their runs would mix in one report: "
+            "give one of them another `name:`",
+            file, experiment.name, it->second));
+      experiments.push_back(std::move(experiment));
+    } catch (const UserError& e) {
+      std::string message = e.what();
+      while (!message.empty() && message.back() == '\n') message.pop_back();
+      problems.push_back(e.labelled() ? message : "error: " + message);
+    }
+  }
+  if (problems.empty()) return experiments;
+  std::string text;
+  for (const auto& problem : problems) text += problem + "\n";
+  if (files.size() > 1)
+    text += fmt::format("nothing was run: every file of a batch must be valid ({} given)\n",
+                        files.size());
+  throw BatchError(text);
 }
 
 }  // namespace trainyard

@@ -27,6 +27,13 @@ struct Experiment {
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
                            const Registry& registry);
 
+// The experiment files of a batch (`trainyard run a.yaml b.yaml ...`), every one validated before
+// anything runs. Throws one UserError listing every problem of every file (and a name or file given
+// twice), each labelled with its file.
+std::vector<Experiment> load_batch(const std::vector<std::string>& files,
+                                   const std::vector<std::string>& overrides,
+                                   const Registry& registry);
+
 // Re-reads the resolved config of one run (RunSpec::config_yaml), as a worker process would.
 RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,
                            const Registry& registry);

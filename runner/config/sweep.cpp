@@ -22,7 +22,8 @@ std::string grid_label(const std::string& key) { return split(key, '.').back(); 
 }  // namespace
 
 std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics) {
-  report_unknown_keys(sweep, {"variants", "grid"}, "sweep", "section 'sweep'", diagnostics);
+  report_unknown_keys(sweep, {"variants", "grid", "repeats"}, "sweep", "section 'sweep'",
+                      diagnostics);
   std::vector<Variant> variants;
   std::set<std::string> names;
   if (const ConfigValue* list = sweep.find("variants")) {
@@ -103,6 +104,21 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
   for (auto& variant : variants)
     if (variant.name.empty()) variant.name = "default";
   return variants;
+}
+
+int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics) {
+  const ConfigValue* value = sweep.find("repeats");
+  if (!value) return 1;
+  int64_t repeats = 0;
+  std::string expected;
+  if (!decode_value(value->node, repeats, expected) || repeats < 1 || repeats > 1000) {
+    diagnostics.error(value->origin,
+                      "'sweep.repeats' must be a whole number from 1 to 1000 (runs of every "
+                      "variant, seeds train.seed, train.seed + 1, ...), got " +
+                          describe_yaml_value(value->node));
+    return 1;
+  }
+  return repeats;
 }
 
 }  // namespace trainyard

@@ -19,4 +19,8 @@ struct Variant {
 // The variants of `sweep` (the section without its prefix); one unnamed ("default") when empty.
 std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics);
 
+// sweep.repeats: how many times every variant runs, with seeds train.seed, train.seed + 1, ...
+// (1 when not set).
+int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics);
+
 }  // namespace trainyard

@@ -1,14 +1,22 @@
 #include "runner/engine/checkpoint.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "components/optim/optimizers.h"
 #include "components/weights/load_weights.h"
 #include "components/weights/safetensors.h"
+#include "runner/engine/engine.h"
 
 namespace trainyard {
 
@@ -19,6 +27,7 @@ namespace {
 const char* const kModelFile = "model.safetensors";
 const char* const kOptimizerFile = "optimizer.safetensors";
 const char* const kBestFile = "best.safetensors";
+const char* const kRanksFile = "ranks.safetensors";
 const char* const kStateFile = "trainer_state.json";
 
 std::string in(const std::string& dir, const char* file) { return (fs::path(dir) / file).string(); }
@@ -36,27 +45,99 @@ std::vector<std::string> parameter_names(Model& model) {
   return names;
 }
 
-// Every file of the folder names the epoch it holds; a file of another epoch means a write was cut
-// short.
-void check_epoch(const std::string& path, int64_t epoch) {
+// What every file of a folder records of the state it belongs to: a file of another state means
+// the folder was put together from two writes.
+std::string state_mark(const TrainerState& state) {
+  return fmt::format("{}.{}.{}", state.epoch, state.batch, state.step);
+}
+
+void check_mark(const std::string& path, const TrainerState& state) {
   SafetensorsFile file(path);
-  auto it = file.metadata().find("epoch");
-  if (it == file.metadata().end() || it->second != std::to_string(epoch))
+  const auto& metadata = file.metadata();
+  auto mark = metadata.find("state");
+  const bool same =
+      mark != metadata.end()
+          ? mark->second == state_mark(state)
+          // Folders of trainyard before mid-epoch checkpoints: the epoch only.
+          : metadata.count("epoch") && metadata.at("epoch") == std::to_string(state.epoch);
+  if (!same)
     throw UserError(
-        fmt::format("{} does not hold epoch {} as trainer_state.json says: the folder was written "
-                    "only in part; resume from an earlier copy",
-                    path, epoch));
+        fmt::format("{} does not belong to the state trainer_state.json describes (epoch {}, step "
+                    "{}): the folder was put together from two writes; resume from another copy",
+                    path, state.epoch, state.step));
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    throw std::runtime_error(
+        fmt::format("cannot flush {} to disk: {}", path, std::strerror(error)));
+  }
+  ::close(fd);
+}
+
+// Makes the staged folder the state: every file and the folder on disk first, then one atomic
+// exchange with the live folder (or a rename when there is none), then the parent folder on disk;
+// the previous state, now in the staging folder, is removed last.
+void commit_staged(const std::string& dir) {
+  const std::string staged = checkpoint_staging_dir(dir);
+  for (const auto& entry : fs::directory_iterator(staged)) fsync_path(entry.path().string());
+  fsync_path(staged);
+  if (fs::exists(dir)) {
+    if (::renameat2(AT_FDCWD, staged.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+      // A file system without RENAME_EXCHANGE: for a moment there is no state (a kill then costs
+      // the run's progress, never a torn state).
+      remove_tree(dir);
+      fs::rename(staged, dir);
+    }
+  } else {
+    fs::rename(staged, dir);
+  }
+  const fs::path parent = fs::path(dir).parent_path();
+  fsync_path(parent.empty() ? "." : parent.string());
+  remove_tree(staged);
+}
+
+// Every rank's `mine` on rank 0, by rank: one sum over a [world, n] table of doubles where each
+// rank fills its row (bytes, counts below 2^53 and doubles all survive the trip exactly).
+std::vector<NamedTensors> gather_rank_states(Strategy& strategy, const NamedTensors& mine) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& [name, tensor] : mine)
+    flat.push_back(tensor.detach().to(torch::kCPU).to(torch::kDouble).reshape(-1));
+  torch::Tensor row = flat.empty() ? torch::zeros({0}, torch::kDouble) : torch::cat(flat);
+  const int world = strategy.world_size();
+  torch::Tensor table = torch::zeros({world, row.numel()}, torch::kDouble);
+  table[strategy.rank()].copy_(row);
+  strategy.all_reduce_sum(table);
+  std::vector<NamedTensors> out(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    int64_t offset = 0;
+    for (const auto& [name, tensor] : mine) {
+      torch::Tensor part = table[r].narrow(0, offset, tensor.numel());
+      out[static_cast<size_t>(r)].emplace_back(
+          name, part.reshape(tensor.sizes()).to(tensor.scalar_type()).clone());
+      offset += tensor.numel();
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 void save_training_state(const std::string& dir, Model& model, Strategy& strategy,
                          torch::optim::Optimizer& optimizer, const LossScaler* scaler,
-                         const TrainerState& state,
-                         const std::vector<torch::Tensor>& best_weights) {
+                         const TrainerState& state, const std::vector<torch::Tensor>& best_weights,
+                         const NamedTensors& rank_state) {
   const bool writer = strategy.rank() == 0;
-  if (writer) fs::create_directories(dir);
-  const std::map<std::string, std::string> metadata = {{"epoch", std::to_string(state.epoch)},
+  const std::string staged = checkpoint_staging_dir(dir);
+  if (writer) {
+    remove_tree(staged);  // what a write cut short left
+    fs::create_directories(staged);
+  }
+  const std::map<std::string, std::string> metadata = {{"state", state_mark(state)},
+                                                       {"epoch", std::to_string(state.epoch)},
                                                        {"written_by", "trainyard"}};
   strategy.with_full_parameters(model, [&] {
     if (!writer) return;
@@ -65,7 +146,7 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
       weights.emplace_back(item.key(), item.value());
     for (const auto& item : model.named_buffers(true))
       weights.emplace_back(item.key(), item.value());
-    save_tensors(in(dir, kModelFile), weights, metadata);
+    save_tensors(in(staged, kModelFile), weights, metadata);
   });
 
   // The optimizer's state, each kind ("exp_avg", ...) gathered whole per parameter.
@@ -86,11 +167,16 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
   if (scaler)
     for (const auto& [name, tensor] : scaler->state())
       tensors.emplace_back("loss_scaler/" + name, tensor);
+  const std::vector<NamedTensors> ranks = gather_rank_states(strategy, rank_state);
   if (!writer) return;
-  save_tensors(in(dir, kOptimizerFile), tensors, metadata);
+  save_tensors(in(staged, kOptimizerFile), tensors, metadata);
 
-  std::error_code ignored;
-  fs::remove(in(dir, kBestFile), ignored);
+  NamedTensors by_rank;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    for (const auto& [name, tensor] : ranks[r])
+      by_rank.emplace_back(fmt::format("rank{}/{}", r, name), tensor);
+  save_tensors(in(staged, kRanksFile), by_rank, metadata);
+
   if (!best_weights.empty()) {
     NamedTensors best;
     size_t i = 0;
@@ -98,15 +184,38 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
       best.emplace_back(item.key(), best_weights[i++]);
     for (const auto& item : model.named_buffers(true))
       best.emplace_back(item.key(), best_weights[i++]);
-    save_tensors(in(dir, kBestFile), best, metadata);
+    save_tensors(in(staged, kBestFile), best, metadata);
   }
 
-  nlohmann::json json = {{"epoch", state.epoch},           {"step", state.step},
-                         {"best_epoch", state.best_epoch}, {"best_val_acc", state.best_val_acc},
-                         {"strategy", state.strategy},     {"world_size", state.world_size}};
-  const std::string path = in(dir, kStateFile), temporary = path + ".tmp";
-  std::ofstream(temporary) << json.dump(2) << "\n";
-  fs::rename(temporary, path);  // last: the folder is whole from here on
+  nlohmann::json json = {{"epoch", state.epoch},
+                         {"batch", state.batch},
+                         {"step", state.step},
+                         {"best_epoch", state.best_epoch},
+                         {"best_val_acc", state.best_val_acc},
+                         {"strategy", state.strategy},
+                         {"world_size", state.world_size},
+                         {"batch_size", state.batch_size},
+                         {"train_seconds", state.train_seconds},
+                         {"epoch_seconds", state.epoch_seconds},
+                         {"epochs_without_improvement", state.epochs_without_improvement},
+                         {"meter", state.meter}};
+  if (!std::isnan(state.best_monitored)) json["best_monitored"] = state.best_monitored;
+  std::ofstream(in(staged, kStateFile)) << json.dump(2) << "\n";
+  commit_staged(dir);
+}
+
+bool has_training_state(const std::string& dir) {
+  try {
+    read_trainer_state(dir);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void remove_training_state(const std::string& dir) {
+  remove_tree(dir);
+  remove_tree(checkpoint_staging_dir(dir));
 }
 
 TrainerState read_trainer_state(const std::string& dir) {
@@ -131,12 +240,22 @@ TrainerState read_trainer_state(const std::string& dir) {
     state.best_val_acc = json.at("best_val_acc").get<double>();
     state.strategy = json.at("strategy").get<std::string>();
     state.world_size = json.at("world_size").get<int64_t>();
+    // Written by mid-epoch checkpoints; folders of earlier trainyards end at an epoch's end.
+    state.batch = json.value("batch", int64_t{0});
+    state.batch_size = json.value("batch_size", int64_t{0});
+    state.train_seconds = json.value("train_seconds", 0.0);
+    state.epoch_seconds = json.value("epoch_seconds", 0.0);
+    state.epochs_without_improvement = json.value("epochs_without_improvement", int64_t{0});
+    if (json.contains("best_monitored"))
+      state.best_monitored = json.at("best_monitored").get<double>();
+    if (json.contains("meter")) state.meter = json.at("meter").get<std::map<std::string, double>>();
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("{}: not a valid trainer state ({})", path, e.what()));
   }
-  check_epoch(in(dir, kModelFile), state.epoch);
-  check_epoch(in(dir, kOptimizerFile), state.epoch);
-  if (fs::exists(in(dir, kBestFile))) check_epoch(in(dir, kBestFile), state.epoch);
+  check_mark(in(dir, kModelFile), state);
+  check_mark(in(dir, kOptimizerFile), state);
+  for (const char* optional : {kBestFile, kRanksFile})
+    if (fs::exists(in(dir, optional))) check_mark(in(dir, optional), state);
   return state;
 }
 
@@ -186,6 +305,22 @@ void load_optimizer_state(const std::string& dir, Model& model, Strategy& strate
     }
     scaler->load_state(scaler_state);
   }
+}
+
+std::vector<std::map<std::string, torch::Tensor>> load_rank_states(const std::string& dir) {
+  const std::string path = in(dir, kRanksFile);
+  std::vector<std::map<std::string, torch::Tensor>> out;
+  if (!fs::exists(path)) return out;
+  for (auto& [name, tensor] : load_tensors(path)) {
+    // "rank<R>/<name>"
+    const size_t slash = name.find('/');
+    if (name.rfind("rank", 0) != 0 || slash == std::string::npos)
+      throw UserError(fmt::format("{}: unexpected entry '{}'", path, name));
+    const auto rank = static_cast<size_t>(std::stoll(name.substr(4, slash - 4)));
+    if (out.size() <= rank) out.resize(rank + 1);
+    out[rank][name.substr(slash + 1)] = tensor;
+  }
+  return out;
 }
 
 std::vector<torch::Tensor> load_best_weights(const std::string& dir, Model& model) {

@@ -1,16 +1,27 @@
-// Training-state folders: train.save_state writes one after every epoch, train.resume_from reads it
-// back. Everything in it is whole and named by the model's parameters, never by ranks or shards, so
-// a run can be resumed — or its model evaluated — under any strategy and world size (the studies'
-// saving-and-loading example). The layout follows Hugging Face Trainer's checkpoint folders:
+// Training-state folders (checkpoints). A run writes one at every epoch's end and, within epochs,
+// every train.checkpoint_every_steps optimizer steps and every train.checkpoint_every_minutes; an
+// interrupted run continues from it (the controller passes it back), and train.resume_from starts
+// a new run from any run's. Everything in it is whole and named by the model's parameters, never
+// by shards, so a state can be resumed — or its model evaluated — under any strategy and world
+// size (the studies' saving-and-loading example). The layout follows Hugging Face Trainer's
+// checkpoint folders:
 //
-//   model.safetensors      the weights at the end of the epoch; model.weights loads it on its own
+//   model.safetensors      the weights; model.weights loads it on its own
 //   optimizer.safetensors  "<parameter>/exp_avg", ... per parameter, and "loss_scaler/scale", ...
 //   best.safetensors       with train.checkpoint: best, the best validation epoch's weights when
 //                          they are not the live ones
-//   trainer_state.json     epochs done, optimizer steps, best epoch and accuracy. Written last, and
-//                          every file records its epoch: a half-written folder is never resumed.
+//   ranks.safetensors      per rank: the CPU and CUDA random states, the unfinished epoch's loss
+//                          and accuracy sums — what continuing bit for bit needs
+//   trainer_state.json     where the run is (epoch, batch within it, step), the best epoch, the
+//                          time trained and the meter's counts
+//
+// A folder is written whole beside the live one (<dir>.new), every file fsync'd, then swapped in
+// with one atomic rename and the parent folder fsync'd: a reader sees the previous state or the new
+// one, never a torn one. Only the last state is kept.
 #pragma once
 
+#include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,24 +30,38 @@
 #include "components/models/model.h"
 #include "components/precision/loss_scaler.h"
 #include "components/strategy/strategy.h"
+#include "components/weights/load_weights.h"
 
 namespace trainyard {
 
 struct TrainerState {
   int64_t epoch = 0;  // epochs completed
+  int64_t batch = 0;  // batches of the next epoch already trained (0 at an epoch's end)
   int64_t step = 0;   // optimizer steps taken
   int64_t best_epoch = 0;
   double best_val_acc = -1;
-  std::string strategy;  // what wrote it, for the log
+  std::string strategy;  // what wrote it, for the log and for mid-epoch positions
   int64_t world_size = 1;
+  int64_t batch_size = 0;  // per rank, with world_size: where a mid-epoch position lies in the data
+  // The run's own counts, for the same run continuing: a new run resuming from the state starts
+  // its own.
+  double train_seconds = 0;  // spent training (and validating) before this state was written
+  double epoch_seconds = 0;  // of the unfinished epoch
+  int64_t epochs_without_improvement = 0;  // train.early_stop's count
+  double best_monitored = std::nan("");    // train.early_stop's best value so far; NaN: none yet
+  std::map<std::string, double> meter;     // TrainingMeter::counts()
 };
 
 // Collective: every rank calls it; rank 0 writes. `best_weights` (model parameters then buffers,
-// whole) may be empty.
+// whole) may be empty. `rank_state`: this rank's tensors (same names and shapes on every rank),
+// gathered to rank 0 and stored per rank.
 void save_training_state(const std::string& dir, Model& model, Strategy& strategy,
                          torch::optim::Optimizer& optimizer, const LossScaler* scaler,
-                         const TrainerState& state, const std::vector<torch::Tensor>& best_weights);
+                         const TrainerState& state, const std::vector<torch::Tensor>& best_weights,
+                         const NamedTensors& rank_state);
 
+// Whether `dir` holds a whole training state (what read_trainer_state accepts).
+bool has_training_state(const std::string& dir);
 // Reads trainer_state.json and checks the folder is whole. Throws UserError naming what is wrong.
 TrainerState read_trainer_state(const std::string& dir);
 // Before the strategy's setup: the weights, strictly.
@@ -46,5 +71,9 @@ void load_optimizer_state(const std::string& dir, Model& model, Strategy& strate
                           torch::optim::Optimizer& optimizer, LossScaler* scaler);
 // The best validation epoch's weights (parameters then buffers), or nothing when the live ones are.
 std::vector<torch::Tensor> load_best_weights(const std::string& dir, Model& model);
+// Every rank's tensors of save_training_state's `rank_state`, by rank; empty for an older folder.
+std::vector<std::map<std::string, torch::Tensor>> load_rank_states(const std::string& dir);
+// Removes the state folder and any half-written one beside it.
+void remove_training_state(const std::string& dir);
 
 }  // namespace trainyard

@@ -17,6 +17,18 @@ namespace trainyard {
 
 using MetricValues = std::map<std::string, double>;
 
+// Where a training run is, at each progress line: for live views (the line itself goes to on_log).
+struct TrainingProgress {
+  int64_t epoch = 0;  // 1-based
+  int64_t epochs = 0;
+  int64_t step = 0;  // optimizer steps done
+  int64_t total_steps = 0;
+  double loss = 0;
+  double samples_per_s = 0;
+  double eta_seconds = 0;
+  std::string line{};  // the progress line, as the log shows it
+};
+
 // Receives what a run reports while it trains. The engine formats its own progress lines; where
 // they go (console, the run's log file) is the observer's business.
 class RunObserver {
@@ -26,6 +38,11 @@ class RunObserver {
   // Facts about the run known once it is set up: the dtypes actually used, the device, ...
   virtual void on_setup(const std::map<std::string, std::string>& attributes) {}
   virtual void on_epoch(int64_t epoch, const MetricValues& values) = 0;
+  // A progress line with its figures: a log line, unless the observer shows progress otherwise
+  // (a status line redrawn in place).
+  virtual void on_progress(const TrainingProgress& progress) { on_log(progress.line); }
+  // Called often (about every 100 ms) by whoever waits for the run: a chance to say it is alive.
+  virtual void on_tick() {}
 };
 
 // Where a run executes, resolved from `runtime.accelerator` before it starts.
@@ -47,10 +64,21 @@ struct RunContext {
   const Registry& registry;
   RunObserver& observer;
   const std::atomic<bool>* stop_requested = nullptr;  // set by SIGINT/SIGTERM: throws Interrupted
-  // Files the run writes: <prefix>.safetensors (train.save_weights), <prefix>.state/
-  // (train.save_state).
+  // Files the run writes: <prefix>.safetensors (train.save_weights), <prefix>.state/ (its
+  // checkpoints). Empty: none (no checkpoints either).
   std::string output_prefix{};
+  // A checkpoint of this same run (<output_prefix>.state) to continue from, set by the controller
+  // when the run was interrupted: the run goes on where it stopped, with its own counts (training
+  // time, throughput) carried over. Unlike train.resume_from, which starts a new run from a state.
+  std::string continue_from{};
 };
+
+// The checkpoint folder of a run whose files start with `output_prefix`, and the folder a new
+// checkpoint is staged in beside it before it is swapped in (checkpoint.h).
+inline std::string checkpoint_dir(const std::string& output_prefix) {
+  return output_prefix + ".state";
+}
+inline std::string checkpoint_staging_dir(const std::string& dir) { return dir + ".new"; }
 
 // Throws UserError for bad data or options found while building, Interrupted when stopped,
 // and anything else for a failure of the run itself.

@@ -76,4 +76,26 @@ void TrainingMeter::record_memory(MetricValues& metrics) const {
   metrics[metric::kPeakMemory] = metrics[metric::kCudaPeakReserved];  // as the studies report
 }
 
+std::map<std::string, double> TrainingMeter::counts() const {
+  return {{"data_wait_seconds", data_wait_seconds_},
+          {"samples", static_cast<double>(samples_)},
+          {"flops", flops_},
+          {"loop_seconds", loop_seconds_},
+          {"comm_bytes", comm_bytes_},
+          {"comm_steps", static_cast<double>(comm_steps_)}};
+}
+
+void TrainingMeter::restore_counts(const std::map<std::string, double>& counts) {
+  auto get = [&](const char* name) {
+    auto it = counts.find(name);
+    return it == counts.end() ? 0.0 : it->second;
+  };
+  data_wait_seconds_ = get("data_wait_seconds");
+  samples_ = static_cast<int64_t>(get("samples"));
+  flops_ = get("flops");
+  loop_seconds_ = get("loop_seconds");
+  comm_bytes_ = get("comm_bytes");
+  comm_steps_ = static_cast<int64_t>(get("comm_steps"));
+}
+
 }  // namespace trainyard

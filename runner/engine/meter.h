@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include <torch/types.h>
 
@@ -37,6 +39,12 @@ class TrainingMeter {
     comm_bytes_ += comm_bytes;
     comm_steps_ += steps;
   }
+
+  // --- a run continuing from a checkpoint ---
+  // The counts so far by name, and setting them back: a continued run's throughput covers all of
+  // its training, not only the part after the last interruption.
+  std::map<std::string, double> counts() const;
+  void restore_counts(const std::map<std::string, double>& counts);
 
   // --- the console's rates ---
   // Starts the first interval of progress lines at optimizer step `step` (0, or where a resumed

@@ -5,9 +5,12 @@
 // optimizer — is Trainer::train_step, one screen; throughput, FLOP/s, data wait and memory are
 // counted by the TrainingMeter (meter.h).
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Generator.h>
 #include <fmt/format.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
@@ -81,6 +84,7 @@ class Trainer {
   void setup_model_and_resume();  // the model, its weights, and a resumed run's progress
   void setup_optimization();      // precision, strategy setup, optimizer, loss scaler, schedule
   void setup_cuda_graph();        // runtime.compile: cuda-graphs and runtime.sync_debug
+  void restore_rank_state();      // a resumed run's random states and unfinished epoch's sums
   void log_setup(const DeviceInfo& device) const;
 
   // --- fit, epoch by epoch ---
@@ -94,6 +98,16 @@ class Trainer {
   void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                     Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
+  // Mid-epoch checkpoints: whether one is due after this optimizer step (ranks agree), and writing
+  // one at `batches_done` batches into `epoch`.
+  bool checkpoint_due();
+  void checkpoint(int64_t epoch, int64_t batches_done, const Accumulator& metrics,
+                  double epoch_loop_seconds, double epoch_comm_bytes, int64_t epoch_steps);
+  void write_state(const NamedTensors& rank_state);
+  NamedTensors rank_state(const Accumulator& metrics) const;
+  double train_seconds() const {
+    return trained_before_ + seconds_since(run_start_) - checkpoint_seconds_;
+  }
   void end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train,
                     const SplitResult& val);
 
@@ -108,8 +122,15 @@ class Trainer {
   void log(fmt::format_string<Args...> format, Args&&... args) const {
     context_.observer.on_log(fmt::format(format, std::forward<Args>(args)...));
   }
+  // train.early_stop: the watched figure has not improved for `patience` epochs.
+  bool stopped_early() const {
+    return run_.train.early_stop_patience > 0 &&
+           progress_.epochs_without_improvement >= run_.train.early_stop_patience;
+  }
+  void watch_for_early_stop(const SplitResult& val);
+  bool stop_requested() const { return context_.stop_requested && context_.stop_requested->load(); }
   void check_stop() const {
-    if (context_.stop_requested && context_.stop_requested->load()) throw Interrupted();
+    if (stop_requested()) throw Interrupted();
   }
   void set_learning_rate(double lr) {
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
@@ -131,6 +152,9 @@ class Trainer {
   }
   std::vector<torch::Tensor> snapshot_weights();
   void restore_weights(const std::vector<torch::Tensor>& weights);
+  // Where a mid-epoch state's position lies in this run's batches: the same samples trained, under
+  // this run's batch size and world size.
+  int64_t batch_within_epoch(const TrainerState& state) const;
 
   // The run as configured, and where it reports.
   const RunSpec& run_;
@@ -162,6 +186,18 @@ class Trainer {
   int64_t total_steps_ = 0;  // optimizer steps in the run
   int64_t start_epoch_ = 0;  // > 0 when resumed
   int64_t start_step_ = 0;
+  int64_t start_batch_ = 0;  // batches of epoch start_epoch_ trained before a mid-epoch resume
+
+  // Checkpoints: where from (train.resume_from, or this run's own state when it continues), what
+  // the state held for this rank, and the time they take (not training time).
+  std::string resume_dir_;
+  bool continuing_ = false;  // this same run goes on (RunContext::continue_from)
+  std::map<std::string, torch::Tensor> resumed_rank_state_;
+  double trained_before_ = 0;         // seconds trained before the last interruption
+  double resumed_epoch_seconds_ = 0;  // of the unfinished epoch, before it
+  double checkpoint_seconds_ = 0;     // spent writing checkpoints
+  double checkpoint_comm_bytes_ = 0;  // their gathers between ranks (not training traffic)
+  Clock::time_point last_checkpoint_;
   std::vector<torch::Tensor>
       best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
 
@@ -180,6 +216,7 @@ void Trainer::build() {
   setup_model_and_resume();
   setup_optimization();
   setup_cuda_graph();
+  restore_rank_state();
   log_setup(device);
 }
 
@@ -250,7 +287,9 @@ void Trainer::setup_model_and_resume() {
     WeightsReport report = load_weights(*model_, run_.weights.weights, run_.weights.strict);
     log("weights {}: {}", run_.weights.weights, report.summary());
   }
-  const std::string& resume = run_.train.resume_from;
+  continuing_ = !context_.continue_from.empty();
+  resume_dir_ = continuing_ ? context_.continue_from : run_.train.resume_from;
+  const std::string& resume = resume_dir_;
   if (resume.empty()) return;
   progress_ = read_trainer_state(resume);
   if (progress_.epoch > run_.train.epochs)
@@ -263,6 +302,25 @@ void Trainer::setup_model_and_resume() {
   step_ = progress_.step;
   start_epoch_ = progress_.epoch;
   start_step_ = progress_.step;
+  if (progress_.batch > 0) start_batch_ = batch_within_epoch(progress_);
+  if (continuing_) {
+    trained_before_ = progress_.train_seconds;
+    resumed_epoch_seconds_ = progress_.epoch_seconds;
+    meter_.restore_counts(progress_.meter);
+  }
+  const std::vector<std::map<std::string, torch::Tensor>> ranks = load_rank_states(resume);
+  if (ranks.size() == static_cast<size_t>(strategy_->world_size())) {
+    resumed_rank_state_ = ranks[static_cast<size_t>(strategy_->rank())];
+  } else if (!ranks.empty() && strategy_->rank() == 0) {
+    // Another world size: the unfinished epoch's sums go on at rank 0 (the epoch's figures are
+    // the sum over ranks), the random states start afresh.
+    for (const auto& rank : ranks)
+      for (const char* name : {"loss_sum", "correct", "samples"})
+        if (rank.count(name))
+          resumed_rank_state_[name] = resumed_rank_state_.count(name)
+                                          ? resumed_rank_state_[name] + rank.at(name)
+                                          : rank.at(name);
+  }
 }
 
 void Trainer::setup_optimization() {
@@ -278,7 +336,7 @@ void Trainer::setup_optimization() {
   context_.observer.on_setup(attributes);
   optimizer_ =
       build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
-  const std::string& resume = train.resume_from;
+  const std::string& resume = resume_dir_;
   if (!resume.empty()) {
     load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
     log("resumed from {}: {} and {} done (written by {} on {})", resume,
@@ -291,6 +349,7 @@ void Trainer::setup_optimization() {
   }
   progress_.strategy = run_.strategy.name;
   progress_.world_size = strategy_->world_size();
+  progress_.batch_size = train.batch_size;
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {.total_steps = total_steps_});
@@ -315,6 +374,23 @@ void Trainer::setup_cuda_graph() {
       [this](const std::string& line) { context_.observer.on_log(line); });
 }
 
+// Last in build(): building the model drew from the random generators; from here on they must be
+// where the interrupted run left them.
+void Trainer::restore_rank_state() {
+  if (resumed_rank_state_.empty()) return;
+  auto restore = [&](const char* name, at::Generator generator) {
+    auto it = resumed_rank_state_.find(name);
+    if (it == resumed_rank_state_.end()) return;
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(it->second);
+  };
+  restore("cpu_rng", at::detail::getDefaultCPUGenerator());
+  if (device_.is_cuda()) restore("cuda_rng", at::globalContext().defaultGenerator(device_));
+  if (progress_.batch > 0)
+    log("continuing epoch {} at batch {} of {} (optimizer step {})", progress_.epoch + 1,
+        start_batch_, train_batches_, step_);
+}
+
 void Trainer::log_setup(const DeviceInfo& device) const {
   const int ranks = strategy_->world_size();
   log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})",
@@ -331,24 +407,54 @@ void Trainer::log_setup(const DeviceInfo& device) const {
 // --- fit -----------------------------------------------------------------------------------------
 
 void Trainer::fit() {
-  for (int64_t epoch = progress_.epoch; epoch < run_.train.epochs; ++epoch) {
+  for (int64_t epoch = progress_.epoch; epoch < run_.train.epochs && !stopped_early(); ++epoch) {
     const auto epoch_start = Clock::now();
     const SplitResult train = train_epoch(epoch);
     const SplitResult val = evaluate(*val_loader_);
-    end_of_epoch(epoch, seconds_since(epoch_start), train, val);
+    // An epoch continued after an interruption: its time before, too.
+    const double before = epoch == start_epoch_ && start_batch_ > 0 ? resumed_epoch_seconds_ : 0;
+    end_of_epoch(epoch, seconds_since(epoch_start) + before, train, val);
   }
 }
 
 SplitResult Trainer::train_epoch(int64_t epoch) {
   const TrainOptions& train = run_.train;
   model_->train();
-  train_loader_->start_epoch(epoch, train_batches_);
+  // A run resumed inside this epoch starts at its batch, with the sums of the batches before.
+  const bool resumed_here = epoch == start_epoch_ && start_batch_ > 0;
+  const int64_t first = resumed_here ? start_batch_ : 0;
+  train_loader_->start_epoch(epoch, train_batches_, first);
   Accumulator metrics(device_);
+  if (resumed_here) {
+    auto take = [&](const char* name) {
+      auto it = resumed_rank_state_.find(name);
+      return it == resumed_rank_state_.end() ? torch::Tensor() : it->second;
+    };
+    if (auto loss_sum = take("loss_sum"); loss_sum.defined())
+      metrics.loss_sum.copy_(loss_sum.reshape({}));
+    if (auto correct = take("correct"); correct.defined())
+      metrics.correct.copy_(correct.reshape({}));
+    if (auto samples = take("samples"); samples.defined())
+      metrics.samples = samples.item<int64_t>();
+  }
   const auto start = Clock::now();
-  const double communicated_before = strategy_->communicated_bytes();
+  const int64_t samples_before = metrics.samples;  // the rate is of this process's batches
+  const double before_seconds = resumed_here ? resumed_epoch_seconds_ : 0;
+  // Training's traffic, not the checkpoints' gathers.
+  const double communicated_before = strategy_->communicated_bytes() - checkpoint_comm_bytes_;
+  auto communicated = [&] {
+    return strategy_->communicated_bytes() - checkpoint_comm_bytes_ - communicated_before;
+  };
   const int64_t steps_before = step_;
-  for (int64_t b = 0; b < train_batches_; ++b) {
-    check_stop();
+  for (int64_t b = first; b < train_batches_; ++b) {
+    if (stop_requested()) {
+      // One process at a step's boundary can save where it is; ranks cannot agree on the moment
+      // without a collective per step, so they fall back to their last checkpoint.
+      if (strategy_->world_size() == 1 && b % train.grad_accum == 0 && b > first)
+        checkpoint(epoch, b, metrics, before_seconds + seconds_since(start), communicated(),
+                   step_ - steps_before);
+      throw Interrupted();
+    }
     const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
     torch::Tensor logits, loss;
     {
@@ -366,11 +472,14 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       metrics.add(loss, logits, batch.targets);
       meter_.add_batch(batch.size(), model_->training_flops(batch));
     }
-    if (step_now && logs_after(++step_)) log_progress(epoch, loss, metrics.samples, start);
+    if (!step_now) continue;
+    if (logs_after(++step_)) log_progress(epoch, loss, metrics.samples - samples_before, start);
+    if (b + 1 < train_batches_ && checkpoint_due())
+      checkpoint(epoch, b + 1, metrics, before_seconds + seconds_since(start), communicated(),
+                 step_ - steps_before);
   }
-  const double seconds = seconds_since(start);
-  meter_.add_epoch(seconds, strategy_->communicated_bytes() - communicated_before,
-                   step_ - steps_before);
+  const double seconds = seconds_since(start) + before_seconds;
+  meter_.add_epoch(seconds, communicated(), step_ - steps_before);
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
     auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
     strategy_->all_reduce_sum(metrics.loss_sum);
@@ -415,10 +524,95 @@ void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epo
   const double elapsed = seconds_since(run_start_);
   const double eta = elapsed / static_cast<double>(step_ - start_step_) *
                      static_cast<double>(total_steps_ - step_);
-  log("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}",
+  const double samples_per_s = static_cast<double>(epoch_samples) / seconds_since(epoch_start);
+  std::string line = fmt::format(
+      "epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}",
       epoch + 1, run_.train.epochs, step_, total_steps_, loss_value,
-      base_lr_ * schedule_(step_ - 1), norm, ms_per_step,
-      static_cast<double>(epoch_samples) / seconds_since(epoch_start), format_duration(eta));
+      base_lr_ * schedule_(step_ - 1), norm, ms_per_step, samples_per_s, format_duration(eta));
+  context_.observer.on_progress({.epoch = epoch + 1,
+                                 .epochs = run_.train.epochs,
+                                 .step = step_,
+                                 .total_steps = total_steps_,
+                                 .loss = loss_value,
+                                 .samples_per_s = samples_per_s * strategy_->world_size(),
+                                 .eta_seconds = eta,
+                                 .line = std::move(line)});
+}
+
+bool Trainer::checkpoint_due() {
+  const TrainOptions& train = run_.train;
+  if (train.checkpoint_every_steps > 0 && step_ % train.checkpoint_every_steps == 0) return true;
+  if (train.checkpoint_every_minutes <= 0) return false;
+  const bool late = seconds_since(last_checkpoint_) >= 60 * train.checkpoint_every_minutes;
+  if (strategy_->world_size() == 1) return late;
+  // Ranks' clocks differ: they agree at progress-line steps, with one small collective.
+  if (step_ % train.log_every != 0) return false;
+  auto flag = torch::tensor({late ? 1.0 : 0.0}, torch::kDouble);
+  strategy_->all_reduce_max(flag);
+  return flag.item<double>() > 0;
+}
+
+// A checkpoint inside epoch `epoch` after `batches_done` batches. The meter's counts include the
+// unfinished epoch's loop, as they would at its end.
+void Trainer::checkpoint(int64_t epoch, int64_t batches_done, const Accumulator& metrics,
+                         double epoch_loop_seconds, double epoch_comm_bytes, int64_t epoch_steps) {
+  TrainingMeter with_epoch = meter_;
+  with_epoch.add_epoch(epoch_loop_seconds, epoch_comm_bytes, epoch_steps);
+  progress_.epoch = epoch;
+  progress_.batch = batches_done;
+  progress_.step = step_;
+  progress_.epoch_seconds = epoch_loop_seconds;
+  progress_.meter = with_epoch.counts();
+  write_state(rank_state(metrics));
+  if (!context_.output_prefix.empty())
+    log("checkpoint at epoch {} batch {}/{} (step {}) written to {}", epoch + 1, batches_done,
+        train_batches_, step_, checkpoint_dir(context_.output_prefix));
+}
+
+// Writes progress_ and the live state to <output_prefix>.state. Its time is not training time.
+void Trainer::write_state(const NamedTensors& rank_state) {
+  if (context_.output_prefix.empty()) return;  // a run without files (the engine on its own)
+  const auto start = Clock::now();
+  const double communicated_before = strategy_->communicated_bytes();
+  progress_.train_seconds = train_seconds();
+  const bool best_is_live = progress_.best_epoch == progress_.epoch && progress_.batch == 0;
+  save_training_state(checkpoint_dir(context_.output_prefix), *model_, *strategy_, *optimizer_,
+                      scaler_.get(), progress_,
+                      best_is_live ? std::vector<torch::Tensor>() : best_weights_, rank_state);
+  checkpoint_seconds_ += seconds_since(start);
+  checkpoint_comm_bytes_ += strategy_->communicated_bytes() - communicated_before;
+  last_checkpoint_ = Clock::now();
+}
+
+NamedTensors Trainer::rank_state(const Accumulator& metrics) const {
+  NamedTensors state;
+  {
+    at::Generator cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    state.emplace_back("cpu_rng", cpu.get_state());
+  }
+  if (device_.is_cuda()) {
+    at::Generator cuda = at::globalContext().defaultGenerator(device_);
+    std::lock_guard<std::mutex> lock(cuda.mutex());
+    state.emplace_back("cuda_rng", cuda.get_state());
+  }
+  state.emplace_back("loss_sum", metrics.loss_sum.reshape({1}));
+  state.emplace_back("correct", metrics.correct.reshape({1}));
+  state.emplace_back("samples", torch::tensor({metrics.samples}, torch::kLong));
+  return state;
+}
+
+int64_t Trainer::batch_within_epoch(const TrainerState& state) const {
+  const int64_t samples_done = state.batch * state.batch_size * state.world_size;
+  const int64_t per_batch = run_.train.batch_size * strategy_->world_size();
+  if (state.batch_size <= 0 || samples_done % per_batch != 0)
+    throw UserError(fmt::format(
+        "{} stopped inside epoch {} after {} samples, which is not a whole number of this run's "
+        "batches ({} x {} ranks); resume it with a batch size that divides it, or from a state "
+        "written at an epoch's end",
+        resume_dir_, state.epoch + 1, samples_done, run_.train.batch_size,
+        strategy_->world_size()));
+  return samples_done / per_batch;
 }
 
 SplitResult Trainer::evaluate(DataLoader& loader) {
@@ -451,6 +645,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
     else
       best_weights_.clear();  // the live weights are the best
   }
+  watch_for_early_stop(val);
   MetricValues values = {{metric::kTrainLoss, train.loss},
                          {metric::kTrainAcc, train.accuracy},
                          {metric::kValLoss, val.loss},
@@ -461,16 +656,43 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%",
       epoch + 1, options.epochs, format_duration(epoch_seconds), train.loss, 100 * train.accuracy,
       val.loss, 100 * val.accuracy);
+  // Recorded before the checkpoint: a run killed between the two trains the epoch again and
+  // records the same figures over these.
   context_.observer.on_epoch(epoch + 1, values);
   progress_.epoch = epoch + 1;
+  progress_.batch = 0;
   progress_.step = step_;
-  if (!options.save_state) return;
-  const std::string dir = context_.output_prefix + ".state";
-  const bool best_is_live = progress_.best_epoch == epoch + 1;
-  save_training_state(dir, *model_, *strategy_, *optimizer_, scaler_.get(), progress_,
-                      best_is_live ? std::vector<torch::Tensor>() : best_weights_);
-  if (epoch == start_epoch_) context_.observer.on_setup({{"state_path", dir}});
+  progress_.epoch_seconds = 0;
+  progress_.meter = meter_.counts();
+  write_state(rank_state(Accumulator(device_)));
+  if (context_.output_prefix.empty()) return;
+  const std::string dir = checkpoint_dir(context_.output_prefix);
+  if (options.save_state && epoch == start_epoch_)
+    context_.observer.on_setup({{"state_path", dir}});
   log("training state of epoch {} written to {}", epoch + 1, dir);
+}
+
+void Trainer::watch_for_early_stop(const SplitResult& val) {
+  const TrainOptions& options = run_.train;
+  if (options.early_stop_patience == 0) return;
+  const bool loss = options.early_stop_metric == "val_loss";
+  const double value = loss ? val.loss : val.accuracy;
+  const bool first = std::isnan(progress_.best_monitored);
+  const bool improved =
+      first || (loss ? value < progress_.best_monitored - options.early_stop_min_delta
+                     : value > progress_.best_monitored + options.early_stop_min_delta);
+  if (improved) {
+    progress_.best_monitored = value;
+    progress_.epochs_without_improvement = 0;
+    return;
+  }
+  if (++progress_.epochs_without_improvement < options.early_stop_patience) return;
+  const std::string reason = fmt::format(
+      "early stop after epoch {} of {}: {} did not improve by more than {} for {} (best {:.4f})",
+      progress_.epoch + 1, options.epochs, options.early_stop_metric, options.early_stop_min_delta,
+      plural(options.early_stop_patience, "epoch"), progress_.best_monitored);
+  log("{}", reason);
+  context_.observer.on_setup({{"end_reason", reason}});
 }
 
 // Copies of the model's state. Sharded strategies hold a rank's share of the parameters: they are
@@ -499,9 +721,9 @@ MetricValues Trainer::run() {
   build();
   meter_.start_device(device_);
   meter_.start_steps(step_);
-  run_start_ = Clock::now();
+  run_start_ = last_checkpoint_ = Clock::now();
   fit();
-  return finish(seconds_since(run_start_));
+  return finish(train_seconds());
 }
 
 MetricValues Trainer::finish(double train_seconds) {
@@ -519,7 +741,7 @@ MetricValues Trainer::finish(double train_seconds) {
 // train.checkpoint: best tests the best validation epoch's weights; last, the last epoch's.
 void Trainer::restore_best_weights() {
   if (run_.train.checkpoint == "last") {
-    progress_.best_epoch = run_.train.epochs;
+    progress_.best_epoch = progress_.epoch;  // the last trained (early stopping may end it sooner)
     return;
   }
   if (best_weights_.empty()) return;  // the live weights are the best
@@ -554,7 +776,9 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
       {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
   // A run that trained no epoch (train.epochs: 0, or resumed with none left) only tested: it has
   // no training time (nor a speedup), and a best epoch only if its weights came from one.
-  if (progress_.epoch > start_epoch_) metrics[metric::kTrainSeconds] = train_seconds;
+  // A run continuing after an interruption counts the epochs it trained before, too.
+  if (progress_.epoch > (continuing_ ? 0 : start_epoch_))
+    metrics[metric::kTrainSeconds] = train_seconds;
   if (progress_.best_epoch > 0) {
     metrics[metric::kBestValAcc] = progress_.best_val_acc;
     metrics[metric::kBestEpoch] = static_cast<double>(progress_.best_epoch);

@@ -1,0 +1,230 @@
+// Runs continue where they stopped: a run whose controller is SIGKILLed, that is stopped with
+// Ctrl-C, or whose rank crashes continues from its last checkpoint under its own id, and ends with
+// weights and every stored figure bit for bit those of the uninterrupted run (wall-clock figures
+// aside) — under every strategy. Real processes, real signals.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::exit_code_of;
+using testing::KillOnExit;
+using testing::Result;
+using testing::start_run;
+using testing::trainyard;
+
+// Figures that measure the clock or the process, not the training.
+bool wall_clock(const std::string& key) {
+  for (const char* timing :
+       {"train_seconds", "test_seconds", "epoch_seconds", "samples_per_s", "epoch_samples_per_s",
+        "data_wait", "tflops", "mfu", "peak_rss_bytes", "peak_memory_bytes"})
+    if (key == timing) return true;
+  return false;
+}
+
+// Every figure of the experiment's completed runs, by variant, epoch ("final" for the run's own)
+// and key — all but the wall-clock ones.
+std::map<std::string, double> figures(const std::string& db, const std::string& experiment) {
+  Store store(db);
+  std::map<std::string, double> out;
+  for (const RunRecord& run : store.runs(experiment)) {
+    if (run.status != RunStatus::completed) continue;
+    for (const auto& [key, value] : store.final_metrics(run.id))
+      if (!wall_clock(key)) out[run.variant + "/final/" + key] = value;
+    for (const EpochRow& row : store.epoch_metrics(run.id))
+      for (const auto& [key, value] : row.values)
+        if (!wall_clock(key)) out[fmt::format("{}/{}/{}", run.variant, row.epoch, key)] = value;
+  }
+  return out;
+}
+
+// The files a run's checkpoints leave behind in `logs`.
+std::vector<std::string> leftover_states(const fs::path& logs) {
+  std::vector<std::string> left;
+  if (!fs::exists(logs)) return left;
+  for (const auto& entry : fs::recursive_directory_iterator(logs)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".state") != std::string::npos || name.find(".tmp") != std::string::npos)
+      left.push_back(entry.path().string());
+  }
+  return left;
+}
+
+// The position inside an epoch of the newest checkpoint under `logs` (batch > 0 once the run has
+// checkpointed mid-epoch), or -1.
+int64_t checkpoint_batch(const fs::path& logs, int64_t epoch) {
+  if (!fs::exists(logs)) return -1;
+  for (const auto& entry : fs::recursive_directory_iterator(logs)) {
+    if (entry.path().filename() != "trainer_state.json") continue;
+    if (entry.path().parent_path().extension() != ".state") continue;
+    std::ifstream in(entry.path());
+    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object() && json.value("epoch", int64_t{-1}) == epoch)
+      return json.value("batch", int64_t{0});
+  }
+  return -1;
+}
+
+class ResumeTest : public testing::CliTest {
+ protected:
+  // 3 epochs of 32 batches per rank, dropout on (the random state must carry over), a checkpoint
+  // every 5 optimizer steps.
+  std::string experiment(const std::string& strategy, int devices) {
+    const int batch = 16 / devices;  // the same global batch under every strategy
+    return dir.write("resume-" + strategy + ".yaml", fmt::format(R"(
+name: resume-{0}
+model: {{name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4, dropout: 0.1}}
+dataset: {{name: synthetic-images, train_size: 512, val_size: 64, test_size: 64, num_classes: 4, noise: 0.3}}
+train: {{epochs: 3, batch_size: {2}, optimizer: {{name: adamw, lr: 3.0e-3}}, log_every: 8, checkpoint_every_steps: 5}}
+runtime: {{accelerator: cpu, threads: 1, strategy: {0}, devices: {1}}}
+)",
+                                                                 strategy, devices, batch));
+  }
+  fs::path logs() const { return dir.path() / "runs" / "logs"; }
+};
+
+class EveryStrategy : public ResumeTest,
+                      public ::testing::WithParamInterface<std::pair<const char*, int>> {};
+
+// SIGKILL to the controller (its workers die with it) in the middle of epoch 2, after a mid-epoch
+// checkpoint: the next `trainyard run` continues that run from the checkpoint, and every figure is
+// the undisturbed run's, bit for bit.
+TEST_P(EveryStrategy, KilledControllerContinuesBitForBit) {
+  const auto [strategy, devices] = GetParam();
+  const std::string file = experiment(strategy, devices);
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db);
+  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
+
+  pid_t controller = start_run(file, db());
+  KillOnExit guard{controller};
+  bool mid_epoch = false;
+  for (int i = 0; i < 1200 && !mid_epoch; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    mid_epoch = checkpoint_batch(logs(), 1) > 0;
+  }
+  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
+  kill(controller, SIGKILL);
+  EXPECT_EQ(exit_code_of(controller), 128 + SIGKILL);
+
+  Result again = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
+      << again.output;
+  const std::string name = std::string("resume-") + strategy;
+  EXPECT_EQ(figures(db(), name), figures(undisturbed_db, name));
+  Store store(db());
+  ASSERT_EQ(store.runs(name).size(), 1u);  // the same run, continued: completed exactly once
+  EXPECT_EQ(store.runs(name)[0].resumes, 1);
+  EXPECT_TRUE(store.final_metrics(store.runs(name)[0].id).count("train_seconds"));
+  EXPECT_EQ(leftover_states(logs()), std::vector<std::string>());  // removed once completed
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategy,
+                         ::testing::Values(std::pair{"single", 1}, std::pair{"ddp", 2},
+                                           std::pair{"zero2", 2}, std::pair{"fsdp", 2}),
+                         [](const auto& info) { return std::string(info.param.first); });
+
+// Ctrl-C: one process writes a checkpoint where it stands before it stops; the run is recorded
+// interrupted and the next `trainyard run` continues it exactly.
+TEST_F(ResumeTest, CtrlCCheckpointsWhereTheRunStandsAndTheNextRunContinues) {
+  const std::string file = experiment("single", 1);
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  ASSERT_EQ(trainyard("run " + file + " --db " + undisturbed_db).exit_code, 0);
+  pid_t controller = start_run(file, db(), {"--set", "train.checkpoint_every_steps=0"});
+  KillOnExit guard{controller};
+  bool training = false;
+  for (int i = 0; i < 1200 && !training; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    training = checkpoint_batch(logs(), 1) == 0;  // epoch 1 done, epoch 2 under way
+  }
+  ASSERT_TRUE(training);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(controller, SIGINT);
+  EXPECT_EQ(exit_code_of(controller), 130);
+  {
+    Store store(db());
+    ASSERT_EQ(store.runs("resume-single").size(), 1u);
+    EXPECT_EQ(store.runs("resume-single")[0].status, RunStatus::interrupted);
+    EXPECT_EQ(store.runs("resume-single")[0].failure, FailureClass::interrupted);
+  }
+  Result again = trainyard("run " + file + " --db " + db() +
+                           " --set train.checkpoint_every_steps=0");  // not part of its identity
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("continues from its checkpoint"), std::string::npos) << again.output;
+  EXPECT_EQ(figures(db(), "resume-single"), figures(undisturbed_db, "resume-single"));
+}
+
+// A rank killed by a signal is a transient failure: --retries tries the run again from its
+// checkpoint, and it ends as the undisturbed run. Without --retries it is recorded as crashed, and
+// the next `trainyard run` continues it.
+TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
+  const std::string file = experiment("ddp", 2);
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  ASSERT_EQ(trainyard("run " + file + " --db " + undisturbed_db).exit_code, 0);
+  auto kill_rank_one_mid_run = [&](pid_t controller) {
+    for (int i = 0; i < 1200 && checkpoint_batch(logs(), 1) <= 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    for (pid_t worker : testing::children_of(controller))
+      if (testing::rank_of(worker) == 1) kill(worker, SIGKILL);
+  };
+
+  pid_t controller = start_run(file, db(), {"--retries", "2"});
+  KillOnExit guard{controller};
+  kill_rank_one_mid_run(controller);
+  EXPECT_EQ(exit_code_of(controller), 0);
+  EXPECT_EQ(figures(db(), "resume-ddp"), figures(undisturbed_db, "resume-ddp"));
+  Store store(db());
+  ASSERT_EQ(store.runs("resume-ddp").size(), 1u);
+  EXPECT_EQ(store.runs("resume-ddp")[0].resumes, 1);
+  EXPECT_NE(testing::read_file(store.runs("resume-ddp")[0].environment.log_path)
+                .find("run failed (crashed): rank 1 was killed by signal 9"),
+            std::string::npos);
+
+  // Without retries: recorded as crashed; the next batch continues the same run.
+  const std::string other_db = (dir.path() / "runs" / "other.db").string();  // the same logs/
+  pid_t second = start_run(file, other_db);
+  KillOnExit second_guard{second};
+  kill_rank_one_mid_run(second);
+  EXPECT_EQ(exit_code_of(second), 1);
+  {
+    Store crashed(other_db);
+    ASSERT_EQ(crashed.runs("resume-ddp").size(), 1u);
+    EXPECT_EQ(crashed.runs("resume-ddp")[0].failure, FailureClass::crashed);
+  }
+  Result again = trainyard("run " + file + " --db " + other_db);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(figures(other_db, "resume-ddp"), figures(undisturbed_db, "resume-ddp"));
+  EXPECT_EQ(Store(other_db).runs("resume-ddp").size(), 1u);
+}
+
+// Bad input fails at once and is never retried, whatever --retries says; its class is stored.
+TEST_F(ResumeTest, BadInputIsNeverRetried) {
+  const std::string weights = dir.write("broken.safetensors", "not a safetensors file");
+  const std::string file = experiment("single", 1);
+  Result result =
+      trainyard("run " + file + " --db " + db() + " --retries 3 --set model.weights=" + weights);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  Store store(db());
+  ASSERT_EQ(store.runs("resume-single").size(), 1u);
+  EXPECT_EQ(store.runs("resume-single")[0].failure, FailureClass::bad_input);
+  EXPECT_EQ(store.runs("resume-single")[0].resumes, 0);
+  EXPECT_EQ(result.output.find("trying again"), std::string::npos) << result.output;
+}
+
+}  // namespace
+}  // namespace trainyard
