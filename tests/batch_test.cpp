@@ -1,0 +1,142 @@
+// A batch of experiment files overnight: every file validated before anything trains, runs counted
+// across the batch, a time limit that stops in time and leaves the rest for the next run, a
+// failure policy, early stopping.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Result;
+using testing::trainyard;
+
+class BatchTest : public testing::CliTest {
+ protected:
+  // A small experiment; `extra` goes at the end of the file.
+  std::string experiment(const std::string& name, const std::string& extra = "") {
+    return dir.write(name + ".yaml", "name: " + name + R"(
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4}
+train: {epochs: 2, batch_size: 16, log_every: 1000}
+runtime: {accelerator: cpu, threads: 1}
+)" + extra);
+  }
+};
+
+// Every problem of every file, at once, before anything runs; nothing is written.
+TEST_F(BatchTest, EveryFileIsValidatedBeforeAnythingRuns) {
+  const std::string good = experiment("good");
+  const std::string bad = dir.write("bad.yaml", R"(
+name: bad
+model: {name: vit, depht: 2}
+dataset: {name: synthetic-images}
+train: {epochs: -1}
+)");
+  const std::string twin = dir.write("twin.yaml", "extends: good.yaml\nname: good\n");
+  Result result = trainyard("run " + good + " " + bad + " " + twin + " --db " + db());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("bad.yaml:3"), std::string::npos) << result.output;  // depht
+  EXPECT_NE(result.output.find("'model.depht'"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("train.epochs"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("experiment name 'good' is also"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("nothing was run"), std::string::npos) << result.output;
+  EXPECT_FALSE(fs::exists(db()));
+  Result twice = trainyard("run " + good + " " + good + " --db " + db());
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_NE(twice.output.find("named twice in the batch"), std::string::npos) << twice.output;
+}
+
+// Runs are counted across the files of a batch; a second batch skips what completed.
+TEST_F(BatchTest, RunsAreCountedAcrossTheBatch) {
+  const std::string a = experiment("a", "sweep: {variants: [{name: one}, {name: two}]}\n");
+  const std::string b = experiment("b");
+  Result result = trainyard("run " + a + " " + b + " --db " + db());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("run 1/3: a/one"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("run 3/3: b/default"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("a, b: 3 completed"), std::string::npos) << result.output;
+  Result again = trainyard("run " + a + " " + b + " --db " + db());
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_NE(again.output.find("3 already completed"), std::string::npos) << again.output;
+}
+
+// --time-limit: the running run stops (checkpointed), the rest are listed as not started, and the
+// next `trainyard run` finishes the batch.
+TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
+  const std::string slow = experiment(
+      "slow",
+      R"(sweep: {variants: [{name: long, set: {dataset.train_size: 30000, train.epochs: 1}}, {name: later}]}
+)");
+  Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 3s");
+  EXPECT_EQ(stopped.exit_code, 130) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped at --time-limit 3s"), std::string::npos) << stopped.output;
+  {
+    Store store(db());
+    const auto runs = store.runs("slow");
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].status, RunStatus::interrupted);
+    EXPECT_EQ(runs[0].failure, FailureClass::interrupted);
+    EXPECT_NE(runs[0].error.find("--time-limit 3s"), std::string::npos) << runs[0].error;
+    EXPECT_EQ(runs[1].failure, FailureClass::not_started);
+    EXPECT_NE(runs[1].error.find("not started"), std::string::npos) << runs[1].error;
+  }
+  // The next batch continues 'long' from its checkpoint and starts 'later', each under its id.
+  Result rest = trainyard("run " + slow + " --db " + db());
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  EXPECT_NE(rest.output.find("continues from its checkpoint at epoch 1, batch"), std::string::npos)
+      << rest.output;
+  Store store(db());
+  const auto runs = store.runs("slow");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, RunStatus::completed);
+  EXPECT_EQ(runs[0].resumes, 1);
+  EXPECT_EQ(runs[1].status, RunStatus::completed);
+}
+
+// --on-failure stop: no new run starts after one failed; the rest wait for the next batch.
+TEST_F(BatchTest, OnFailureStopLeavesTheRestForLater) {
+  const std::string broken = dir.write("broken.safetensors", "not safetensors");
+  const std::string file =
+      experiment("stops", "sweep: {variants: [{name: broken, set: {model.weights: '" + broken +
+                              "'}}, {name: fine}]}\n");
+  Result result = trainyard("run " + file + " --db " + db() + " --on-failure stop");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("stopped after a failure"), std::string::npos) << result.output;
+  Store store(db());
+  const auto runs = store.runs("stops");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].failure, FailureClass::bad_input);
+  EXPECT_EQ(runs[1].failure, FailureClass::not_started);
+  Result bad = trainyard("run " + file + " --db " + db() + " --on-failure maybe");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--on-failure is continue or stop"), std::string::npos);
+  Result limit = trainyard("run " + file + " --db " + db() + " --time-limit soon");
+  EXPECT_EQ(limit.exit_code, 2);
+  EXPECT_NE(limit.output.find("9h, 90m, 1h30m or 45s"), std::string::npos) << limit.output;
+}
+
+// train.early_stop: an impossible improvement (min_delta 10) stops after `patience` epochs
+// without it, and says why.
+TEST_F(BatchTest, EarlyStoppingEndsTheRunAndSaysWhy) {
+  const std::string file = experiment(
+      "early",
+      "sweep: {variants: [{name: patient, set: {train.epochs: 6, train.checkpoint: last, "
+      "train.early_stop: {metric: val_acc, patience: 2, min_delta: 10}}}]}\n");
+  Result result = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  Store store(db());
+  const RunRecord run = store.runs("early").at(0);
+  EXPECT_EQ(store.epoch_metrics(run.id).size(), 3u);  // epoch 1 sets the mark, 2 and 3 miss it
+  EXPECT_NE(store.attributes(run.id).at("end_reason").find("early stop after epoch 3 of 6"),
+            std::string::npos);
+  EXPECT_EQ(store.final_metrics(run.id).at("best_epoch"), 3);  // checkpoint: last, the last trained
+}
+
+}  // namespace
+}  // namespace trainyard
