@@ -1,6 +1,7 @@
 // The HTML report: one self-contained file (inline CSS and SVG; no scripts, fonts or network).
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -27,8 +28,73 @@ tr.baseline td:first-child::after { content: " baseline"; font-size: .75rem; col
 .status.failed { background: #fde2e1; color: #a11; } .status.interrupted, .status.skipped { background: #fff2cc; color: #7a5b00; }
 .error { color: #a11; text-align: left; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: .8rem; }
 .charts { display: flex; flex-wrap: wrap; gap: 2rem; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; }
+svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
+.wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; }
+.differs { text-align: left; white-space: normal; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
+nav ul { columns: 2; } .summary { color: #3d4658; }
+@media print { body { margin: 0; max-width: none; font-size: 11px; } details { display: block; } details > * { display: block; } summary { display: none; } section { break-inside: avoid-page; } a { color: inherit; } }
+@media (max-width: 40rem) { body { margin: 1rem auto; } nav ul { columns: 1; } th, td { padding: .25rem .4rem; } }
 )css";
+
+// Series colours (Okabe-Ito, readable by colour-blind readers and in grey print).
+const char* const kColors[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
+                               "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+
+struct Series {
+  std::string label;
+  std::vector<std::pair<double, double>> points;  // (x, y)
+};
+
+// A line chart of `series` (one colour each, a legend below), axes labelled at their ends.
+std::string line_chart(const std::string& title, const std::string& x_label,
+                       const std::string& y_label, const std::vector<Series>& series) {
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  size_t points = 0;
+  for (const auto& s : series)
+    for (const auto& [x, y] : s.points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+      ++points;
+    }
+  if (points == 0) return "";
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1;
+  const int left = 56, top = 28, plot_w = 300, plot_h = 170, legend_row = 16;
+  const int height = top + plot_h + 34 + legend_row * static_cast<int>(series.size());
+  const int width = left + plot_w + 16;
+  auto px = [&](double x) { return left + plot_w * (x - x0) / (x1 - x0); };
+  auto py = [&](double y) { return top + plot_h * (1 - (y - y0) / (y1 - y0)); };
+  std::string svg = fmt::format(
+      R"(<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)"
+      R"(<text x="0" y="16" font-weight="600">{2}</text>)"
+      R"(<rect x="{3}" y="{4}" width="{5}" height="{6}" fill="none" stroke="#c9d0dc"/>)"
+      R"(<text x="{3}" y="{7}">{8:.3g}</text><text x="{9}" y="{7}" text-anchor="end">{10:.3g}</text>)"
+      R"(<text x="{11}" y="{7}" text-anchor="middle">{12}</text>)"
+      R"(<text x="{13}" y="{14}" text-anchor="end">{15:.3g}</text><text x="{13}" y="{16}" text-anchor="end">{17:.3g}</text>)"
+      R"(<text x="{13}" y="{18}" text-anchor="end">{19}</text>)",
+      width, height, html_escape(title), left, top, plot_w, plot_h, top + plot_h + 14, x0,
+      left + plot_w, x1, left + plot_w / 2, html_escape(x_label), left - 4, top + plot_h, y0,
+      top + 10, y1, top + plot_h / 2, html_escape(y_label));
+  for (size_t i = 0; i < series.size(); ++i) {
+    const char* color = kColors[i % std::size(kColors)];
+    std::string path;
+    for (const auto& [x, y] : series[i].points) {
+      if (!std::isfinite(x) || !std::isfinite(y)) continue;
+      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", px(x), py(y));
+    }
+    svg += fmt::format(
+        R"(<path d="{0}" fill="none" stroke="{1}" stroke-width="2"/>)"
+        R"(<rect x="{2}" y="{3}" width="12" height="4" fill="{1}"/><text x="{4}" y="{5}">{6}</text>)",
+        path, color, left, top + plot_h + 26 + legend_row * static_cast<int>(i), left + 18,
+        top + plot_h + 32 + legend_row * static_cast<int>(i), html_escape(series[i].label));
+    for (const auto& [x, y] : series[i].points)  // the points themselves, for one-epoch runs
+      if (std::isfinite(x) && std::isfinite(y))
+        svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="2.5" fill="{}"/>)", px(x), py(y),
+                           color);
+  }
+  return svg + "</svg>";
+}
 
 // A horizontal bar chart: one bar per (label, value), annotated with `text`.
 struct Bar {
@@ -99,21 +165,44 @@ std::optional<double> best_value(const ExperimentReport& section, const MetricIn
   return best;
 }
 
-std::string results_table(const ExperimentReport& section) {
-  std::string html =
-      "<table><thead><tr><th>variant</th><th>precision</th><th>devices</th><th>strategy</th>";
+// A path as the report links it: relative to the report's folder when it has one.
+std::string link_path(const Report& report, const std::string& path) {
+  if (report.output_dir.empty()) return path;
+  std::error_code ec;
+  const auto relative = std::filesystem::relative(path, report.output_dir, ec);
+  return ec || relative.empty() ? path : relative.string();
+}
+
+// "failed (crashed)", "interrupted", "not started": how a run that did not complete ended.
+std::string status_badge(const VariantRow& row) {
+  if (row.run_id == 0) return R"( <span class="status queued">not run</span>)";
+  if (row.status == RunStatus::completed) return "";
+  if (row.failure == FailureClass::not_started)
+    return R"( <span class="status interrupted">not started</span>)";
+  const bool named = row.failure != FailureClass::none && row.failure != FailureClass::interrupted;
+  return fmt::format(R"( <span class="status {0}">{0}{1}</span>)", to_string(row.status),
+                     named ? fmt::format(" ({})", to_string(row.failure)) : "");
+}
+
+bool any_repeats(const ExperimentReport& section) {
+  return std::any_of(section.rows.begin(), section.rows.end(),
+                     [](const VariantRow& row) { return row.planned > 1; });
+}
+
+std::string results_table(const Report& report, const ExperimentReport& section) {
+  const bool repeats = any_repeats(section);
+  std::string html = R"(<div class="wide"><table class="results"><thead><tr><th>variant</th>)";
+  if (repeats) html += "<th>n</th>";
+  html += "<th>precision</th><th>devices</th><th>strategy</th>";
   for (const auto& key : section.options.metrics)
     html += "<th>" + html_escape(find_metric(key)->label) + "</th>";
-  html += "</tr></thead><tbody>";
-  const size_t columns = 4 + section.options.metrics.size();
+  html += "<th>differs from the baseline in</th><th>files</th></tr></thead><tbody>";
+  const size_t columns = 6 + (repeats ? 1 : 0) + section.options.metrics.size();
   for (const auto& row : section.rows) {
-    html += fmt::format(R"(<tr{}><td>{})",
+    html += fmt::format(R"(<tr{}><td>{}{})",
                         row.variant == section.baseline ? R"( class="baseline")" : "",
-                        html_escape(row.variant));
-    if (row.run_id == 0)
-      html += R"( <span class="status queued">not run</span>)";
-    else if (row.status != RunStatus::completed)
-      html += fmt::format(R"( <span class="status {0}">{0}</span>)", to_string(row.status));
+                        html_escape(row.variant), status_badge(row));
+    if (repeats) html += fmt::format("</td><td>{}/{}", row.completed, row.planned);
     html += fmt::format(R"(</td><td class="text">{}</td><td>{}</td><td class="text">{}</td>)",
                         html_escape(row.precision), row.devices, html_escape(row.strategy));
     for (const auto& key : section.options.metrics) {
@@ -125,15 +214,31 @@ std::string results_table(const ExperimentReport& section) {
       }
       auto best = best_value(section, info);
       bool is_best = best && *best == it->second;
-      html += fmt::format("<td{}>{}</td>", is_best ? R"( class="best")" : "",
-                          html_escape(format_metric(info, it->second)));
+      std::string range;  // the repeats' min-max under the median
+      if (auto spread = row.spread.find(key); spread != row.spread.end())
+        range = fmt::format(R"(<span class="range">{} – {}</span>)",
+                            html_escape(format_metric(info, spread->second.min)),
+                            html_escape(format_metric(info, spread->second.max)));
+      html += fmt::format("<td{}>{}{}</td>", is_best ? R"( class="best")" : "",
+                          html_escape(format_metric(info, it->second)), range);
     }
-    html += "</tr>";
+    std::vector<std::string> differs;
+    for (const auto& difference : row.differs) differs.push_back(html_escape(difference));
+    html +=
+        R"(<td class="differs">)" +
+        (row.variant == section.baseline ? std::string("(the baseline)") : join(differs, "<br>")) +
+        "</td>";
+    html += R"(<td class="text">)";
+    if (!row.config_path.empty())
+      html += fmt::format(R"(<a href="{}">config</a> · <a href="{}">log</a>)",
+                          html_escape(link_path(report, row.config_path)),
+                          html_escape(link_path(report, row.log_path)));
+    html += "</td></tr>";
     if (!row.error.empty())
       html += fmt::format(R"(<tr><td colspan="{}" class="error">{}</td></tr>)", columns,
                           html_escape(row.error));
   }
-  return html + "</tbody></table>";
+  return html + "</tbody></table></div>";
 }
 
 // Runs of this experiment whose configuration is not what its file resolves to now (a smoke test,
@@ -174,6 +279,42 @@ std::string charts(const ExperimentReport& section) {
   }
   return R"(<div class="charts">)" + bar_chart("Training time (lower is better)", time) +
          bar_chart("Test accuracy", accuracy) + "</div>";
+}
+
+// Curves per epoch for every variant: train and validation loss and accuracy, and validation loss
+// against training time (a faster technique reaches the same loss earlier).
+std::string curves(const ExperimentReport& section) {
+  auto per_epoch = [&](const char* key) {
+    std::vector<Series> out;
+    for (const auto& row : section.rows) {
+      Series s{row.variant, {}};
+      for (const auto& epoch : row.epochs)
+        if (auto it = epoch.values.find(key); it != epoch.values.end())
+          s.points.emplace_back(static_cast<double>(epoch.epoch), it->second);
+      if (!s.points.empty()) out.push_back(std::move(s));
+    }
+    return out;
+  };
+  std::vector<Series> by_time;
+  for (const auto& row : section.rows) {
+    Series s{row.variant, {}};
+    double elapsed = 0;
+    for (const auto& epoch : row.epochs) {
+      auto seconds = epoch.values.find(metric::kEpochSeconds);
+      auto loss = epoch.values.find(metric::kValLoss);
+      if (seconds == epoch.values.end() || loss == epoch.values.end()) continue;
+      elapsed += seconds->second;
+      s.points.emplace_back(elapsed, loss->second);
+    }
+    if (!s.points.empty()) by_time.push_back(std::move(s));
+  }
+  std::string html =
+      line_chart("Training loss", "epoch", "loss", per_epoch(metric::kTrainLoss)) +
+      line_chart("Validation loss", "epoch", "loss", per_epoch(metric::kValLoss)) +
+      line_chart("Training accuracy", "epoch", "accuracy", per_epoch(metric::kTrainAcc)) +
+      line_chart("Validation accuracy", "epoch", "accuracy", per_epoch(metric::kValAcc)) +
+      line_chart("Validation loss against training time", "seconds", "loss", by_time);
+  return html.empty() ? "" : R"(<h3>Curves</h3><div class="charts">)" + html + "</div>";
 }
 
 std::string epoch_tables(const ExperimentReport& section) {
@@ -242,6 +383,25 @@ std::string run_details(const ExperimentReport& section) {
   return html + "</tbody></table></details>";
 }
 
+// Where the runs ran: one row per distinct device, host, LibTorch and source revision.
+std::string environment_table(const ExperimentReport& section) {
+  std::set<std::vector<std::string>> seen;
+  for (const auto& row : section.rows)
+    if (row.run_id != 0)
+      seen.insert({row.device_name, row.host, row.torch_version, row.git_revision});
+  if (seen.empty()) return "";
+  std::string html =
+      "<details><summary>Hardware and software</summary><table><thead><tr><th>device</th>"
+      "<th>host</th><th>LibTorch</th><th>source revision</th></tr></thead><tbody>";
+  for (const auto& fields : seen) {
+    html += "<tr>";
+    for (const auto& field : fields)
+      html += R"(<td class="text">)" + (field.empty() ? "—" : html_escape(field)) + "</td>";
+    html += "</tr>";
+  }
+  return html + "</tbody></table></details>";
+}
+
 std::string hardware_line(const ExperimentReport& section) {
   std::set<std::string> devices, versions;
   for (const auto& row : section.rows) {
@@ -256,6 +416,43 @@ std::string hardware_line(const ExperimentReport& section) {
 
 }  // namespace
 
+std::string summary_line(const ExperimentReport& section) {
+  int completed = 0, failed = 0, not_finished = 0;
+  for (const auto& row : section.rows) {
+    if (row.completed > 0)
+      ++completed;
+    else if (row.status == RunStatus::failed)
+      ++failed;
+    else
+      ++not_finished;
+  }
+  std::string text = fmt::format("{} of {} completed", completed,
+                                 plural(static_cast<int64_t>(section.rows.size()), "variant"));
+  if (failed > 0) text += fmt::format(", {} failed", failed);
+  if (not_finished > 0) text += fmt::format(", {} not finished", not_finished);
+  if (section.speedups > 0)
+    text += fmt::format("; geometric-mean speedup over {}: {:.2f}x ({})", section.baseline,
+                        section.geomean_speedup, plural(section.speedups, "variant"));
+  return text;
+}
+
+namespace {
+
+// The index at the top: every experiment of the report with its one-line summary.
+std::string index(const Report& report) {
+  std::string html = "<nav><h2>Experiments</h2><ul>";
+  for (size_t i = 0; i < report.experiments.size(); ++i) {
+    const auto& section = report.experiments[i];
+    html += fmt::format(R"(<li><a href="#experiment-{}">{}</a> — {}</li>)", i + 1,
+                        html_escape(section.options.title.empty() ? section.experiment.name
+                                                                  : section.options.title),
+                        html_escape(summary_line(section)));
+  }
+  return html + "</ul></nav>";
+}
+
+}  // namespace
+
 std::string render_html(const Report& report) {
   std::string html = fmt::format(
       "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -266,10 +463,13 @@ std::string render_html(const Report& report) {
       report.experiments.size() == 1 ? "" : "s");
   if (report.experiments.empty())
     html += "<p>No experiments yet: run <code>trainyard run FILE</code> first.</p>";
-  for (const auto& section : report.experiments) {
+  else
+    html += index(report);
+  for (size_t i = 0; i < report.experiments.size(); ++i) {
+    const auto& section = report.experiments[i];
     const auto& e = section.experiment;
     html +=
-        fmt::format("<section><h2>{}</h2>",
+        fmt::format(R"(<section id="experiment-{}"><h2>{}</h2>)", i + 1,
                     html_escape(section.options.title.empty() ? e.name : section.options.title));
     if (!e.description.empty()) html += "<p>" + html_escape(e.description) + "</p>";
     html += fmt::format(
@@ -278,12 +478,14 @@ std::string render_html(const Report& report) {
         html_escape(e.name), html_escape(e.file), hardware_line(section),
         html_escape(section.baseline));
     if (!section.note.empty()) html += "<p class=\"note\">" + html_escape(section.note) + "</p>";
+    html += "<p class=\"summary\">" + html_escape(summary_line(section)) + "</p>";
     if (section.rows.empty()) {
       html += "<p>No runs yet.</p>" + other_runs(section) + "</section>";
       continue;
     }
-    html += results_table(section) + other_runs(section) + charts(section) + epoch_tables(section) +
-            run_details(section) + "</section>";
+    html += results_table(report, section) + other_runs(section) + charts(section) +
+            curves(section) + epoch_tables(section) + run_details(section) +
+            environment_table(section) + "</section>";
   }
   return html + "</body></html>\n";
 }

@@ -1,6 +1,9 @@
 #include "reports/report.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -37,9 +40,82 @@ VariantRow make_row(Store& store, const RunRecord& run) {
   row.torch_version = run.environment.torch_version;
   row.ended_at = run.ended_at;
   row.error = run.error;
+  row.failure = run.failure;
   row.metrics = store.final_metrics(run.id);
   row.epochs = store.epoch_metrics(run.id);
   row.attributes = store.attributes(run.id);
+  row.run_ids = {run.id};
+  row.config_yaml = run.config_yaml;
+  row.completed = run.status == RunStatus::completed ? 1 : 0;
+  row.log_path = run.environment.log_path;
+  if (row.log_path.size() > 4)
+    row.config_path = row.log_path.substr(0, row.log_path.size() - 4) + ".yaml";
+  row.git_revision = run.environment.git_revision;
+  row.host = run.host;
+  return row;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+// One row over a variant's repeats (`runs`: the run of each repeat that ran, by repeat): the
+// first completed one is shown; the figures are the medians over the completed ones, with their
+// min and max, and so is each epoch's.
+VariantRow aggregate_row(Store& store, const std::string& variant,
+                         const std::vector<const RunRecord*>& runs, int64_t planned) {
+  std::vector<const RunRecord*> completed;
+  for (const RunRecord* run : runs)
+    if (run->status == RunStatus::completed) completed.push_back(run);
+  if (runs.empty()) {
+    VariantRow row;  // the file describes it; nothing ran it yet
+    row.variant = variant;
+    row.planned = planned;
+    row.error = "not run yet with this configuration";
+    return row;
+  }
+  VariantRow row = make_row(store, completed.empty() ? *runs.back() : *completed.front());
+  row.planned = planned;
+  row.run_ids.clear();
+  for (const RunRecord* run : runs) row.run_ids.push_back(run->id);
+  row.completed = static_cast<int64_t>(completed.size());
+  if (completed.size() > 1) {
+    std::map<std::string, std::vector<double>> values;
+    std::map<std::pair<int64_t, std::string>, std::vector<double>> epoch_values;
+    for (const RunRecord* run : completed) {
+      for (const auto& [key, value] : store.final_metrics(run->id)) values[key].push_back(value);
+      for (const EpochRow& epoch : store.epoch_metrics(run->id))
+        for (const auto& [key, value] : epoch.values)
+          epoch_values[{epoch.epoch, key}].push_back(value);
+    }
+    row.metrics.clear();
+    for (const auto& [key, list] : values) {
+      row.metrics[key] = median(list);
+      row.spread[key] = {*std::min_element(list.begin(), list.end()),
+                         *std::max_element(list.begin(), list.end())};
+    }
+    row.epochs.clear();
+    for (const auto& [where, list] : epoch_values) {
+      if (row.epochs.empty() || row.epochs.back().epoch != where.first)
+        row.epochs.push_back({where.first, {}});
+      row.epochs.back().values[where.second] = median(list);
+    }
+  }
+  // What happened to the repeats that did not complete (or never ran).
+  std::vector<std::string> missing;
+  for (const RunRecord* run : runs)
+    if (run->status != RunStatus::completed && !completed.empty())
+      missing.push_back(fmt::format(
+          "repeat {} (run {}) {}{}", run->repeat + 1, run->id, to_string(run->status),
+          run->failure == FailureClass::none ? "" : fmt::format(" ({})", to_string(run->failure))));
+  if (static_cast<int64_t>(runs.size()) < planned)
+    missing.push_back(plural(planned - static_cast<int64_t>(runs.size()), "repeat") +
+                      " not run yet");
+  if (!missing.empty() && !completed.empty())
+    row.error =
+        fmt::format("{} of {} completed; {}", completed.size(), planned, join(missing, "; "));
   return row;
 }
 
@@ -68,30 +144,39 @@ std::vector<std::string> differences(const std::string& run_yaml, const std::str
 // other configuration's newest run goes to `other_runs`.
 void choose_current_runs(Store& store, const std::vector<RunRecord>& runs,
                          const CurrentExperiment& current, ExperimentReport& section) {
-  std::map<std::string, const CurrentVariant*> by_variant;
-  for (const auto& variant : current.variants) by_variant[variant.variant] = &variant;
-  std::map<std::string, const RunRecord*> chosen;                         // by variant
-  std::map<std::pair<std::string, std::string>, const RunRecord*> other;  // by variant and hash
-  std::vector<std::pair<std::string, std::string>> other_order;
+  using Key = std::pair<std::string, std::string>;          // variant and config hash
+  std::map<std::string, const CurrentVariant*> by_variant;  // its first repeat
+  std::vector<std::string> variant_order;
+  std::set<Key> wanted;
+  for (const auto& variant : current.variants) {
+    if (!by_variant.count(variant.variant)) {
+      by_variant[variant.variant] = &variant;
+      variant_order.push_back(variant.variant);
+    }
+    wanted.insert({variant.variant, variant.config_hash});
+  }
+  std::map<Key, const RunRecord*> chosen, other;
+  std::vector<Key> other_order;
   for (const auto& run : runs) {
-    auto it = by_variant.find(run.variant);
-    if (it != by_variant.end() && it->second->config_hash == run.config_hash) {
-      if (!chosen.count(run.variant) || better_choice(run, *chosen[run.variant]))
-        chosen[run.variant] = &run;
+    const Key key{run.variant, run.config_hash};
+    if (wanted.count(key)) {
+      if (!chosen.count(key) || better_choice(run, *chosen[key])) chosen[key] = &run;
       continue;
     }
-    const auto key = std::make_pair(run.variant, run.config_hash);
     if (!other.count(key)) other_order.push_back(key);
     if (!other.count(key) || better_choice(run, *other[key])) other[key] = &run;
   }
-  for (const auto& variant : current.variants) {
-    if (chosen.count(variant.variant)) {
-      section.rows.push_back(make_row(store, *chosen[variant.variant]));
-      continue;
+  for (const auto& name : variant_order) {
+    std::vector<const RunRecord*> repeats;
+    int64_t planned = 0;
+    for (const auto& variant : current.variants) {
+      if (variant.variant != name) continue;
+      ++planned;
+      auto it = chosen.find({name, variant.config_hash});
+      if (it != chosen.end()) repeats.push_back(it->second);
     }
-    VariantRow row;  // the file describes it; nothing ran it yet
-    row.variant = variant.variant;
-    row.error = "not run yet with this configuration";
+    VariantRow row = aggregate_row(store, name, repeats, planned);
+    row.config_yaml = by_variant[name]->config_yaml;
     section.rows.push_back(std::move(row));
   }
   for (const auto& key : other_order) {
@@ -125,6 +210,45 @@ void choose_newest_runs(Store& store, const std::vector<RunRecord>& runs,
   for (const auto& variant : order) section.rows.push_back(make_row(store, chosen[variant]));
 }
 
+// The speedup of every completed row over the baseline — the ratio of the medians of training
+// time, with its range from the extremes (slowest baseline over fastest row, and the reverse) —
+// their geometric mean, and each row's differences from the baseline's configuration.
+void compare_with_baseline(ExperimentReport& section) {
+  const VariantRow* baseline = nullptr;
+  for (const auto& row : section.rows)
+    if (row.variant == section.baseline) baseline = &row;
+  if (!baseline) return;
+  for (auto& row : section.rows) {
+    if (&row == baseline || baseline->config_yaml.empty() || row.config_yaml.empty()) continue;
+    const auto mine = flat_config(row.config_yaml), base = flat_config(baseline->config_yaml);
+    for (const auto& [key, value] : mine) {
+      auto it = base.find(key);
+      if (it == base.end() || it->second != value) row.differs.push_back(key + ": " + value);
+    }
+  }
+  auto train = [](const VariantRow& row) -> std::optional<Spread> {
+    auto it = row.metrics.find(metric::kTrainSeconds);
+    if (row.completed == 0 || it == row.metrics.end() || it->second <= 0) return std::nullopt;
+    auto spread = row.spread.find(metric::kTrainSeconds);
+    return spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
+  };
+  const auto base = train(*baseline);
+  if (!base) return;
+  const double base_median = baseline->metrics.at(metric::kTrainSeconds);
+  double log_sum = 0;
+  for (auto& row : section.rows) {
+    const auto mine = train(row);
+    if (!mine) continue;
+    row.metrics[metric::kSpeedup] = base_median / row.metrics.at(metric::kTrainSeconds);
+    if (row.completed > 1 || baseline->completed > 1)
+      row.spread[metric::kSpeedup] = {base->min / mine->max, base->max / mine->min};
+    if (&row == baseline) continue;
+    log_sum += std::log(row.metrics[metric::kSpeedup]);
+    ++section.speedups;
+  }
+  if (section.speedups > 0) section.geomean_speedup = std::exp(log_sum / section.speedups);
+}
+
 }  // namespace
 
 Report build_report(Store& store, const std::string& experiment_name,
@@ -153,17 +277,7 @@ Report build_report(Store& store, const std::string& experiment_name,
     section.baseline = section.options.baseline;
     if (section.baseline.empty() && !section.rows.empty())
       section.baseline = section.rows.front().variant;
-    const VariantRow* baseline = nullptr;
-    for (const auto& row : section.rows)
-      if (row.variant == section.baseline && row.status == RunStatus::completed) baseline = &row;
-    if (baseline && baseline->metrics.count(metric::kTrainSeconds)) {
-      const double base_seconds = baseline->metrics.at(metric::kTrainSeconds);
-      for (auto& row : section.rows) {
-        auto it = row.metrics.find(metric::kTrainSeconds);
-        if (row.status == RunStatus::completed && it != row.metrics.end() && it->second > 0)
-          row.metrics[metric::kSpeedup] = base_seconds / it->second;
-      }
-    }
+    compare_with_baseline(section);
     report.experiments.push_back(std::move(section));
   }
   return report;
@@ -198,12 +312,28 @@ std::string html_escape(const std::string& text) {
 
 namespace {
 
+// The median, and the repeats' range when there are several: "4.2s (4.1s – 4.4s)".
 std::string cell(const VariantRow& row, const std::string& key) {
   auto it = row.metrics.find(key);
   const MetricInfo* info = find_metric(key);
   if (it == row.metrics.end() || info == nullptr) return "—";
-  return format_metric(*info, it->second);
+  auto spread = row.spread.find(key);
+  if (spread == row.spread.end()) return format_metric(*info, it->second);
+  return fmt::format("{} ({} – {})", format_metric(*info, it->second),
+                     format_metric(*info, spread->second.min),
+                     format_metric(*info, spread->second.max));
 }
+
+std::string row_status(const VariantRow& row) {
+  if (row.run_id == 0) return "not run";
+  if (row.failure == FailureClass::not_started) return "not started";
+  if (row.status == RunStatus::completed || row.failure == FailureClass::none ||
+      row.failure == FailureClass::interrupted)
+    return to_string(row.status);
+  return fmt::format("{} ({})", to_string(row.status), to_string(row.failure));
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string csv_field(const std::string& text) {
   if (text.find_first_of(",\"\n") == std::string::npos) return text;
@@ -220,22 +350,25 @@ std::string render_markdown(const Report& report) {
     const auto& e = section.experiment;
     out += fmt::format("## {}\n\n", section.options.title.empty() ? e.name : section.options.title);
     if (!e.description.empty()) out += e.description + "\n\n";
-    out += "| variant | status | precision | devices | strategy |";
-    std::string rule = "|---|---|---|---:|---|";
+    if (!section.note.empty()) out += "> " + section.note + "\n\n";
+    out += summary_line(section) + "\n\n";
+    out += "| variant | status | n | precision | devices | strategy |";
+    std::string rule = "|---|---|---:|---|---:|---|";
     for (const auto& key : section.options.metrics) {
       out += " " + find_metric(key)->label + " |";
       rule += "---:|";
     }
-    if (!section.note.empty()) out += "> " + section.note + "\n\n";
-    out += "\n" + rule + "\n";
+    out += " differs from the baseline in |\n" + rule + "---|\n";
     for (const auto& row : section.rows) {
-      out += fmt::format("| {}{} | {} | {} | {} | {} |", row.variant,
-                         row.variant == section.baseline ? " (baseline)" : "",
-                         row.run_id == 0 ? "not run" : to_string(row.status), row.precision,
-                         row.devices, row.strategy);
+      out += fmt::format("| {}{} | {} | {}/{} | {} | {} | {} |", row.variant,
+                         row.variant == section.baseline ? " (baseline)" : "", row_status(row),
+                         row.completed, row.planned, row.precision, row.devices, row.strategy);
       for (const auto& key : section.options.metrics) out += " " + cell(row, key) + " |";
-      out += "\n";
+      out += " " + join(row.differs, "; ") + " |\n";
     }
+    out += "\n";
+    for (const auto& row : section.rows)
+      if (!row.error.empty()) out += fmt::format("- {}: {}\n", row.variant, first_line(row.error));
     out += "\n";
     if (!section.other_runs.empty()) {
       out += "Runs of other configurations (not in the table):\n\n";
@@ -253,19 +386,29 @@ std::string render_csv(const Report& report) {
   std::vector<std::string> keys;
   for (const auto& m : metric_vocabulary())
     if (m.scope != MetricScope::epoch) keys.push_back(m.key);
+  // Each figure is the median over the variant's completed repeats, with its min and max.
   std::string out =
-      "experiment,variant,run_id,status,precision,devices,strategy,device,torch_version";
-  for (const auto& key : keys) out += "," + key;
+      "experiment,variant,run_id,status,failure_class,n,repeats,precision,devices,strategy,"
+      "device,torch_version";
+  for (const auto& key : keys) out += "," + key + "," + key + "_min," + key + "_max";
   out += "\n";
   for (const auto& section : report.experiments) {
     for (const auto& row : section.rows) {
-      out += fmt::format("{},{},{},{},{},{},{},{},{}", csv_field(section.experiment.name),
-                         csv_field(row.variant), row.run_id, to_string(row.status),
-                         csv_field(row.precision), row.devices, csv_field(row.strategy),
-                         csv_field(row.device_name), csv_field(row.torch_version));
+      out += fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{},{}", csv_field(section.experiment.name),
+          csv_field(row.variant), row.run_id, row.run_id == 0 ? "not run" : to_string(row.status),
+          to_string(row.failure), row.completed, row.planned, csv_field(row.precision), row.devices,
+          csv_field(row.strategy), csv_field(row.device_name), csv_field(row.torch_version));
       for (const auto& key : keys) {
         auto it = row.metrics.find(key);
-        out += it == row.metrics.end() ? "," : fmt::format(",{}", it->second);
+        if (it == row.metrics.end()) {
+          out += ",,,";
+          continue;
+        }
+        auto spread = row.spread.find(key);
+        const Spread range =
+            spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
+        out += fmt::format(",{},{},{}", it->second, range.min, range.max);
       }
       out += "\n";
     }

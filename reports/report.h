@@ -1,9 +1,10 @@
 // Reports: what each technique bought. build_report() reads the store into plain rows — one per
-// variant of the experiment file as it resolves now: the newest completed run of that configuration
-// (or its newest run when none completed), with the speedup over the baseline computed here, once —
-// and the renderers turn those rows into HTML, Markdown or CSV. Runs of the same experiment with
-// another configuration (a smoke test's --set, an edited file) are listed apart, with the keys in
-// which they differ, never in the table.
+// variant of the experiment file as it resolves now, over the newest completed run of each of its
+// configurations (one per sweep.repeats seed; its newest run when none completed): the median of
+// every figure with its min and max, the speedup over the baseline as a ratio of medians with its
+// range, computed here, once — and the renderers turn those rows into HTML, Markdown or CSV. Runs
+// of the same experiment with another configuration (a smoke test's --set, an edited file) are
+// listed apart, with the keys in which they differ, never in the table.
 #pragma once
 
 #include <functional>
@@ -16,9 +17,17 @@
 
 namespace trainyard {
 
+// The least and greatest value of a figure over a variant's completed repeats.
+struct Spread {
+  double min = 0, max = 0;
+};
+
 struct VariantRow {
   std::string variant;
-  int64_t run_id = 0;
+  int64_t run_id = 0;              // the run shown (the first completed repeat); 0: none ran
+  std::vector<int64_t> run_ids{};  // every run behind the row, one per repeat that ran
+  int64_t planned = 1;             // runs the file asks for (sweep.repeats)
+  int64_t completed = 0;           // n: completed runs behind the figures
   RunStatus status = RunStatus::queued;
   std::string precision;
   std::string strategy;
@@ -27,8 +36,16 @@ struct VariantRow {
   std::string torch_version;
   std::string ended_at;
   std::string error;
-  std::map<std::string, double> metrics;  // final metrics, plus "speedup" when it can be computed
-  std::vector<EpochRow> epochs;
+  FailureClass failure = FailureClass::none;  // of the shown run, when it did not complete
+  // Final metrics — the median over completed repeats — plus "speedup" when it can be computed.
+  std::map<std::string, double> metrics;
+  std::map<std::string, Spread> spread{};  // when completed > 1: of each figure, and the speedup
+  std::vector<EpochRow> epochs;            // per epoch, the median over completed repeats
+  // "runtime.precision: bf16-mixed", for each key in which the variant's configuration differs
+  // from the baseline's.
+  std::vector<std::string> differs{};
+  std::string log_path{}, config_path{}, git_revision{}, host{};  // of the shown run
+  std::string config_yaml{};  // the variant's configuration (its first repeat's)
   // What the run recorded of itself: dtypes, loss scaling, CUDA graphs, where it saved weights.
   std::map<std::string, std::string> attributes;
 };
@@ -49,6 +66,9 @@ struct ExperimentReport {
   std::string baseline;  // the variant speedups are relative to
   std::vector<VariantRow> rows;
   std::vector<OtherRun> other_runs{};  // newest run of each other configuration, oldest first
+  // The geometric mean of the speedups of the variants other than the baseline (0: none).
+  double geomean_speedup = 0;
+  int speedups = 0;  // how many it is over
   // Set when the experiment file could not be read now: the rows are then each variant's newest
   // runs, whatever their configuration, and this says why.
   std::string note{};
@@ -60,6 +80,7 @@ struct CurrentVariant {
   std::string variant;
   std::string config_hash;
   std::string config_yaml;
+  int64_t repeat = 0;  // sweep.repeats: which of the variant's runs
 };
 struct CurrentExperiment {
   std::vector<CurrentVariant> variants{};
@@ -70,6 +91,8 @@ using CurrentExperiments = std::function<CurrentExperiment(const ExperimentRecor
 struct Report {
   std::string generated_at;
   std::vector<ExperimentReport> experiments;
+  // Where the report is written: run logs and configs are linked relative to it. Empty: absolute.
+  std::string output_dir{};
 };
 
 // All experiments, or only `experiment` (UserError when the store has no such experiment).
@@ -79,6 +102,8 @@ Report build_report(Store& store, const std::string& experiment = "",
                     const CurrentExperiments& current = {});
 
 std::string render_html(const Report& report);
+// "3 of 4 variants completed, 1 failed; geometric-mean speedup over fp32: 2.41x (3 variants)".
+std::string summary_line(const ExperimentReport& section);
 std::string render_markdown(const Report& report);
 std::string render_csv(const Report& report);
 

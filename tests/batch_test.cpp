@@ -3,8 +3,13 @@
 // failure policy, early stopping.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <signal.h>
 
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "db/sqlite.h"
 #include "db/store.h"
 #include "tests/cli_support.h"
 
@@ -136,6 +141,39 @@ TEST_F(BatchTest, EarlyStoppingEndsTheRunAndSaysWhy) {
   EXPECT_NE(store.attributes(run.id).at("end_reason").find("early stop after epoch 3 of 6"),
             std::string::npos);
   EXPECT_EQ(store.final_metrics(run.id).at("best_epoch"), 3);  // checkpoint: last, the last trained
+}
+
+// `trainyard status` from another terminal: the running run's progress from the controller's
+// heartbeat; once the controller is gone without a word (SIGKILL) and its heartbeat goes stale, the
+// run shows as interrupted.
+TEST_F(BatchTest, StatusShowsTheRunningRunAndAStaleOneAsInterrupted) {
+  const std::string file = experiment(
+      "watched",
+      R"(sweep: {variants: [{name: long, set: {dataset.train_size: 100000, train.log_every: 5}}, {name: next}]}
+)");
+  pid_t controller = testing::start_run(file, db());
+  testing::KillOnExit guard{controller};
+  Result status;
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db())) continue;
+    status = trainyard("status --db " + db());
+    if (status.output.find("samples/s") != std::string::npos) break;
+  }
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_NE(status.output.find("watched/long: running, epoch 1/2, step"), std::string::npos)
+      << status.output;
+  EXPECT_NE(status.output.find("queued next: watched/next"), std::string::npos) << status.output;
+  kill(controller, SIGKILL);
+  testing::exit_code_of(controller);
+  {  // an hour later, as far as the heartbeat says
+    sql::Database raw(db());
+    raw.exec("UPDATE runs SET heartbeat_at = '2000-01-01T00:00:00Z' WHERE status = 'running'");
+  }
+  Result stale = trainyard("status --db " + db());
+  EXPECT_NE(stale.output.find("watched/long: interrupted: no heartbeat for"), std::string::npos)
+      << stale.output;
+  EXPECT_EQ(trainyard("status --db " + (dir.path() / "none.db").string()).exit_code, 2);
 }
 
 }  // namespace

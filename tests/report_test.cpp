@@ -2,6 +2,10 @@
 // baseline, escaping of everything that came from YAML.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "reports/report.h"
 #include "tests/test_support.h"
 
@@ -20,13 +24,15 @@ class ReportTest : public ::testing::Test {
                       variant + std::to_string(seconds));
   }
   int64_t add_run_of(const std::string& variant, int64_t position, RunStatus status, double seconds,
-                     double acc, const std::string& config_yaml, const std::string& hash) {
+                     double acc, const std::string& config_yaml, const std::string& hash,
+                     int64_t repeat = 0) {
     int64_t id = store.queue_run(experiment, {.variant = variant,
                                               .position = position,
                                               .config_yaml = config_yaml,
                                               .config_hash = hash,
                                               .precision = "32-true",
-                                              .strategy = "single"});
+                                              .strategy = "single",
+                                              .repeat = repeat});
     store.start_run(id,
                     {.git_revision = "rev", .torch_version = "2.11.0", .device_name = "Test CPU"});
     if (status == RunStatus::completed)
@@ -166,12 +172,64 @@ TEST_F(ReportTest, MarkdownAndCsvCarryTheSameNumbers) {
   add_run("bf16", 1, RunStatus::completed, 60, 0.91);
   Report report = build_report(store);
   std::string md = render_markdown(report);
-  EXPECT_NE(md.find("| bf16 | completed | 32-true | 1 | single | 1m 00s | 2.00x | 91.0% |"),
+  EXPECT_NE(md.find("| bf16 | completed | 1/1 | 32-true | 1 | single | 1m 00s | 2.00x | 91.0% |"),
             std::string::npos)
       << md;
   std::string csv = render_csv(report);
   EXPECT_NE(csv.find("vit,bf16,"), std::string::npos);
   EXPECT_NE(csv.find(",60,"), std::string::npos);
+}
+
+// sweep.repeats: a row is the median of its completed repeats with their min and max; the speedup
+// is the ratio of the medians, its range from the extremes; the experiment's geometric mean; a
+// repeat that failed is said; Markdown and CSV carry the same numbers.
+TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndTheSpeedupsGeometricMean) {
+  CurrentExperiment now;
+  const std::vector<std::pair<std::string, std::vector<double>>> timings = {
+      {"fp32", {100, 120, 110}}, {"bf16", {50, 60, 55}}, {"fsdp", {25, 0, 30}}};
+  int64_t position = 0;
+  for (const auto& [variant, seconds] : timings) {
+    for (size_t r = 0; r < seconds.size(); ++r) {
+      const std::string yaml =
+          fmt::format("runtime: {{precision: {}}}\ntrain: {{seed: {}}}\n", variant, 123 + r);
+      const std::string hash = variant + std::to_string(r);
+      now.variants.push_back({variant, hash, yaml, static_cast<int64_t>(r)});
+      // fsdp's second repeat failed (0 s stands for it).
+      add_run_of(variant, position, seconds[r] > 0 ? RunStatus::completed : RunStatus::failed,
+                 seconds[r], 0.9, yaml, hash, static_cast<int64_t>(r));
+    }
+    ++position;
+  }
+  const Report report = build_report(store, "", [&](const ExperimentRecord&) { return now; });
+  const auto& section = report.experiments.at(0);
+  ASSERT_EQ(section.rows.size(), 3u);
+  const VariantRow& bf16 = section.rows[1];
+  EXPECT_EQ(bf16.completed, 3);
+  EXPECT_EQ(bf16.planned, 3);
+  EXPECT_DOUBLE_EQ(bf16.metrics.at("train_seconds"), 55);
+  EXPECT_DOUBLE_EQ(bf16.spread.at("train_seconds").min, 50);
+  EXPECT_DOUBLE_EQ(bf16.spread.at("train_seconds").max, 60);
+  EXPECT_DOUBLE_EQ(bf16.metrics.at("speedup"), 2.0);              // 110 / 55
+  EXPECT_DOUBLE_EQ(bf16.spread.at("speedup").min, 100.0 / 60.0);  // slowest over fastest
+  EXPECT_DOUBLE_EQ(bf16.spread.at("speedup").max, 120.0 / 50.0);
+  EXPECT_EQ(bf16.differs, std::vector<std::string>{"runtime.precision: bf16"});
+  const VariantRow& fsdp = section.rows[2];
+  EXPECT_EQ(fsdp.completed, 2);
+  EXPECT_DOUBLE_EQ(fsdp.metrics.at("train_seconds"), 27.5);  // the median of two
+  EXPECT_NE(fsdp.error.find("2 of 3 completed; repeat 2"), std::string::npos) << fsdp.error;
+  EXPECT_EQ(section.speedups, 2);
+  EXPECT_NEAR(section.geomean_speedup, std::sqrt(2.0 * (110 / 27.5)), 1e-12);
+
+  const std::string md = render_markdown(report);
+  EXPECT_NE(md.find("| 3/3 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("2.00x (1.67x – 2.40x)"), std::string::npos) << md;
+  EXPECT_NE(md.find("geometric-mean speedup over fp32: 2.83x (2 variants)"), std::string::npos)
+      << md;
+  const std::string csv = render_csv(report);
+  EXPECT_NE(csv.find(",55,50,60,"), std::string::npos) << csv;
+  const std::string html = render_html(report);
+  EXPECT_NE(html.find("1.67x – 2.40x"), std::string::npos);
+  EXPECT_NE(html.find("<th>n</th>"), std::string::npos);
 }
 
 TEST_F(ReportTest, UnknownExperimentIsAUserError) {

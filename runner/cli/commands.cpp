@@ -26,6 +26,7 @@ const std::vector<Command>& commands() {
       {"validate", "check experiment files and report every problem at once", validate_command},
       {"list", "list the registered components and their options", list_command},
       {"runs", "list the runs in the database", runs_command},
+      {"status", "what a batch is doing now (from another terminal)", status_command},
       {"report", "write the results as an HTML, Markdown or CSV report", report_command},
       {"rm", "remove runs (by id, experiment, variant or status) with their files", rm_command},
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
@@ -189,8 +190,11 @@ int runs_command(const std::vector<std::string>& args) {
       auto it = metrics.find(key);
       return it == metrics.end() ? fallback : format_metric(*find_metric(key), it->second);
     };
+    std::string status = to_string(run.status);
+    if (run.failure != FailureClass::none && run.failure != FailureClass::interrupted)
+      status = run.failure == FailureClass::not_started ? "not started" : to_string(run.failure);
     fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", run.id, run.experiment,
-               run.variant, to_string(run.status), run.precision, value(metric::kTrainSeconds, "-"),
+               run.variant, status, run.precision, value(metric::kTrainSeconds, "-"),
                value(metric::kTestAcc, "-"), run.ended_at);
     if (!run.error.empty()) fmt::print("       {}\n", split(run.error, '\n').front());
   }
@@ -213,8 +217,10 @@ CurrentExperiment current_experiment(const ExperimentRecord& record) {
       return current;
     }
     for (const auto& run : experiment.runs)
-      current.variants.push_back(
-          {.variant = run.variant, .config_hash = run.config_hash, .config_yaml = run.config_yaml});
+      current.variants.push_back({.variant = run.variant,
+                                  .config_hash = run.config_hash,
+                                  .config_yaml = run.config_yaml,
+                                  .repeat = run.repeat});
   } catch (const UserError& e) {
     current.problem = "the file no longer validates (trainyard validate shows why)";
   }
@@ -243,6 +249,7 @@ int report_command(const std::vector<std::string>& args) {
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
   Report report = build_report(store, experiment, current_experiment);
+  report.output_dir = fs::absolute(output).parent_path().string();
   std::string text = extension == ".md"    ? render_markdown(report)
                      : extension == ".csv" ? render_csv(report)
                                            : render_html(report);

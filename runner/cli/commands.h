@@ -21,6 +21,7 @@ int run_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);
 int list_command(const std::vector<std::string>& args);
 int runs_command(const std::vector<std::string>& args);
+int status_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 int rm_command(const std::vector<std::string>& args);
 int worker_command(const std::vector<std::string>& args);

@@ -49,7 +49,7 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
                                          : experiment.report.baseline;
   const RunSpec* baseline = &experiment.runs.front();
   for (const auto& run : experiment.runs)
-    if (run.variant == baseline_name) baseline = &run;
+    if (run.variant == baseline_name && run.repeat == 0) baseline = &run;
   const auto baseline_config = flat_config(baseline->config_yaml);
   fmt::print("experiment '{}' from {}: {} run{} (baseline: {})\n", experiment.name, experiment.file,
              experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s", baseline->variant);
@@ -59,8 +59,11 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
     if (experiment_id)
       if (auto id = store->find_completed_run(*experiment_id, run.config_hash))
         done = fmt::format(" [already completed as run {}: skipped unless --force]", *id);
-    fmt::print("\n--- run {}/{}: {} (config {}){}{}\n", i + 1, experiment.runs.size(), run.variant,
-               run.config_hash, &run == baseline ? " — the baseline" : "", done);
+    const std::string repeat =
+        run.repeat > 0 ? fmt::format(", repeat {} (seed {})", run.repeat + 1, run.train.seed) : "";
+    fmt::print("\n--- run {}/{}: {}{} (config {}){}{}\n", i + 1, experiment.runs.size(),
+               run.variant, repeat, run.config_hash, &run == baseline ? " — the baseline" : "",
+               done);
     if (verbose || &run == baseline) {
       fmt::print("{}", run.config_yaml);
       continue;

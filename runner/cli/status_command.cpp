@@ -1,0 +1,88 @@
+// `trainyard status`: what a batch is doing now, read from the database from another terminal (or
+// another machine sharing the file). The controller records a heartbeat and each run's progress; a
+// run still marked running whose heartbeat went stale lost its controller without a word (SIGKILL,
+// power lost, a machine gone) and shows as interrupted — `trainyard run` again continues it.
+#include <ctime>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include "common/error.h"
+#include "common/text.h"
+#include "db/store.h"
+#include "runner/cli/commands.h"
+#include "runner/cli/options.h"
+
+namespace trainyard {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Seconds since a store timestamp ("2026-11-30T13:35:15Z"); negative when it cannot be read.
+double seconds_since(const std::string& timestamp) {
+  std::tm tm{};
+  if (timestamp.empty() || !strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return -1;
+  return std::difftime(std::time(nullptr), timegm(&tm));
+}
+
+std::string describe_running(const RunRecord& run) {
+  const double quiet = seconds_since(run.heartbeat_at);
+  if (quiet > kStaleHeartbeatSeconds)
+    return fmt::format(
+        "interrupted: no heartbeat for {} (its controller died without a word); `trainyard run` "
+        "again continues it",
+        format_duration(quiet));
+  const RunProgress p = RunProgress::from_json(run.progress);
+  std::string text = "running";
+  if (p.total_steps > 0)
+    text += fmt::format(", epoch {}/{}, step {}/{}, loss {:.4f}, {:.0f} samples/s, ETA {}", p.epoch,
+                        p.epochs, p.step, p.total_steps, p.loss, p.samples_per_s,
+                        format_duration(p.eta_seconds));
+  if (run.resumes > 0) text += fmt::format(" (continued {})", plural(run.resumes, "time"));
+  if (quiet >= 0) text += fmt::format("; heartbeat {} ago", format_duration(quiet));
+  return text;
+}
+
+}  // namespace
+
+int status_command(const std::vector<std::string>& args) {
+  po::options_description options("trainyard status [--db PATH]");
+  std::string db_path = default_database_path();
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)");
+  po::variables_map vm;
+  if (!parse_command_line(args, options, {}, vm)) return kExitOk;
+  if (!fs::exists(db_path))
+    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
+  Store store(db_path);
+  std::map<std::string, int> counts;
+  std::vector<RunRecord> active, waiting;
+  for (const RunRecord& run : store.runs()) {
+    std::string label = to_string(run.status);
+    if (run.status == RunStatus::failed && run.failure != FailureClass::none)
+      label += fmt::format(" ({})", to_string(run.failure));
+    if (run.failure == FailureClass::not_started) label = "not started";
+    if (run.status == RunStatus::running) active.push_back(run);
+    if (run.status == RunStatus::queued) waiting.push_back(run);
+    ++counts[label];
+  }
+  std::vector<std::string> parts;
+  for (const auto& [label, count] : counts) parts.push_back(fmt::format("{} {}", count, label));
+  fmt::print("{}: {}\n", db_path, parts.empty() ? "no runs" : join(parts, ", "));
+  for (const RunRecord& run : active)
+    fmt::print("  run {} {}/{}: {}\n", run.id, run.experiment, run.variant, describe_running(run));
+  if (!waiting.empty()) {
+    fmt::print("  queued next:");
+    for (size_t i = 0; i < waiting.size() && i < 5; ++i)
+      fmt::print(" {}/{}", waiting[i].experiment, waiting[i].variant);
+    if (waiting.size() > 5) fmt::print(" and {} more", waiting.size() - 5);
+    fmt::print("\n");
+  }
+  if (active.empty() && waiting.empty()) fmt::print("  nothing is running\n");
+  return kExitOk;
+}
+
+}  // namespace trainyard
