@@ -261,6 +261,12 @@ void Controller::plan(const Experiment& experiment, bool force, std::vector<Plan
                      .repeat = run.repeat,
                      .params = flat_config(run.config_yaml)};
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
+      // A controller killed between recording the run and removing its checkpoint left it.
+      if (!run.train.save_state)
+        if (auto record = store_.run(*done); record && record->environment.log_path.size() > 4) {
+          const std::string& log = record->environment.log_path;
+          remove_checkpoint(checkpoint_dir(log.substr(0, log.size() - 4)));
+        }
       console_.line(fmt::format("= {}: already completed as run {}; skipped (--force reruns it)",
                                 name, *done));
       ++summary.already_completed;

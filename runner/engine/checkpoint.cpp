@@ -200,6 +200,9 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
                          {"epochs_without_improvement", state.epochs_without_improvement},
                          {"meter", state.meter}};
   if (!std::isnan(state.best_monitored)) json["best_monitored"] = state.best_monitored;
+  nlohmann::json epochs = nlohmann::json::object();
+  for (const auto& [epoch, values] : state.epochs) epochs[std::to_string(epoch)] = values;
+  json["epochs"] = epochs;
   std::ofstream(in(staged, kStateFile)) << json.dump(2) << "\n";
   commit_staged(dir);
 }
@@ -249,6 +252,9 @@ TrainerState read_trainer_state(const std::string& dir) {
     if (json.contains("best_monitored"))
       state.best_monitored = json.at("best_monitored").get<double>();
     if (json.contains("meter")) state.meter = json.at("meter").get<std::map<std::string, double>>();
+    if (json.contains("epochs"))
+      for (const auto& [epoch, values] : json.at("epochs").items())
+        state.epochs[std::stoll(epoch)] = values.get<std::map<std::string, double>>();
   } catch (const nlohmann::json::exception& e) {
     throw UserError(fmt::format("{}: not a valid trainer state ({})", path, e.what()));
   }

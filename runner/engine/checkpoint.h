@@ -50,6 +50,9 @@ struct TrainerState {
   int64_t epochs_without_improvement = 0;  // train.early_stop's count
   double best_monitored = std::nan("");    // train.early_stop's best value so far; NaN: none yet
   std::map<std::string, double> meter;     // TrainingMeter::counts()
+  // Every finished epoch's figures, by epoch: a run that continues sends them again, so none is
+  // lost when its controller died between receiving an epoch and recording it.
+  std::map<int64_t, std::map<std::string, double>> epochs;
 };
 
 // Collective: every rank calls it; rank 0 writes. `best_weights` (model parameters then buffers,

@@ -218,6 +218,10 @@ void Trainer::build() {
   setup_cuda_graph();
   restore_rank_state();
   log_setup(device);
+  // The epochs this run finished before, once more: the store keeps one record per epoch, and one
+  // may never have reached it (the controller killed between receiving and recording it).
+  if (continuing_)
+    for (const auto& [epoch, values] : progress_.epochs) context_.observer.on_epoch(epoch, values);
 }
 
 DeviceInfo Trainer::setup_device() {
@@ -659,6 +663,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   // Recorded before the checkpoint: a run killed between the two trains the epoch again and
   // records the same figures over these.
   context_.observer.on_epoch(epoch + 1, values);
+  progress_.epochs[epoch + 1] = values;
   progress_.epoch = epoch + 1;
   progress_.batch = 0;
   progress_.step = step_;
