@@ -31,7 +31,7 @@ tr.baseline td:first-child::after { content: " baseline"; font-size: .75rem; col
 svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
 .wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; }
-.differs { text-align: left; white-space: normal; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
+.differs { text-align: left; white-space: normal; min-width: 10rem; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
 nav ul { columns: 2; } .summary { color: #3d4658; }
 @media print { body { margin: 0; max-width: none; font-size: 11px; } details { display: block; } details > * { display: block; } summary { display: none; } section { break-inside: avoid-page; } a { color: inherit; } }
 @media (max-width: 40rem) { body { margin: 1rem auto; } nav ul { columns: 1; } th, td { padding: .25rem .4rem; } }
@@ -59,7 +59,20 @@ std::string line_chart(const std::string& title, const std::string& x_label,
     }
   if (points == 0) return "";
   if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 + 1;
+  if (y1 == y0) {  // a flat line: a band around it
+    const double pad = std::max(std::abs(y0) * 0.05, 1e-3);
+    y0 -= pad, y1 += pad;
+  }
+  // Axis ends with as many digits as it takes to tell them apart.
+  auto ends = [](double low, double high) {
+    for (int digits = 3; digits < 10; ++digits) {
+      std::string a = fmt::format("{:.{}g}", low, digits), b = fmt::format("{:.{}g}", high, digits);
+      if (a != b) return std::pair{a, b};
+    }
+    return std::pair{fmt::format("{}", low), fmt::format("{}", high)};
+  };
+  const auto [x_low, x_high] = ends(x0, x1);
+  const auto [y_low, y_high] = ends(y0, y1);
   const int left = 56, top = 28, plot_w = 300, plot_h = 170, legend_row = 16;
   const int height = top + plot_h + 34 + legend_row * static_cast<int>(series.size());
   const int width = left + plot_w + 16;
@@ -69,13 +82,13 @@ std::string line_chart(const std::string& title, const std::string& x_label,
       R"(<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)"
       R"(<text x="0" y="16" font-weight="600">{2}</text>)"
       R"(<rect x="{3}" y="{4}" width="{5}" height="{6}" fill="none" stroke="#c9d0dc"/>)"
-      R"(<text x="{3}" y="{7}">{8:.3g}</text><text x="{9}" y="{7}" text-anchor="end">{10:.3g}</text>)"
+      R"(<text x="{3}" y="{7}">{8}</text><text x="{9}" y="{7}" text-anchor="end">{10}</text>)"
       R"(<text x="{11}" y="{7}" text-anchor="middle">{12}</text>)"
-      R"(<text x="{13}" y="{14}" text-anchor="end">{15:.3g}</text><text x="{13}" y="{16}" text-anchor="end">{17:.3g}</text>)"
+      R"(<text x="{13}" y="{14}" text-anchor="end">{15}</text><text x="{13}" y="{16}" text-anchor="end">{17}</text>)"
       R"(<text x="{13}" y="{18}" text-anchor="end">{19}</text>)",
-      width, height, html_escape(title), left, top, plot_w, plot_h, top + plot_h + 14, x0,
-      left + plot_w, x1, left + plot_w / 2, html_escape(x_label), left - 4, top + plot_h, y0,
-      top + 10, y1, top + plot_h / 2, html_escape(y_label));
+      width, height, html_escape(title), left, top, plot_w, plot_h, top + plot_h + 14, x_low,
+      left + plot_w, x_high, left + plot_w / 2, html_escape(x_label), left - 4, top + plot_h, y_low,
+      top + 10, y_high, top + plot_h / 2, html_escape(y_label));
   for (size_t i = 0; i < series.size(); ++i) {
     const char* color = kColors[i % std::size(kColors)];
     std::string path;
@@ -193,10 +206,11 @@ std::string results_table(const Report& report, const ExperimentReport& section)
   const bool repeats = any_repeats(section);
   std::string html = R"(<div class="wide"><table class="results"><thead><tr><th>variant</th>)";
   if (repeats) html += "<th>n</th>";
-  html += "<th>precision</th><th>devices</th><th>strategy</th>";
+  html +=
+      "<th>precision</th><th>devices</th><th>strategy</th><th>differs from the baseline in</th>";
   for (const auto& key : section.options.metrics)
     html += "<th>" + html_escape(find_metric(key)->label) + "</th>";
-  html += "<th>differs from the baseline in</th><th>files</th></tr></thead><tbody>";
+  html += "<th>files</th></tr></thead><tbody>";
   const size_t columns = 6 + (repeats ? 1 : 0) + section.options.metrics.size();
   for (const auto& row : section.rows) {
     html += fmt::format(R"(<tr{}><td>{}{})",
@@ -205,6 +219,12 @@ std::string results_table(const Report& report, const ExperimentReport& section)
     if (repeats) html += fmt::format("</td><td>{}/{}", row.completed, row.planned);
     html += fmt::format(R"(</td><td class="text">{}</td><td>{}</td><td class="text">{}</td>)",
                         html_escape(row.precision), row.devices, html_escape(row.strategy));
+    std::vector<std::string> differs;
+    for (const auto& difference : row.differs) differs.push_back(html_escape(difference));
+    html +=
+        R"(<td class="differs">)" +
+        (row.variant == section.baseline ? std::string("(the baseline)") : join(differs, "<br>")) +
+        "</td>";
     for (const auto& key : section.options.metrics) {
       const MetricInfo& info = *find_metric(key);
       auto it = row.metrics.find(key);
@@ -222,17 +242,14 @@ std::string results_table(const Report& report, const ExperimentReport& section)
       html += fmt::format("<td{}>{}{}</td>", is_best ? R"( class="best")" : "",
                           html_escape(format_metric(info, it->second)), range);
     }
-    std::vector<std::string> differs;
-    for (const auto& difference : row.differs) differs.push_back(html_escape(difference));
-    html +=
-        R"(<td class="differs">)" +
-        (row.variant == section.baseline ? std::string("(the baseline)") : join(differs, "<br>")) +
-        "</td>";
     html += R"(<td class="text">)";
     if (!row.config_path.empty())
       html += fmt::format(R"(<a href="{}">config</a> · <a href="{}">log</a>)",
                           html_escape(link_path(report, row.config_path)),
                           html_escape(link_path(report, row.log_path)));
+    if (row.resumes > 0)  // it survived interruptions: its log says where it continued from
+      html += fmt::format(R"(<br><span class="range">continued {}</span>)",
+                          plural(row.resumes, "time"));
     html += "</td></tr>";
     if (!row.error.empty())
       html += fmt::format(R"(<tr><td colspan="{}" class="error">{}</td></tr>)", columns,

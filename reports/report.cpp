@@ -46,6 +46,7 @@ VariantRow make_row(Store& store, const RunRecord& run) {
   row.attributes = store.attributes(run.id);
   row.run_ids = {run.id};
   row.config_yaml = run.config_yaml;
+  row.resumes = run.resumes;
   row.completed = run.status == RunStatus::completed ? 1 : 0;
   row.log_path = run.environment.log_path;
   if (row.log_path.size() > 4)
@@ -79,7 +80,11 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
   VariantRow row = make_row(store, completed.empty() ? *runs.back() : *completed.front());
   row.planned = planned;
   row.run_ids.clear();
-  for (const RunRecord* run : runs) row.run_ids.push_back(run->id);
+  row.resumes = 0;
+  for (const RunRecord* run : runs) {
+    row.run_ids.push_back(run->id);
+    row.resumes += run->resumes;
+  }
   row.completed = static_cast<int64_t>(completed.size());
   if (completed.size() > 1) {
     std::map<std::string, std::vector<double>> values;

@@ -46,6 +46,7 @@ struct VariantRow {
   std::vector<std::string> differs{};
   std::string log_path{}, config_path{}, git_revision{}, host{};  // of the shown run
   std::string config_yaml{};  // the variant's configuration (its first repeat's)
+  int64_t resumes = 0;        // times its runs continued after an interruption, all repeats
   // What the run recorded of itself: dtypes, loss scaling, CUDA graphs, where it saved weights.
   std::map<std::string, std::string> attributes;
 };

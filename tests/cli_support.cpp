@@ -16,8 +16,10 @@ namespace trainyard::testing {
 
 namespace fs = std::filesystem;
 
-Result trainyard(const std::string& args) {
-  std::string command = std::string(TRAINYARD_EXE) + " " + args + " 2>&1";
+Result trainyard(const std::string& args) { return shell(std::string(TRAINYARD_EXE) + " " + args); }
+
+Result shell(const std::string& command_line) {
+  std::string command = command_line + " 2>&1";
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
   char buffer[4096];

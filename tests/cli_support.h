@@ -27,6 +27,8 @@ inline const std::vector<std::string> kCifar10Files = {"data_batch_1.bin", "data
 
 // Runs `trainyard ARGS` to completion.
 Result trainyard(const std::string& args);
+// Runs a shell command line to completion (stdout and stderr together).
+Result shell(const std::string& command_line);
 
 // A file of the source tree, by its path relative to the root.
 std::string source(const std::string& relative);

@@ -1,0 +1,125 @@
+// The morning report of a real batch — repeated, failed and resumed runs — rendered by headless
+// Chromium (Debian's chromium, which scripts/setup.sh installs): it loads without a console
+// message, its charts are in the DOM, and a screenshot is kept with the test's output
+// (build/test-output/report.png).
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Result;
+using testing::shell;
+using testing::trainyard;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Where the newest checkpoint under `logs` stands: (epochs done, batch), or (-1, -1).
+std::pair<int64_t, int64_t> checkpoint_position(const fs::path& logs) {
+  if (!fs::exists(logs)) return {-1, -1};
+  for (const auto& entry : fs::recursive_directory_iterator(logs)) {
+    if (entry.path().filename() != "trainer_state.json") continue;
+    if (entry.path().parent_path().extension() != ".state") continue;
+    std::ifstream in(entry.path());
+    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object())
+      return {json.value("epoch", int64_t{-1}), json.value("batch", int64_t{-1})};
+  }
+  return {-1, -1};
+}
+
+class ReportBrowserTest : public testing::CliTest {};
+
+TEST_F(ReportBrowserTest, TheReportOfARealBatchRendersInChromium) {
+  ASSERT_EQ(shell("command -v chromium").exit_code, 0)
+      << "chromium is missing: scripts/setup.sh installs it (Debian's chromium)";
+  const std::string broken = dir.write("broken.safetensors", "not a safetensors file");
+  const std::string file = dir.write("morning.yaml", R"(
+name: morning
+description: fp32 against bf16-mixed, twice each; one variant with broken weights
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4, dropout: 0.1}
+dataset: {name: synthetic-images, train_size: 2048, val_size: 64, test_size: 64, num_classes: 4}
+train: {epochs: 3, batch_size: 16, log_every: 1000, checkpoint_every_steps: 10}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  repeats: 2
+  variants:
+    - name: fp32
+    - {name: bf16, set: {runtime.precision: bf16-mixed}}
+    - {name: broken, set: {model.weights: ')" + broken + R"('}}
+)");
+  // The first run is killed mid-epoch and continued by the second batch: a resumed run.
+  pid_t controller = testing::start_run(file, db());
+  testing::KillOnExit guard{controller};
+  const fs::path logs = dir.path() / "runs" / "logs";
+  for (int i = 0; i < 1200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const auto [epoch, batch] = checkpoint_position(logs);
+    if (epoch == 1 && batch > 0) break;
+  }
+  kill(controller, SIGKILL);
+  testing::exit_code_of(controller);
+  Result batch = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(batch.exit_code, 1) << batch.output;  // the broken variant failed
+  {
+    Store store(db());
+    ASSERT_EQ(store.runs("morning").size(), 6u);
+    EXPECT_EQ(store.runs("morning")[0].resumes, 1);
+  }
+
+  const fs::path html = dir.path() / "report" / "report.html";
+  Result report = trainyard("report --db " + db() + " -o " + html.string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+
+  // Chromium as root needs --no-sandbox; --dump-dom prints the DOM once the page has loaded, and
+  // logging to stderr shows the page's console messages ("CONSOLE(...)").
+  const std::string chromium =
+      "timeout 120 chromium --headless=new --no-sandbox --disable-gpu --no-first-run "
+      "--user-data-dir=" +
+      (dir.path() / "chromium").string();
+  Result dom = shell(chromium + " --enable-logging=stderr --v=0 --dump-dom file://" +
+                     html.string() + " 2>" + (dir.path() / "console.txt").string());
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  const std::string console = testing::read_file(dir.path() / "console.txt");
+  EXPECT_EQ(console.find("CONSOLE"), std::string::npos) << console;
+  EXPECT_EQ(count(dom.output, R"(<svg class="curve")"), 5u);  // loss, accuracy, loss over time
+  EXPECT_GE(count(dom.output, "<path d=\"M"), 10u);           // a line per variant and chart
+  EXPECT_NE(dom.output.find("failed (bad-input)"), std::string::npos);
+  EXPECT_NE(dom.output.find("<td>2/2</td>"), std::string::npos);  // n of the repeated variants
+  EXPECT_NE(dom.output.find("continued 1 time"), std::string::npos);
+  EXPECT_NE(dom.output.find("runtime.precision: bf16-mixed"), std::string::npos);
+  // The run files are linked relative to the report, and exist there.
+  const std::regex link(R"(href="(\.\./runs/logs/[^"]+\.log)\")");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(dom.output, match, link));
+  EXPECT_TRUE(fs::exists(html.parent_path() / match[1].str())) << match[1].str();
+
+  const fs::path output = fs::path(TRAINYARD_TEST_OUTPUT_DIR);
+  fs::create_directories(output);
+  const fs::path screenshot = output / "report.png";
+  fs::remove(screenshot);
+  Result shot = shell(chromium + " --window-size=1280,2600 --screenshot=" + screenshot.string() +
+                      " file://" + html.string());
+  ASSERT_EQ(shot.exit_code, 0) << shot.output;
+  ASSERT_TRUE(fs::exists(screenshot));
+  EXPECT_GT(fs::file_size(screenshot), 20000u);  // a rendered page, not a blank one
+}
+
+}  // namespace
+}  // namespace trainyard
