@@ -96,7 +96,10 @@ std::vector<Section> sections() {
          "keys of model, dataset, train, runtime"},
         {"grid", "map", "", "",
          "dotted key -> list of values; every combination, times every variant "
-         "(grid: {train.batch_size: [16, 32]})"}}},
+         "(grid: {train.batch_size: [16, 32]})"},
+        {"repeats", "int", "1", "[1 to 1000]",
+         "runs of every variant, with seeds train.seed, train.seed + 1, ...; the report shows "
+         "their median and min-max"}}},
   };
 }
 
