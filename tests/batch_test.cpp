@@ -143,6 +143,22 @@ TEST_F(BatchTest, EarlyStoppingEndsTheRunAndSaysWhy) {
   EXPECT_EQ(store.final_metrics(run.id).at("best_epoch"), 3);  // checkpoint: last, the last trained
 }
 
+// A real allocation failure (a 480 GB layer) is classified out-of-memory and never retried.
+TEST_F(BatchTest, OutOfMemoryIsClassifiedAndNeverRetried) {
+  // With overcommit_memory 1 the kernel would grant the allocation and the OOM killer act later.
+  if (testing::read_file("/proc/sys/vm/overcommit_memory").rfind("1", 0) == 0)
+    GTEST_SKIP() << "vm.overcommit_memory is 1: an impossible allocation would not fail at once";
+  const std::string file = experiment(
+      "oom", "sweep: {variants: [{name: huge, set: {model.width: 200000, model.heads: 1}}]}\n");
+  Result result = trainyard("run " + file + " --db " + db() + " --retries 2");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("run failed (out-of-memory)"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("trying again"), std::string::npos) << result.output;
+  Store store(db());
+  EXPECT_EQ(store.runs("oom").at(0).failure, FailureClass::out_of_memory);
+  EXPECT_EQ(store.runs("oom").at(0).resumes, 0);
+}
+
 // `trainyard status` from another terminal: the running run's progress from the controller's
 // heartbeat; once the controller is gone without a word (SIGKILL) and its heartbeat goes stale, the
 // run shows as interrupted.
@@ -166,9 +182,14 @@ TEST_F(BatchTest, StatusShowsTheRunningRunAndAStaleOneAsInterrupted) {
   EXPECT_NE(status.output.find("queued next: watched/next"), std::string::npos) << status.output;
   kill(controller, SIGKILL);
   testing::exit_code_of(controller);
-  {  // an hour later, as far as the heartbeat says
+  Result gone = trainyard("status --db " + db());  // a controller of this host: known at once
+  EXPECT_NE(gone.output.find("watched/long: interrupted: its controller"), std::string::npos)
+      << gone.output;
+  {  // another host's controller, an hour quiet as far as the heartbeat says
     sql::Database raw(db());
-    raw.exec("UPDATE runs SET heartbeat_at = '2000-01-01T00:00:00Z' WHERE status = 'running'");
+    raw.exec(
+        "UPDATE runs SET heartbeat_at = '2000-01-01T00:00:00Z', host = 'elsewhere' "
+        "WHERE status = 'running'");
   }
   Result stale = trainyard("status --db " + db());
   EXPECT_NE(stale.output.find("watched/long: interrupted: no heartbeat for"), std::string::npos)

@@ -1,7 +1,11 @@
 // `trainyard status`: what a batch is doing now, read from the database from another terminal (or
 // another machine sharing the file). The controller records a heartbeat and each run's progress; a
 // run still marked running whose heartbeat went stale lost its controller without a word (SIGKILL,
-// power lost, a machine gone) and shows as interrupted — `trainyard run` again continues it.
+// power lost, a machine gone) and shows as interrupted (at once when that controller was of this
+// host and its process is gone) — `trainyard run` again continues it.
+#include <signal.h>
+
+#include <cerrno>
 #include <ctime>
 #include <filesystem>
 
@@ -28,8 +32,17 @@ double seconds_since(const std::string& timestamp) {
   return std::difftime(std::time(nullptr), timegm(&tm));
 }
 
+// A controller of this host whose process is gone: known at once, without waiting for staleness.
+bool controller_gone(const RunRecord& run) {
+  if (run.host != host_name() || run.pid <= 0) return false;
+  return kill(static_cast<pid_t>(run.pid), 0) != 0 && errno == ESRCH;
+}
+
 std::string describe_running(const RunRecord& run) {
   const double quiet = seconds_since(run.heartbeat_at);
+  if (controller_gone(run))
+    return "interrupted: its controller (pid " + std::to_string(run.pid) +
+           ") is gone; `trainyard run` again continues it";
   if (quiet > kStaleHeartbeatSeconds)
     return fmt::format(
         "interrupted: no heartbeat for {} (its controller died without a word); `trainyard run` "
