@@ -35,6 +35,8 @@ struct Capabilities {
   int64_t num_classes = 0;    // model: classes of its head; dataset: of its labels; 0: unknown
   int64_t vocab_size = 0;     // model: token embeddings; dataset: its tokenizer's; 0: none/unknown
   int64_t max_length = 0;     // dataset: the longest sequence it yields; 0: no sequences
+  // dataset: batches of varying shape (dynamic padding); CUDA graphs capture one shape
+  bool varying_shapes = false;
   // What is wrong with the files the options name, found without building the component (a
   // missing root, a folder without its expected files): option key -> the problem and its fix.
   std::vector<std::pair<std::string, std::string>> problems{};

@@ -217,6 +217,25 @@ sweep:
   EXPECT_FALSE(fs::exists(db()));
 }
 
+// CUDA graphs capture one batch shape: dynamic padding is refused at validation, with the fix.
+TEST_F(CliTest, CudaGraphsRefuseDynamicPadding) {
+  const std::string file = dir.write("graphs.yaml", R"(
+name: graphs
+model: {name: distilbert, layers: 1, dim: 16, heads: 2, hidden_dim: 16, max_positions: 64, vocab_size: 100, num_classes: 2}
+dataset: {name: synthetic-text, vocab_size: 100, max_length: 64, padding: dynamic}
+train: {optimizer: {name: adamw}}
+runtime: {accelerator: cuda, compile: cuda-graphs}
+)");
+  Result dynamic = trainyard("validate " + file);
+  EXPECT_EQ(dynamic.exit_code, 2);
+  EXPECT_NE(dynamic.output.find("cuda-graphs captures one batch shape; dataset synthetic-text "
+                                "pads each batch to its longest sequence (padding: dynamic): set "
+                                "dataset.padding: max_length"),
+            std::string::npos)
+      << dynamic.output;
+  EXPECT_EQ(trainyard("validate " + file + " --set dataset.padding=max_length").exit_code, 0);
+}
+
 TEST_F(CliTest, DryRunPrintsTheResolvedRunsAndTouchesNothing) {
   Result run = trainyard("run " + source("experiments/quickstart.yaml") +
                          " --dry-run --set train.epochs=1 --db " + db());

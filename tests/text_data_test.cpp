@@ -115,10 +115,14 @@ TEST_F(ImdbTest, PaddingModes) {
   Batch fixed = load().train->get_batch({0, 1, 2});
   EXPECT_EQ(fixed.inputs.sizes(), (std::vector<int64_t>{3, 12}));
   Batch dynamic = load(", padding: dynamic").train->get_batch({0, 1, 2});
-  EXPECT_EQ(dynamic.inputs.size(1),
-            dynamic.attention_mask.sum(1).max().item<int64_t>());  // the longest row
-  EXPECT_EQ(dynamic.attention_mask.sum().item<int64_t>(),
-            fixed.attention_mask.sum().item<int64_t>());
+  // A batch without padding carries no mask: every token is real.
+  auto row_tokens = [](const Batch& b) {
+    return b.attention_mask.defined() ? b.attention_mask.sum(1)
+                                      : torch::full({b.inputs.size(0)}, b.inputs.size(1));
+  };
+  EXPECT_EQ(dynamic.inputs.size(1), row_tokens(dynamic).max().item<int64_t>());  // the longest row
+  EXPECT_EQ(row_tokens(dynamic).sum().item<int64_t>(), row_tokens(fixed).sum().item<int64_t>());
+  EXPECT_FALSE(load(", padding: dynamic").train->get_batch({0}).attention_mask.defined());
 }
 
 TEST_F(ImdbTest, BrokenFolders) {

@@ -78,6 +78,12 @@ TEST(WeightsTest, DistilBertMatchesTransformers) {
   torch::Tensor logits = m->forward(batch), expected = read_tensor(io, "logits");
   EXPECT_TRUE(torch::allclose(logits, expected, 1e-4, 1e-4))
       << (logits - expected).abs().max().item<float>();
+  // Without a mask (the loader drops an all-ones one) the logits are those of an all-ones mask.
+  Batch ones{batch.inputs, batch.targets, torch::ones_like(batch.inputs)};
+  Batch none{batch.inputs, batch.targets, torch::Tensor()};
+  torch::Tensor masked = m->forward(ones), unmasked = m->forward(none);
+  EXPECT_TRUE(torch::allclose(masked, unmasked, 1e-5, 1e-5))
+      << (masked - unmasked).abs().max().item<float>();
 }
 
 TEST(WeightsTest, NewLabelSetGetsAFreshHead) {

@@ -34,7 +34,8 @@ std::string layout_hint(const std::string& root) {
 // What validation can know without tokenising: two classes, the vocabulary's size (its lines), the
 // longest sequence, and whether the root's four folders and the vocabulary file are there.
 Capabilities describe_imdb(const ImdbOptions& o) {
-  Capabilities capabilities{.num_classes = 2, .max_length = o.max_length};
+  Capabilities capabilities{
+      .num_classes = 2, .max_length = o.max_length, .varying_shapes = o.padding == "dynamic"};
   std::error_code ec;
   if (!fs::is_directory(o.root, ec)) {
     capabilities.problems.emplace_back(

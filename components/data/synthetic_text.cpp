@@ -76,8 +76,10 @@ void register_synthetic_text(Registry& registry) {
         return splits;
       },
       [](const SyntheticTextOptions& o) {
-        return Capabilities{
-            .num_classes = o.num_classes, .vocab_size = o.vocab_size, .max_length = o.max_length};
+        return Capabilities{.num_classes = o.num_classes,
+                            .vocab_size = o.vocab_size,
+                            .max_length = o.max_length,
+                            .varying_shapes = o.padding == "dynamic"};
       });
 }
 

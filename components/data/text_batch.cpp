@@ -36,6 +36,7 @@ Batch TextDataset::get_batch(const std::vector<int64_t>& indices) const {
   auto ids = batch.inputs.accessor<int64_t, 2>();
   auto mask = batch.attention_mask.accessor<int64_t, 2>();
   auto targets = batch.targets.accessor<int64_t, 1>();
+  bool padded = false;
   for (int64_t row = 0; row < count; ++row) {
     int64_t s = indices_.at(static_cast<size_t>(indices[static_cast<size_t>(row)]));
     int64_t begin = texts_->offsets[s], n = std::min(texts_->offsets[s + 1] - begin, length);
@@ -43,8 +44,12 @@ Batch TextDataset::get_batch(const std::vector<int64_t>& indices) const {
       ids[row][t] = texts_->ids[static_cast<size_t>(begin + t)];
       mask[row][t] = 1;
     }
+    padded = padded || n < length;
     targets[row] = texts_->labels[static_cast<size_t>(s)];
   }
+  // No padding, no mask: every token attends to every token, and attention may take the fused
+  // kernels a mask rules out (transformers drops an all-ones mask for the same reason).
+  if (!padded) batch.attention_mask = torch::Tensor();
   return batch;
 }
 

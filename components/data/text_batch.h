@@ -1,6 +1,7 @@
 // Tokenised texts held as one flat id buffer with offsets, collated into padded batches:
 // `max_length` pads every sequence to the same length (as the reference studies do), `dynamic` pads
-// each batch to its longest sequence (fewer wasted tokens, same results).
+// each batch to its longest sequence (fewer wasted tokens, same results). A batch without padding
+// carries no attention mask.
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
 #include "components/models/distilbert.h"
 
+#include <optional>
+
 #include <ATen/ATen.h>
 #include <torch/nn/functional.h>
 #include <torch/nn/init.h>
@@ -23,14 +25,17 @@ struct Attention : torch::nn::Module {
     out_lin = register_module("out_lin", torch::nn::Linear(o.dim, o.dim));
   }
 
-  // x [B, T, dim]; keep [B, 1, 1, T] bool, true where a token may be attended to.
+  // x [B, T, dim]; keep [B, 1, 1, T] bool, true where a token may be attended to, or undefined.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& keep) {
     const int64_t batch = x.size(0), tokens = x.size(1), dim = x.size(2);
     auto split = [&](const torch::Tensor& t) {
       return t.view({batch, tokens, heads, dim / heads}).transpose(1, 2);
     };
+    // No mask (a batch without padding): none at all, so SDPA may take its fused kernels.
+    const std::optional<torch::Tensor> mask =
+        keep.defined() ? std::optional<torch::Tensor>(keep) : std::nullopt;
     auto attended = at::scaled_dot_product_attention(
-        split(q_lin(x)), split(k_lin(x)), split(v_lin(x)), keep, is_training() ? dropout : 0.0);
+        split(q_lin(x)), split(k_lin(x)), split(v_lin(x)), mask, is_training() ? dropout : 0.0);
     return out_lin(attended.transpose(1, 2).reshape({batch, tokens, dim}));
   }
 

@@ -72,6 +72,13 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
   if (!run.optimizer.capabilities.steps_on_device)
     refuse("train.optimizer.name",
            "needs the fused adam or adamw (their steps and learning rate stay on the device)");
+  // Captured at one batch's shape after warm-up steps at others, the graph would replay few
+  // steps, and its memory would be planned for one length.
+  if (run.dataset.capabilities.varying_shapes)
+    refuse("dataset.padding",
+           fmt::format("captures one batch shape; dataset {} pads each batch to its longest "
+                       "sequence (padding: dynamic): set dataset.padding: max_length",
+                       run.dataset.name));
 }
 
 // The model against its dataset and weights, as far as they are known without building them.

@@ -2,9 +2,13 @@
 
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
+
+#include "runner/engine/sync_debug.h"
 
 namespace trainyard {
 
@@ -27,60 +31,57 @@ Batch device_copy(const Batch& batch) {
 }  // namespace
 
 struct CudaGraphStep::State {
-  State(const torch::Device& device, StepFn step, ResetFn reset, LogFn log, int warmup)
+  State(const torch::Device& device, StepFn step, LogFn log, int warmup)
       : stream(c10::cuda::getStreamFromPool(false, device.index())),
         step(std::move(step)),
-        reset(std::move(reset)),
         log(std::move(log)),
         warmup(warmup) {}
 
   c10::cuda::CUDAStream stream;
   StepFn step;
-  ResetFn reset;
   LogFn log;
   int warmup;
   int eager_steps = 0;
-  bool failed = false;  // capture was tried and failed: eager from then on
-  std::string failure;  // why
   int64_t replays = 0;
   bool warned_shape = false;  // "another shape, eager" said once
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   Batch inputs;                // static input buffers of the graph
   torch::Tensor logits, loss;  // static outputs
 
+  // Captures the step over copies of `batch`. A failed capture fails the run: the caching
+  // allocator and the default CUDA generator would stay in capture mode (the next eager dropout
+  // throws "Offset increment outside graph capture", a later emptyCache asserts), so no step can
+  // safely run eagerly in this process after it — and each run is its own process.
   void capture(const Batch& batch) {
     inputs = device_copy(batch);
+    {
+      // As torch.cuda.graph: the warm-up steps' activations cached in the general pool cannot be
+      // reused by the graph's private pool; without this capture holds a second copy (peak
+      // memory of every cuda-graphs run inflated, large batches out of memory). Waiting for the
+      // device here is intended, outside runtime.sync_debug's check.
+      SyncDebugGuard allowed(c10::cuda::SyncDebugMode::L_DISABLED);
+      c10::cuda::device_synchronize();
+      c10::cuda::CUDACachingAllocator::emptyCache();
+    }
     graph = std::make_unique<at::cuda::CUDAGraph>();
     try {
       // Thread-local mode: the loader's threads may allocate pinned memory meanwhile; autograd's
       // device thread still launches onto this stream, so backward is captured.
       graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-      try {
-        step(inputs, logits, loss);
-      } catch (...) {
-        cudaGraph_t broken = nullptr;
-        cudaStreamEndCapture(stream.stream(), &broken);  // leave capture mode whatever happened
-        if (broken) cudaGraphDestroy(broken);
-        throw;
-      }
+      step(inputs, logits, loss);
       graph->capture_end();
     } catch (const std::exception& e) {
-      cudaGetLastError();  // clear the error the failed capture left
-      graph.reset();
-      failed = true;
-      failure = e.what();
-      reset();
-      log(fmt::format(
-          "cuda-graphs: the training step could not be captured, so it runs eagerly: {}",
+      throw std::runtime_error(fmt::format(
+          "cuda-graphs: the training step could not be captured: {}. A failed capture leaves "
+          "the process unable to go on (the allocator and the random generator stay in capture "
+          "mode), so the run stops here; set runtime.compile: none for it",
           e.what()));
     }
   }
 };
 
-CudaGraphStep::CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log,
-                             int warmup_steps)
-    : state_(std::make_unique<State>(device, std::move(step), std::move(reset), std::move(log),
-                                     warmup_steps)) {}
+CudaGraphStep::CudaGraphStep(const torch::Device& device, StepFn step, LogFn log, int warmup_steps)
+    : state_(std::make_unique<State>(device, std::move(step), std::move(log), warmup_steps)) {}
 
 CudaGraphStep::~CudaGraphStep() = default;
 
@@ -89,7 +90,6 @@ bool CudaGraphStep::captured() const { return state_->graph != nullptr; }
 std::string CudaGraphStep::summary(int64_t steps) const {
   const State& s = *state_;
   if (s.graph) return fmt::format("captured; {} of {} steps replayed", s.replays, steps);
-  if (s.failed) return fmt::format("not captured ({}); all {} steps eager", s.failure, steps);
   return fmt::format("not captured: {} steps, fewer than the {} eager warm-up steps before capture",
                      steps, s.warmup);
 }
@@ -104,16 +104,12 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
   queued.block(s.stream);
   {
     c10::cuda::CUDAStreamGuard on_side_stream(s.stream);
-    if (!s.graph && !s.failed && s.eager_steps >= s.warmup) {
+    if (!s.graph && s.eager_steps >= s.warmup) {
       s.capture(batch);
-      if (s.graph) {
-        s.graph->replay();  // capturing recorded the step; this runs it
-        ++s.replays;
-        logits = s.logits;
-        loss = s.loss;
-      } else {
-        s.step(batch, logits, loss);
-      }
+      s.graph->replay();  // capturing recorded the step; this runs it
+      ++s.replays;
+      logits = s.logits;
+      loss = s.loss;
     } else if (s.graph && same_shapes(batch, s.inputs)) {
       s.inputs.inputs.copy_(batch.inputs, /*non_blocking=*/true);
       s.inputs.targets.copy_(batch.targets, true);
@@ -125,9 +121,8 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
     } else {
       if (s.graph && !s.warned_shape) {
         s.log(
-            "cuda-graphs: a batch of another shape than the captured one runs eagerly (set the "
-            "dataset's "
-            "padding to max_length to replay every batch)");
+            "cuda-graphs: a batch of another shape than the captured one runs eagerly (validation "
+            "refuses dynamic padding; this should not happen)");
         s.warned_shape = true;
       }
       s.step(batch, logits, loss);

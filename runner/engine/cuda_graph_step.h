@@ -9,8 +9,11 @@
 //      the captured backward writes them rather than accumulating);
 //   3. replay: copy each batch into the static buffers, launch the graph.
 //
-// A batch of another shape (dynamic padding) runs eagerly. If capture fails the run says why and
-// goes on eagerly.
+// Before capture the caching allocator's cache is emptied (as torch.cuda.graph does), so capture
+// does not hold a second copy of the warm-up steps' activations. Validation refuses dynamic
+// padding (batches of varying shape); a batch of another shape would run eagerly. A failed capture
+// fails the run with the cause and the fix (runtime.compile: none): after one, the allocator and
+// the random generator stay in capture mode, and nothing can safely run in the process.
 #pragma once
 
 #include <functional>
@@ -26,12 +29,9 @@ class CudaGraphStep {
   // One training step on `batch`: forward, backward, optimizer step; sets logits and loss.
   using StepFn =
       std::function<void(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss)>;
-  // Called when a capture failed part-way: drops gradients the failed capture left behind.
-  using ResetFn = std::function<void()>;
   using LogFn = std::function<void(const std::string&)>;
 
-  CudaGraphStep(const torch::Device& device, StepFn step, ResetFn reset, LogFn log,
-                int warmup_steps = 3);
+  CudaGraphStep(const torch::Device& device, StepFn step, LogFn log, int warmup_steps = 3);
   ~CudaGraphStep();
 
   // Runs one step, eagerly or by replay. The returned tensors are the graph's static outputs once

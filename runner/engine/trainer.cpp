@@ -144,6 +144,10 @@ class Trainer {
     // bf16-true and 16-true: float inputs in the parameters' dtype (autocast casts them itself).
     if (!precision_->autocast() && batch.inputs.is_floating_point())
       batch.inputs = batch.inputs.to(precision_->param_dtype());
+    // A CUDA graph replays one input layout: a sequence batch without padding (which the loader
+    // sends without a mask) gets its all-ones mask back, so every batch replays the graph.
+    if (graph_ && run_.model.capabilities.max_positions > 0 && !batch.attention_mask.defined())
+      batch.attention_mask = torch::ones_like(batch.inputs);
     return batch;
   }
   // Whether the optimizer step after `step` optimizer steps gets a progress line.
@@ -374,7 +378,6 @@ void Trainer::setup_cuda_graph() {
       [this](const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
         train_step(batch, /*step_now=*/true, /*measure_norm=*/true, logits, loss);
       },
-      [this] { optimizer_->zero_grad(/*set_to_none=*/true); },
       [this](const std::string& line) { context_.observer.on_log(line); });
 }
 
@@ -482,6 +485,9 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       checkpoint(epoch, b + 1, metrics, before_seconds + seconds_since(start), communicated(),
                  step_ - steps_before);
   }
+  // The host may be many steps (graph replays) ahead of the GPU: the epoch's time is the device's.
+  // Waiting here is intended, outside runtime.sync_debug's check.
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
   const double seconds = seconds_since(start) + before_seconds;
   meter_.add_epoch(seconds, communicated(), step_ - steps_before);
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
