@@ -10,6 +10,7 @@ Each step: forward, cross-entropy, backward, Adam(5e-5) step, on a batch already
 """
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -117,21 +118,33 @@ def main():
         configs = [("vit_b16", 4), ("distilbert", 4)]
     precisions = PRECISIONS if args.device == "cuda" else ["32-true", "bf16-mixed"]
     results = []
+
+    def save():
+        # After every configuration: a call cut short, or one that fails, keeps what finished.
+        if args.out:
+            with open(args.out + ".tmp", "w") as f:
+                json.dump(results, f, indent=1)
+            os.replace(args.out + ".tmp", args.out)
+
     for framework in args.frameworks.split(","):
         run = run_eager if framework == "eager" else run_fabric
         for name, batch in configs:
             for precision in precisions:
                 torch.manual_seed(0)
-                result = run(name, batch, precision, args)
-                result.update(framework=framework, model=name, batch=batch, precision=precision)
-                results.append(result)
-                print(f"{framework:7s} {name:11s} batch {batch:4d} {precision:10s} "
-                      f"{result['samples_per_s']:10.1f} samples/s", flush=True)
+                entry = dict(framework=framework, model=name, batch=batch, precision=precision)
+                try:
+                    entry.update(run(name, batch, precision, args))
+                    print(f"{framework:7s} {name:11s} batch {batch:4d} {precision:10s} "
+                          f"{entry['samples_per_s']:10.1f} samples/s", flush=True)
+                except Exception as error:  # one configuration's failure (OOM, a missing package)
+                    entry["error"] = f"{type(error).__name__}: {error}"
+                    print(f"{framework:7s} {name:11s} batch {batch:4d} {precision:10s} "
+                          f"failed: {entry['error']}", flush=True)
+                results.append(entry)
+                save()
                 if args.device == "cuda":
                     torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+    save()
 
 
 if __name__ == "__main__":

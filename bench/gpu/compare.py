@@ -12,6 +12,7 @@ import sys
 
 THROUGHPUT = {"gpu_vit_b16": "vit_b16", "gpu_distilbert": "distilbert"}
 SYNC_CHECK = "gpu_sync_check"
+SMOKE = "gpu_smoke"
 # The studies' full runs on synthetic data of their sizes, and the study's own minutes (A100).
 STUDIES = {"gpu_study_vit": ("ViT-B/16, CIFAR-10-sized, bf16-mixed", 6.4),
            "gpu_study_distilbert": ("DistilBERT, IMDB-sized, bf16-mixed", 8.8)}
@@ -87,6 +88,23 @@ def sync_check_table(all_runs):
               f"| {loss(run['test_loss'])} |")
 
 
+def smoke_table(all_runs):
+    smoke = [run for run in all_runs if run["experiment"] == SMOKE]
+    if not smoke:
+        return
+    completed = sum(run["status"] == "completed" for run in smoke)
+    print(f"## Smoke test: {completed} of {len(smoke)} runs completed "
+          "(every precision, eager and CUDA graphs, sync_debug: error)\n")
+    print("| variant | status | CUDA graphs | samples/s | test loss |")
+    print("|---|---|---|---:|---:|")
+    for run in smoke:
+        status = run["status"] if run["status"] == "completed" else f"{run['status']}: {first_line(run['error'])}"
+        samples = f"{run['samples_per_s']:.1f}" if run["samples_per_s"] else "—"
+        loss = f"{run['test_loss']:.4f}" if run["test_loss"] is not None else "—"
+        print(f"| {run['variant']} | {status} | {run['cuda_graphs'] or '—'} | {samples} | {loss} |")
+    print()
+
+
 def study_table(all_runs):
     runs_of_studies = [run for run in all_runs if run["experiment"] in STUDIES]
     if not runs_of_studies:
@@ -111,7 +129,8 @@ def main():
     baselines = {}
     have_baselines = len(sys.argv) > 2 and os.path.exists(sys.argv[2])  # none if that stage did not run
     for r in json.load(open(sys.argv[2])) if have_baselines else []:
-        baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r["samples_per_s"]
+        baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r.get("samples_per_s")
+    smoke_table(all_runs)
     throughput_table(all_runs, baselines)
     sync_check_table(all_runs)
     study_table(all_runs)
