@@ -1,8 +1,8 @@
 // `trainyard rm`: removes runs — by id, experiment, variant or status — from the database with the
 // files they wrote (logs, resolved config, weights, training state). It first says what it would
 // remove; only --yes removes it. The database rows go in one transaction, then the files.
-#include <ftw.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -16,6 +16,7 @@
 #include "db/store.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/engine/engine.h"
 
 namespace trainyard {
 
@@ -43,6 +44,11 @@ std::vector<std::string> files_of(Store& store, const RunRecord& run) {
     auto it = attributes.find(key);
     if (it != attributes.end() && fs::exists(it->second, ec)) files.push_back(it->second);
   }
+  // An unfinished run's checkpoint, and one being written when its process died.
+  const std::string state = checkpoint_dir(stem.string());
+  for (const std::string& folder : {state, checkpoint_staging_dir(state)})
+    if (fs::exists(folder, ec) && std::find(files.begin(), files.end(), folder) == files.end())
+      files.push_back(folder);
   return files;
 }
 
