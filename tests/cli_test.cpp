@@ -341,11 +341,10 @@ TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
     for (int image = 0; image < 20; ++image)
       out << static_cast<char>(image % 10) << std::string(3072, '\x40');
   }
-  std::map<std::string, int> runs = {{"gpu/vit_throughput.yaml", 12},
-                                     {"gpu/distilbert_throughput.yaml", 12},
-                                     {"gpu/sync_check.yaml", 5},
-                                     {"gpu/study_vit.yaml", 1},
-                                     {"gpu/study_distilbert.yaml", 1}};
+  std::map<std::string, int> runs = {
+      {"gpu/vit_throughput.yaml", 12}, {"gpu/distilbert_throughput.yaml", 12},
+      {"gpu/sync_check.yaml", 5},      {"gpu/smoke.yaml", 20},
+      {"gpu/study_vit.yaml", 1},       {"gpu/study_distilbert.yaml", 1}};
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(source("bench"))) {
     if (entry.path().extension() != ".yaml") continue;

@@ -162,6 +162,9 @@ TEST_F(ResumeTest, CtrlCCheckpointsWhereTheRunStandsAndTheNextRunContinues) {
     EXPECT_EQ(store.runs("resume-single")[0].status, RunStatus::interrupted);
     EXPECT_EQ(store.runs("resume-single")[0].failure, FailureClass::interrupted);
   }
+  // `trainyard rm` would take the interrupted run's checkpoint with it (here it only says so).
+  Result plan = trainyard("rm --db " + db() + " -e resume-single");
+  EXPECT_NE(plan.output.find(".state"), std::string::npos) << plan.output;
   Result again = trainyard("run " + file + " --db " + db() +
                            " --set train.checkpoint_every_steps=0");  // not part of its identity
   ASSERT_EQ(again.exit_code, 0) << again.output;
