@@ -210,7 +210,11 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
   }
   // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
   std::vector<Planned> queue;
-  for (const Experiment& experiment : experiments) plan(experiment, force, queue, summary);
+  int ordinal = 0;
+  for (const Experiment& experiment : experiments) {
+    plan(experiment, ordinal, force, queue, summary);
+    ordinal += static_cast<int>(experiment.runs.size());
+  }
 
   for (size_t i = 0; i < queue.size(); ++i) {
     const Planned& planned = queue[i];
@@ -226,8 +230,7 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
                              (planned.continues ? " (continues where it stopped)" : "");
     console_.start_run(static_cast<int>(i + 1), static_cast<int>(queue.size()), name);
     const auto start = std::chrono::steady_clock::now();
-    const int ordinal = static_cast<int>(planned.run - planned.experiment->runs.data());
-    execute(planned, ordinal, summary);
+    execute(planned, summary);
     console_.end_run(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
@@ -243,8 +246,8 @@ std::string Controller::not_started_reason(const BatchSummary& summary) const {
   return "not started: the batch was interrupted before this run's turn";
 }
 
-void Controller::plan(const Experiment& experiment, bool force, std::vector<Planned>& queue,
-                      BatchSummary& summary) {
+void Controller::plan(const Experiment& experiment, int first_ordinal, bool force,
+                      std::vector<Planned>& queue, BatchSummary& summary) {
   const int64_t experiment_id = store_.upsert_experiment(
       experiment.name, fs::absolute(experiment.file).lexically_normal().string(),
       experiment.description, report_option_set().encode(experiment.report, "", {}).to_yaml_text());
@@ -290,10 +293,12 @@ void Controller::plan(const Experiment& experiment, bool force, std::vector<Plan
         store_.requeue_run(resumable->id);
         // One that never started has nothing to continue: it starts, under its id.
         const bool started = !resumable->environment.log_path.empty();
-        queue.push_back({&experiment, &run, resumable->id, started});
+        queue.push_back(
+            {&experiment, &run, resumable->id, started, first_ordinal + static_cast<int>(i)});
         continue;
       }
-    queue.push_back({&experiment, &run, store_.queue_run(experiment_id, queued), false});
+    queue.push_back({&experiment, &run, store_.queue_run(experiment_id, queued), false,
+                     first_ordinal + static_cast<int>(i)});
   }
 }
 
@@ -317,7 +322,7 @@ fs::path Controller::run_file_stem(const Experiment& experiment, int64_t run_id,
   return stem;
 }
 
-void Controller::execute(const Planned& planned, int ordinal, BatchSummary& summary) {
+void Controller::execute(const Planned& planned, BatchSummary& summary) {
   const Experiment& experiment = *planned.experiment;
   const RunSpec& run = *planned.run;
   const int64_t run_id = planned.run_id;
@@ -361,7 +366,7 @@ void Controller::execute(const Planned& planned, int ordinal, BatchSummary& summ
                   .output_prefix = stem.string(),
                   .devices = static_cast<int>(run.runtime.devices),
                   .node = node,
-                  .port = node.port_for_run(ordinal)};
+                  .port = node.port_for_run(planned.ordinal)};
   LaunchResult result;
   for (int attempt = 0;; ++attempt) {
     // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.

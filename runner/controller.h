@@ -56,17 +56,20 @@ class Controller {
   BatchSummary run_batch(const std::vector<Experiment>& experiments, bool force);
 
  private:
-  // A run of the batch that will execute: its record's id, and whether it continues an
-  // interrupted one.
+  // A run of the batch that will execute: its record's id, whether it continues an interrupted
+  // one, and its place among all runs of the batch's files (the same on every node: run i of a
+  // multi-node batch meets on master-port + i).
   struct Planned {
     const Experiment* experiment;
     const RunSpec* run;
     int64_t run_id;
     bool continues;
+    int ordinal;
   };
-  void plan(const Experiment& experiment, bool force, std::vector<Planned>& queue,
-            BatchSummary& summary);
-  void execute(const Planned& planned, int ordinal, BatchSummary& summary);
+  // `first_ordinal`: how many runs the batch's earlier files have.
+  void plan(const Experiment& experiment, int first_ordinal, bool force,
+            std::vector<Planned>& queue, BatchSummary& summary);
+  void execute(const Planned& planned, BatchSummary& summary);
   // Why a run that did not start stays for later ("the batch reached its --time-limit 9h").
   std::string not_started_reason(const BatchSummary& summary) const;
   std::filesystem::path run_file_stem(const Experiment& experiment, int64_t run_id,
