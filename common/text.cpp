@@ -149,4 +149,6 @@ std::optional<double> parse_duration(const std::string& text) {
   return total;
 }
 
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace trainyard

@@ -15,6 +15,8 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 
 // "a, b, c" — for messages that list the known names.
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
+// The text up to its first newline: an error's headline.
+std::string first_line(const std::string& text);
 
 std::vector<std::string> split(std::string_view text, char separator);
 

@@ -255,6 +255,14 @@ std::string utc_now() {
   return buffer;
 }
 
+std::string run_files_stem(const RunRecord& run) {
+  const std::string& log = run.environment.log_path;
+  const std::string suffix = ".log";
+  if (log.size() <= suffix.size() || log.compare(log.size() - suffix.size(), suffix.size(), suffix))
+    return "";
+  return log.substr(0, log.size() - suffix.size());
+}
+
 std::string host_name() {
   char buffer[256] = {};
   gethostname(buffer, sizeof buffer - 1);

@@ -182,6 +182,11 @@ class Store {
   sql::Database db_;
 };
 
+// Where a run's files start: its log path without ".log"
+// (logs/<experiment>/run-<id>-<variant>-<uid>), to which ".yaml", "-rank<R>.log", ".safetensors",
+// ".state" are added; "" before it started.
+std::string run_files_stem(const RunRecord& run);
+
 // "2026-11-30T13:35:15Z"
 std::string utc_now();
 std::string host_name();

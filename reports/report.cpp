@@ -49,8 +49,7 @@ VariantRow make_row(Store& store, const RunRecord& run) {
   row.resumes = run.resumes;
   row.completed = run.status == RunStatus::completed ? 1 : 0;
   row.log_path = run.environment.log_path;
-  if (row.log_path.size() > 4)
-    row.config_path = row.log_path.substr(0, row.log_path.size() - 4) + ".yaml";
+  if (const std::string stem = run_files_stem(run); !stem.empty()) row.config_path = stem + ".yaml";
   row.git_revision = run.environment.git_revision;
   row.host = run.host;
   return row;
@@ -337,8 +336,6 @@ std::string row_status(const VariantRow& row) {
     return to_string(row.status);
   return fmt::format("{} ({})", to_string(row.status), to_string(row.failure));
 }
-
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string csv_field(const std::string& text) {
   if (text.find_first_of(",\"\n") == std::string::npos) return text;

@@ -147,8 +147,6 @@ void remove_checkpoint(const std::string& state_dir) {
   remove_tree(checkpoint_staging_dir(state_dir));
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
 // Where an interrupted run's checkpoint says it stopped, for the log ("" when it has none).
 std::string checkpoint_position(const std::string& state_dir) {
   std::ifstream file(fs::path(state_dir) / "trainer_state.json");
@@ -266,10 +264,8 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
       // A controller killed between recording the run and removing its checkpoint left it.
       if (!run.train.save_state)
-        if (auto record = store_.run(*done); record && record->environment.log_path.size() > 4) {
-          const std::string& log = record->environment.log_path;
-          remove_checkpoint(checkpoint_dir(log.substr(0, log.size() - 4)));
-        }
+        if (auto record = store_.run(*done); record && !run_files_stem(*record).empty())
+          remove_checkpoint(checkpoint_dir(run_files_stem(*record)));
       console_.line(fmt::format("= {}: already completed as run {}; skipped (--force reruns it)",
                                 name, *done));
       ++summary.already_completed;
@@ -328,12 +324,12 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   const int64_t run_id = planned.run_id;
   const std::optional<RunRecord> record = store_.run(run_id);
   // A continued run keeps its files; a new one must not overwrite any.
-  const std::string previous_log = record ? record->environment.log_path : "";
-  const bool continues = planned.continues && previous_log.size() > 4 && fs::exists(previous_log);
+  const std::string previous = record ? run_files_stem(*record) : "";
+  const bool continues =
+      planned.continues && !previous.empty() && fs::exists(record->environment.log_path);
   fs::path stem;
   try {
-    stem = continues ? fs::path(previous_log.substr(0, previous_log.size() - 4))
-                     : run_file_stem(experiment, run_id, run);
+    stem = continues ? fs::path(previous) : run_file_stem(experiment, run_id, run);
   } catch (const std::exception& e) {
     store_.end_run(run_id, RunStatus::failed, e.what(), FailureClass::error);
     console_.line(fmt::format("run failed: {}", e.what()));

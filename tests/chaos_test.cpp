@@ -26,34 +26,6 @@ using testing::exit_code_of;
 using testing::Result;
 using testing::trainyard;
 
-// Figures that measure the clock or the process, not the training.
-bool wall_clock(const std::string& key) {
-  for (const char* timing :
-       {"train_seconds", "test_seconds", "epoch_seconds", "samples_per_s", "epoch_samples_per_s",
-        "data_wait", "tflops", "mfu", "peak_rss_bytes", "peak_memory_bytes"})
-    if (key == timing) return true;
-  return false;
-}
-
-// Every completed run's figures, by experiment and configuration; `runs_per_config` counts every
-// run the database holds of each configuration.
-std::map<std::string, double> figures(const std::string& db,
-                                      std::map<std::string, int>* runs_per_config = nullptr) {
-  Store store(db);
-  std::map<std::string, double> out;
-  for (const RunRecord& run : store.runs()) {
-    const std::string config = run.experiment + "/" + run.variant + "/" + run.config_hash;
-    if (runs_per_config) ++(*runs_per_config)[config];
-    if (run.status != RunStatus::completed) continue;
-    for (const auto& [key, value] : store.final_metrics(run.id))
-      if (!wall_clock(key)) out[config + "/final/" + key] = value;
-    for (const EpochRow& row : store.epoch_metrics(run.id))
-      for (const auto& [key, value] : row.values)
-        if (!wall_clock(key)) out[fmt::format("{}/{}/{}", config, row.epoch, key)] = value;
-  }
-  return out;
-}
-
 // Processes whose command line mentions `text` (our folder): none may outlive the batch.
 std::vector<std::string> processes_mentioning(const std::string& text) {
   std::vector<std::string> found;
@@ -124,7 +96,7 @@ TEST_F(ChaosTest, KilledAgainAndAgainTheBatchEndsAsAnUndisturbedOne) {
   Result undisturbed = trainyard("run" + names + " --db " + undisturbed_db);
   ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
   std::map<std::string, int> planned;
-  const auto expected = figures(undisturbed_db, &planned);
+  const auto expected = testing::training_figures(undisturbed_db, &planned);
   ASSERT_EQ(planned.size(), 30u);
 
   const unsigned seed = std::random_device{}();
@@ -171,7 +143,7 @@ TEST_F(ChaosTest, KilledAgainAndAgainTheBatchEndsAsAnUndisturbedOne) {
                            attempts, controller_kills, worker_kills, seed);
 
   std::map<std::string, int> held;
-  const auto got = figures(db(), &held);
+  const auto got = testing::training_figures(db(), &held);
   int differences = 0;  // each one named, not two maps in full
   for (const auto& [key, value] : expected) {
     auto it = got.find(key);

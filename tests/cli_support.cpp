@@ -11,6 +11,9 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "db/store.h"
 
 namespace trainyard::testing {
 
@@ -114,6 +117,46 @@ pid_t rank_one_once_training(pid_t controller) {
   if (workers.size() != 2) return -1;
   std::this_thread::sleep_for(std::chrono::seconds(3));
   return rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+}
+
+bool is_wall_clock_figure(const std::string& key) {
+  for (const char* timing :
+       {"train_seconds", "test_seconds", "epoch_seconds", "samples_per_s", "epoch_samples_per_s",
+        "data_wait", "tflops", "mfu", "peak_rss_bytes", "peak_memory_bytes"})
+    if (key == timing) return true;
+  return false;
+}
+
+std::map<std::string, double> training_figures(const std::string& db,
+                                               std::map<std::string, int>* runs_per_config) {
+  Store store(db);
+  std::map<std::string, double> out;
+  for (const RunRecord& run : store.runs()) {
+    const std::string config = run.experiment + "/" + run.variant + "/" + run.config_hash;
+    if (runs_per_config) ++(*runs_per_config)[config];
+    if (run.status != RunStatus::completed) continue;
+    for (const auto& [key, value] : store.final_metrics(run.id))
+      if (!is_wall_clock_figure(key)) out[config + "/final/" + key] = value;
+    for (const EpochRow& row : store.epoch_metrics(run.id))
+      for (const auto& [key, value] : row.values)
+        if (!is_wall_clock_figure(key))
+          out[config + "/" + std::to_string(row.epoch) + "/" + key] = value;
+  }
+  return out;
+}
+
+std::pair<int64_t, int64_t> checkpoint_position(const fs::path& logs) {
+  std::error_code ec;
+  if (!fs::exists(logs, ec)) return {-1, -1};
+  for (const auto& entry : fs::recursive_directory_iterator(logs, ec)) {
+    if (entry.path().filename() != "trainer_state.json") continue;
+    if (entry.path().parent_path().extension() != ".state") continue;  // not a staged one
+    std::ifstream in(entry.path());
+    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object())
+      return {json.value("epoch", int64_t{-1}), json.value("batch", int64_t{-1})};
+  }
+  return {-1, -1};
 }
 
 }  // namespace trainyard::testing

@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -56,6 +58,17 @@ std::vector<pid_t> wait_for_workers(pid_t controller, size_t count);
 // Rank 1 of a 2-rank run `controller` started, a few seconds into training (past the rendezvous);
 // -1 when the workers did not appear.
 pid_t rank_one_once_training(pid_t controller);
+
+// The figures of a run that measure the clock or the process, not the training.
+bool is_wall_clock_figure(const std::string& key);
+// Every completed run's figures but the wall-clock ones, keyed "<experiment>/<variant>/<config
+// hash>/<epoch or final>/<figure>": what a continued run must reproduce bit for bit.
+// `runs_per_config`, when given, counts every run the database holds of each configuration.
+std::map<std::string, double> training_figures(
+    const std::string& db, std::map<std::string, int>* runs_per_config = nullptr);
+// Where the newest checkpoint under `logs` stands: (epochs done, batch within the next), or
+// (-1, -1) when there is none.
+std::pair<int64_t, int64_t> checkpoint_position(const std::filesystem::path& logs);
 
 // Each test gets its own folder, and a database path inside it that does not exist yet.
 class CliTest : public ::testing::Test {

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "db/store.h"
 #include "tests/cli_support.h"
@@ -28,20 +27,6 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-// Where the newest checkpoint under `logs` stands: (epochs done, batch), or (-1, -1).
-std::pair<int64_t, int64_t> checkpoint_position(const fs::path& logs) {
-  if (!fs::exists(logs)) return {-1, -1};
-  for (const auto& entry : fs::recursive_directory_iterator(logs)) {
-    if (entry.path().filename() != "trainer_state.json") continue;
-    if (entry.path().parent_path().extension() != ".state") continue;
-    std::ifstream in(entry.path());
-    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (json.is_object())
-      return {json.value("epoch", int64_t{-1}), json.value("batch", int64_t{-1})};
-  }
-  return {-1, -1};
 }
 
 class ReportBrowserTest : public testing::CliTest {};
@@ -70,7 +55,7 @@ sweep:
   const fs::path logs = dir.path() / "runs" / "logs";
   for (int i = 0; i < 1200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    const auto [epoch, batch] = checkpoint_position(logs);
+    const auto [epoch, batch] = testing::checkpoint_position(logs);
     if (epoch == 1 && batch > 0) break;
   }
   kill(controller, SIGKILL);

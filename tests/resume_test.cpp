@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "db/store.h"
 #include "tests/cli_support.h"
@@ -27,31 +26,6 @@ using testing::Result;
 using testing::start_run;
 using testing::trainyard;
 
-// Figures that measure the clock or the process, not the training.
-bool wall_clock(const std::string& key) {
-  for (const char* timing :
-       {"train_seconds", "test_seconds", "epoch_seconds", "samples_per_s", "epoch_samples_per_s",
-        "data_wait", "tflops", "mfu", "peak_rss_bytes", "peak_memory_bytes"})
-    if (key == timing) return true;
-  return false;
-}
-
-// Every figure of the experiment's completed runs, by variant, epoch ("final" for the run's own)
-// and key — all but the wall-clock ones.
-std::map<std::string, double> figures(const std::string& db, const std::string& experiment) {
-  Store store(db);
-  std::map<std::string, double> out;
-  for (const RunRecord& run : store.runs(experiment)) {
-    if (run.status != RunStatus::completed) continue;
-    for (const auto& [key, value] : store.final_metrics(run.id))
-      if (!wall_clock(key)) out[run.variant + "/final/" + key] = value;
-    for (const EpochRow& row : store.epoch_metrics(run.id))
-      for (const auto& [key, value] : row.values)
-        if (!wall_clock(key)) out[fmt::format("{}/{}/{}", run.variant, row.epoch, key)] = value;
-  }
-  return out;
-}
-
 // The files a run's checkpoints leave behind in `logs`.
 std::vector<std::string> leftover_states(const fs::path& logs) {
   std::vector<std::string> left;
@@ -64,19 +38,11 @@ std::vector<std::string> leftover_states(const fs::path& logs) {
   return left;
 }
 
-// The position inside an epoch of the newest checkpoint under `logs` (batch > 0 once the run has
-// checkpointed mid-epoch), or -1.
+// The batch within epoch `epoch` + 1 at which the newest checkpoint under `logs` stands (> 0 once
+// the run checkpointed mid-epoch), or -1 when it is elsewhere or there is none.
 int64_t checkpoint_batch(const fs::path& logs, int64_t epoch) {
-  if (!fs::exists(logs)) return -1;
-  for (const auto& entry : fs::recursive_directory_iterator(logs)) {
-    if (entry.path().filename() != "trainer_state.json") continue;
-    if (entry.path().parent_path().extension() != ".state") continue;
-    std::ifstream in(entry.path());
-    const auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (json.is_object() && json.value("epoch", int64_t{-1}) == epoch)
-      return json.value("batch", int64_t{0});
-  }
-  return -1;
+  const auto [done, batch] = testing::checkpoint_position(logs);
+  return done == epoch ? batch : -1;
 }
 
 class ResumeTest : public testing::CliTest {
@@ -126,7 +92,7 @@ TEST_P(EveryStrategy, KilledControllerContinuesBitForBit) {
   EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
       << again.output;
   const std::string name = std::string("resume-") + strategy;
-  EXPECT_EQ(figures(db(), name), figures(undisturbed_db, name));
+  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(undisturbed_db));
   Store store(db());
   ASSERT_EQ(store.runs(name).size(), 1u);  // the same run, continued: completed exactly once
   EXPECT_EQ(store.runs(name)[0].resumes, 1);
@@ -169,7 +135,7 @@ TEST_F(ResumeTest, CtrlCCheckpointsWhereTheRunStandsAndTheNextRunContinues) {
                            " --set train.checkpoint_every_steps=0");  // not part of its identity
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("continues from its checkpoint"), std::string::npos) << again.output;
-  EXPECT_EQ(figures(db(), "resume-single"), figures(undisturbed_db, "resume-single"));
+  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(undisturbed_db));
 }
 
 // A rank killed by a signal is a transient failure: --retries tries the run again from its
@@ -190,7 +156,7 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
   KillOnExit guard{controller};
   kill_rank_one_mid_run(controller);
   EXPECT_EQ(exit_code_of(controller), 0);
-  EXPECT_EQ(figures(db(), "resume-ddp"), figures(undisturbed_db, "resume-ddp"));
+  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(undisturbed_db));
   Store store(db());
   ASSERT_EQ(store.runs("resume-ddp").size(), 1u);
   EXPECT_EQ(store.runs("resume-ddp")[0].resumes, 1);
@@ -211,7 +177,7 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
   }
   Result again = trainyard("run " + file + " --db " + other_db);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_EQ(figures(other_db, "resume-ddp"), figures(undisturbed_db, "resume-ddp"));
+  EXPECT_EQ(testing::training_figures(other_db), testing::training_figures(undisturbed_db));
   EXPECT_EQ(Store(other_db).runs("resume-ddp").size(), 1u);
 }
 

@@ -29,9 +29,8 @@ namespace {
 // weights and state it recorded.
 std::vector<std::string> files_of(Store& store, const RunRecord& run) {
   std::vector<std::string> files;
-  const std::string& log = run.environment.log_path;
-  if (log.empty()) return files;  // never started: nothing written
-  const fs::path stem = fs::path(log).replace_extension();
+  const fs::path stem = run_files_stem(run);
+  if (stem.empty()) return files;  // never started: nothing written
   std::error_code ec;
   for (const std::string suffix : {".log", ".yaml"})
     if (fs::exists(stem.string() + suffix, ec)) files.push_back(stem.string() + suffix);
