@@ -1,5 +1,6 @@
 #include "runner/console.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -66,6 +67,10 @@ std::string BatchConsole::status_text() const {
 void BatchConsole::draw() {
   if (!terminal_ || index_ == 0) return;
   std::string text = status_text();
+  // One line, or the next redraw would clear only its last part: cut to the terminal's width.
+  winsize size{};
+  if (ioctl(fileno(out_), TIOCGWINSZ, &size) == 0 && size.ws_col > 1 && text.size() >= size.ws_col)
+    text.resize(size.ws_col - 1);
   fmt::print(out_, "{}", text);
   std::fflush(out_);
   drawn_ = true;

@@ -159,6 +159,8 @@ class Trainer {
   // Where a mid-epoch state's position lies in this run's batches: the same samples trained, under
   // this run's batch size and world size.
   int64_t batch_within_epoch(const TrainerState& state) const;
+  // Whether the run resumed from a state written inside `epoch`.
+  bool resumed_inside(int64_t epoch) const { return epoch == start_epoch_ && start_batch_ > 0; }
 
   // The run as configured, and where it reports.
   const RunSpec& run_;
@@ -419,7 +421,7 @@ void Trainer::fit() {
     const SplitResult train = train_epoch(epoch);
     const SplitResult val = evaluate(*val_loader_);
     // An epoch continued after an interruption: its time before, too.
-    const double before = epoch == start_epoch_ && start_batch_ > 0 ? resumed_epoch_seconds_ : 0;
+    const double before = resumed_inside(epoch) ? resumed_epoch_seconds_ : 0;
     end_of_epoch(epoch, seconds_since(epoch_start) + before, train, val);
   }
 }
@@ -428,7 +430,7 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
   const TrainOptions& train = run_.train;
   model_->train();
   // A run resumed inside this epoch starts at its batch, with the sums of the batches before.
-  const bool resumed_here = epoch == start_epoch_ && start_batch_ > 0;
+  const bool resumed_here = resumed_inside(epoch);
   const int64_t first = resumed_here ? start_batch_ : 0;
   train_loader_->start_epoch(epoch, train_batches_, first);
   Accumulator metrics(device_);
