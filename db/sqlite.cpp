@@ -104,17 +104,22 @@ std::string Statement::column_text(int index) const {
               : std::string();
 }
 
-Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+// Inside another transaction it is a savepoint, so a group of store calls (collecting a task's
+// records) commits or rolls back whole while each call keeps its own transaction.
+Transaction::Transaction(Database& db)
+    : db_(db), nested_(sqlite3_get_autocommit(db.handle()) == 0) {
+  db_.exec(nested_ ? "SAVEPOINT nested" : "BEGIN IMMEDIATE");
+}
 Transaction::~Transaction() {
   if (!done_) {
     try {
-      db_.exec("ROLLBACK");
+      db_.exec(nested_ ? "ROLLBACK TO nested; RELEASE nested" : "ROLLBACK");
     } catch (...) {
     }
   }
 }
 void Transaction::commit() {
-  db_.exec("COMMIT");
+  db_.exec(nested_ ? "RELEASE nested" : "COMMIT");
   done_ = true;
 }
 

@@ -67,7 +67,8 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// BEGIN IMMEDIATE ... COMMIT; rolls back unless commit() was called.
+// BEGIN IMMEDIATE ... COMMIT; rolls back unless commit() was called. Nested in another: a
+// savepoint.
 class Transaction {
  public:
   explicit Transaction(Database& db);
@@ -76,6 +77,7 @@ class Transaction {
 
  private:
   Database& db_;
+  bool nested_;
   bool done_ = false;
 };
 

@@ -102,6 +102,25 @@ const char* const kMigrations[] = {
     ALTER TABLE runs ADD COLUMN progress TEXT NOT NULL DEFAULT '';
     ALTER TABLE runs ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
     )sql",
+    // 5: Slurm: submissions, and which array task trains which run, with how much of the task's
+    // records file (<stem>.events.jsonl) the store has taken in.
+    R"sql(
+    CREATE TABLE submissions (
+      id INTEGER PRIMARY KEY,
+      folder TEXT NOT NULL DEFAULT '',
+      created_at TEXT NOT NULL,
+      host TEXT NOT NULL,
+      report_job TEXT NOT NULL DEFAULT '',
+      cancelled INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE slurm_runs (
+      run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+      submission_id INTEGER NOT NULL REFERENCES submissions(id),
+      job_id TEXT NOT NULL,
+      stem TEXT NOT NULL,
+      events_offset INTEGER NOT NULL DEFAULT 0
+    );
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -376,6 +395,8 @@ std::optional<RunRecord> Store::find_resumable_run(int64_t experiment_id,
 }
 
 void Store::requeue_run(int64_t run_id) {
+  sql::Transaction transaction(db_);
+  db_.prepare("DELETE FROM slurm_runs WHERE run_id = ?").bind(1, run_id).run();
   db_.prepare(
          "UPDATE runs SET status = 'queued', ended_at = NULL, error = '', failure_class = '', "
          "progress = '', host = ?, pid = ? WHERE id = ?")
@@ -383,12 +404,26 @@ void Store::requeue_run(int64_t run_id) {
       .bind(2, static_cast<int64_t>(getpid()))
       .bind(3, run_id)
       .run();
+  transaction.commit();
 }
 
-void Store::resume_run(int64_t run_id) {
-  db_.prepare("UPDATE runs SET status = 'running', resumes = resumes + 1, pid = ? WHERE id = ?")
-      .bind(1, static_cast<int64_t>(getpid()))
-      .bind(2, run_id)
+namespace {
+std::string host_or_here(const RunPlace& place) {
+  return place.host.empty() ? host_name() : place.host;
+}
+int64_t pid_or_mine(const RunPlace& place) {
+  return place.pid > 0 ? place.pid : static_cast<int64_t>(getpid());
+}
+std::string at_or_now(const std::string& at) { return at.empty() ? utc_now() : at; }
+}  // namespace
+
+void Store::resume_run(int64_t run_id, const RunPlace& place) {
+  db_.prepare(
+         "UPDATE runs SET status = 'running', resumes = resumes + 1, host = ?, pid = ?, "
+         "ended_at = NULL, error = '', failure_class = '' WHERE id = ?")
+      .bind(1, host_or_here(place))
+      .bind(2, pid_or_mine(place))
+      .bind(3, run_id)
       .run();
 }
 
@@ -430,13 +465,13 @@ std::map<std::string, std::string> Store::params(int64_t run_id) {
   return out;
 }
 
-void Store::start_run(int64_t run_id, const RunEnvironment& env) {
+void Store::start_run(int64_t run_id, const RunEnvironment& env, const RunPlace& place) {
   db_.prepare(
          "UPDATE runs SET status = 'running', started_at = ?, host = ?, pid = ?, git_revision = ?, "
          "torch_version = ?, device_name = ?, log_path = ? WHERE id = ?")
-      .bind(1, utc_now())
-      .bind(2, host_name())
-      .bind(3, static_cast<int64_t>(getpid()))
+      .bind(1, at_or_now(place.at))
+      .bind(2, host_or_here(place))
+      .bind(3, pid_or_mine(place))
       .bind(4, env.git_revision)
       .bind(5, env.torch_version)
       .bind(6, env.device_name)
@@ -477,7 +512,8 @@ std::map<std::string, std::string> Store::attributes(int64_t run_id) {
   return out;
 }
 
-void Store::complete_run(int64_t run_id, const std::map<std::string, double>& metrics) {
+void Store::complete_run(int64_t run_id, const std::map<std::string, double>& metrics,
+                         const std::string& at) {
   sql::Transaction transaction(db_);
   auto s =
       db_.prepare("INSERT OR REPLACE INTO final_metrics (run_id, key, value) VALUES (?, ?, ?)");
@@ -488,41 +524,141 @@ void Store::complete_run(int64_t run_id, const std::map<std::string, double>& me
   db_.prepare(
          "UPDATE runs SET status = 'completed', ended_at = ?, error = '', failure_class = '', "
          "progress = '' WHERE id = ?")
-      .bind(1, utc_now())
+      .bind(1, at_or_now(at))
       .bind(2, run_id)
       .run();
   transaction.commit();
 }
 
 void Store::end_run(int64_t run_id, RunStatus status, const std::string& error,
-                    FailureClass failure) {
+                    FailureClass failure, const std::string& at) {
   db_.prepare("UPDATE runs SET status = ?, ended_at = ?, error = ?, failure_class = ? WHERE id = ?")
       .bind(1, to_string(status))
-      .bind(2, utc_now())
+      .bind(2, at_or_now(at))
       .bind(3, error)
       .bind(4, to_string(failure))
       .bind(5, run_id)
       .run();
 }
 
-void Store::record_heartbeat(int64_t run_id, const std::optional<RunProgress>& progress) {
+void Store::record_heartbeat(int64_t run_id, const std::optional<RunProgress>& progress,
+                             const std::string& at) {
   if (progress)
     db_.prepare("UPDATE runs SET heartbeat_at = ?, progress = ? WHERE id = ?")
-        .bind(1, utc_now())
+        .bind(1, at_or_now(at))
         .bind(2, progress->to_json())
         .bind(3, run_id)
         .run();
   else
     db_.prepare("UPDATE runs SET heartbeat_at = ? WHERE id = ?")
-        .bind(1, utc_now())
+        .bind(1, at_or_now(at))
         .bind(2, run_id)
         .run();
+}
+
+void Store::mark_requeued(int64_t run_id, const std::string& at) {
+  db_.prepare("UPDATE runs SET status = 'queued', progress = '', heartbeat_at = ? WHERE id = ?")
+      .bind(1, at_or_now(at))
+      .bind(2, run_id)
+      .run();
+}
+
+int64_t Store::create_submission() {
+  db_.prepare("INSERT INTO submissions (created_at, host) VALUES (?, ?)")
+      .bind(1, utc_now())
+      .bind(2, host_name())
+      .run();
+  return db_.last_insert_id();
+}
+
+void Store::set_submission_folder(int64_t submission_id, const std::string& folder) {
+  db_.prepare("UPDATE submissions SET folder = ? WHERE id = ?")
+      .bind(1, folder)
+      .bind(2, submission_id)
+      .run();
+}
+
+void Store::set_report_job(int64_t submission_id, const std::string& job_id) {
+  db_.prepare("UPDATE submissions SET report_job = ? WHERE id = ?")
+      .bind(1, job_id)
+      .bind(2, submission_id)
+      .run();
+}
+
+void Store::mark_submission_cancelled(int64_t submission_id) {
+  db_.prepare("UPDATE submissions SET cancelled = 1 WHERE id = ?").bind(1, submission_id).run();
+}
+
+std::vector<SubmissionRecord> Store::submissions() {
+  auto s = db_.prepare(
+      "SELECT id, folder, created_at, host, report_job, cancelled FROM submissions ORDER BY id");
+  std::vector<SubmissionRecord> out;
+  while (s.step())
+    out.push_back({.id = s.column_int(0),
+                   .folder = s.column_text(1),
+                   .created_at = s.column_text(2),
+                   .host = s.column_text(3),
+                   .report_job = s.column_text(4),
+                   .cancelled = s.column_int(5) != 0});
+  return out;
+}
+
+void Store::assign_slurm_job(int64_t run_id, int64_t submission_id, const std::string& job_id,
+                             const std::string& stem) {
+  db_.prepare(
+         "INSERT INTO slurm_runs (run_id, submission_id, job_id, stem) VALUES (?, ?, ?, ?) "
+         "ON CONFLICT (run_id) DO UPDATE SET submission_id = excluded.submission_id, "
+         "job_id = excluded.job_id, events_offset = CASE WHEN stem = excluded.stem THEN "
+         "events_offset ELSE 0 END, stem = excluded.stem")
+      .bind(1, run_id)
+      .bind(2, submission_id)
+      .bind(3, job_id)
+      .bind(4, stem)
+      .run();
+}
+
+namespace {
+const char* const kSlurmRunColumns = "run_id, submission_id, job_id, stem, events_offset";
+SlurmRunRecord read_slurm_run(const sql::Statement& s) {
+  return {.run_id = s.column_int(0),
+          .submission_id = s.column_int(1),
+          .job_id = s.column_text(2),
+          .stem = s.column_text(3),
+          .events_offset = s.column_int(4)};
+}
+}  // namespace
+
+std::vector<SlurmRunRecord> Store::slurm_runs() {
+  auto s =
+      db_.prepare(std::string("SELECT ") + kSlurmRunColumns + " FROM slurm_runs ORDER BY run_id");
+  std::vector<SlurmRunRecord> out;
+  while (s.step()) out.push_back(read_slurm_run(s));
+  return out;
+}
+
+std::optional<SlurmRunRecord> Store::slurm_run(int64_t run_id) {
+  auto s =
+      db_.prepare(std::string("SELECT ") + kSlurmRunColumns + " FROM slurm_runs WHERE run_id = ?");
+  s.bind(1, run_id);
+  if (!s.step()) return std::nullopt;
+  return read_slurm_run(s);
+}
+
+void Store::set_events_offset(int64_t run_id, int64_t offset) {
+  db_.prepare("UPDATE slurm_runs SET events_offset = ? WHERE run_id = ?")
+      .bind(1, offset)
+      .bind(2, run_id)
+      .run();
+}
+
+void Store::snapshot_to(const std::string& path) {
+  db_.prepare("VACUUM INTO ?").bind(1, path).run();
 }
 
 void Store::remove_runs(const std::vector<int64_t>& run_ids) {
   sql::Transaction transaction(db_);
   for (const char* table :
-       {"epoch_metrics", "final_metrics", "run_attributes", "run_params", "runs"}) {
+       {"epoch_metrics", "final_metrics", "run_attributes", "run_params", "slurm_runs", "runs"}) {
     auto s = db_.prepare(std::string("DELETE FROM ") + table +
                          (std::string(table) == "runs" ? " WHERE id = ?" : " WHERE run_id = ?"));
     for (int64_t id : run_ids) {
@@ -536,8 +672,9 @@ void Store::remove_runs(const std::vector<int64_t>& run_ids) {
 
 int Store::mark_orphaned_runs_interrupted() {
   std::vector<int64_t> orphans;
-  auto s =
-      db_.prepare("SELECT id, pid FROM runs WHERE status IN ('queued', 'running') AND host = ?");
+  auto s = db_.prepare(
+      "SELECT id, pid FROM runs WHERE status IN ('queued', 'running') AND host = ? "
+      "AND id NOT IN (SELECT run_id FROM slurm_runs)");
   s.bind(1, host_name());
   while (s.step())
     if (!process_alive(s.column_int(1))) orphans.push_back(s.column_int(0));

@@ -97,6 +97,36 @@ struct RunProgress {
   static RunProgress from_json(const std::string& text);  // zeros when empty or not JSON
 };
 
+// Where and when a run (re)started or ended, when that is not this process now: a Slurm task's
+// records, taken in later by `trainyard collect`. Empty fields: this host, this process, now.
+struct RunPlace {
+  std::string host{};
+  int64_t pid = 0;
+  std::string at{};  // utc_now() format
+};
+
+// One `trainyard submit --slurm`: its folder (sbatch scripts, task list, Slurm's output files) and
+// the job that writes its report after the runs.
+struct SubmissionRecord {
+  int64_t id = 0;
+  std::string folder;
+  std::string created_at;
+  std::string host;
+  std::string report_job;  // Slurm job id, "" before it was submitted
+  bool cancelled = false;
+};
+
+// A run trained by a Slurm array task: its job ("1234_7"), where its files start, and how much of
+// its records file the store has taken in.
+struct SlurmRunRecord {
+  int64_t run_id = 0;
+  int64_t submission_id = 0;
+  std::string job_id;
+  std::string stem;
+  int64_t events_offset = 0;
+  std::string events_path() const { return stem + ".events.jsonl"; }
+};
+
 struct EpochRow {
   int64_t epoch = 0;
   std::map<std::string, double> values;
@@ -118,7 +148,7 @@ struct QueuedRun {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   explicit Store(const std::string& path);
@@ -142,28 +172,57 @@ class Store {
   // instead of queuing another.
   std::optional<RunRecord> find_resumable_run(int64_t experiment_id,
                                               const std::string& config_hash);
-  // An interrupted run queued again by this process, its error cleared.
+  // An interrupted run queued again by this process, its error cleared (and no longer a Slurm
+  // task's, until submitted again).
   void requeue_run(int64_t run_id);
   // A requeued run running again from where it stopped: `running`, its resume count one up. Its
   // started_at, log and files stay those of its first start.
-  void resume_run(int64_t run_id);
+  void resume_run(int64_t run_id, const RunPlace& place = {});
   // Queues a run with a fresh unique id (RunRecord::uid) and its flat params, in one transaction.
   int64_t queue_run(int64_t experiment_id, const QueuedRun& run);
   std::map<std::string, std::string> params(int64_t run_id);
-  void start_run(int64_t run_id, const RunEnvironment& environment);
+  void start_run(int64_t run_id, const RunEnvironment& environment, const RunPlace& place = {});
   void record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values);
   void record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes);
   std::map<std::string, std::string> attributes(int64_t run_id);
   // Final metrics and status `completed`, in one transaction.
-  void complete_run(int64_t run_id, const std::map<std::string, double>& metrics);
+  void complete_run(int64_t run_id, const std::map<std::string, double>& metrics,
+                    const std::string& at = "");
   void end_run(int64_t run_id, RunStatus status, const std::string& error,
-               FailureClass failure = FailureClass::none);
+               FailureClass failure = FailureClass::none, const std::string& at = "");
   // The controller's heartbeat for a running run, with its progress when it has any.
-  void record_heartbeat(int64_t run_id, const std::optional<RunProgress>& progress);
+  void record_heartbeat(int64_t run_id, const std::optional<RunProgress>& progress,
+                        const std::string& at = "");
+  // A Slurm task that requeued itself: its run waits `queued` for the job to start again.
+  void mark_requeued(int64_t run_id, const std::string& at = "");
+
+  // Slurm submissions (`trainyard submit --slurm`) and the runs their array tasks train.
+  int64_t create_submission();
+  void set_submission_folder(int64_t submission_id, const std::string& folder);
+  void set_report_job(int64_t submission_id, const std::string& job_id);
+  void mark_submission_cancelled(int64_t submission_id);
+  std::vector<SubmissionRecord> submissions();
+  // Run `run_id` is trained by Slurm job `job_id` of a submission; a run submitted again keeps
+  // what was taken in of its records file.
+  void assign_slurm_job(int64_t run_id, int64_t submission_id, const std::string& job_id,
+                        const std::string& stem);
+  std::vector<SlurmRunRecord> slurm_runs();
+  std::optional<SlurmRunRecord> slurm_run(int64_t run_id);
+  void set_events_offset(int64_t run_id, int64_t offset);
+  // Copies the database, consistent, into a new file (VACUUM INTO): what a report job reads.
+  void snapshot_to(const std::string& path);
+  // Runs one group of changes in one transaction: all of them are recorded, or none.
+  template <class Changes>
+  void in_transaction(Changes&& changes) {
+    sql::Transaction transaction(db_);
+    changes();
+    transaction.commit();
+  }
 
   // Runs left `queued` or `running` by a process of this host that no longer exists are marked
-  // `interrupted`. Returns how many. (`trainyard status` shows a run of another host whose
-  // heartbeat went stale as interrupted, without writing.)
+  // `interrupted` (not a Slurm task's: Slurm says what became of those). Returns how many.
+  // (`trainyard status` shows a run of another host whose heartbeat went stale as interrupted,
+  // without writing.)
   int mark_orphaned_runs_interrupted();
 
   // Runs, oldest first; of one experiment when `experiment` is not empty.

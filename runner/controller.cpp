@@ -130,8 +130,8 @@ bool same_file(const std::string& a, const std::string& b) {
   return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
 }
 
-// Two files that say the same `name:` would mix their runs in one report and take each other's
-// baseline: refused, before anything is written.
+}  // namespace
+
 void check_experiment_name_is_free(Store& store, const Experiment& experiment) {
   const std::optional<ExperimentRecord> recorded = store.find_experiment(experiment.name);
   if (!recorded || same_file(recorded->file, experiment.file)) return;
@@ -141,13 +141,11 @@ void check_experiment_name_is_free(Store& store, const Experiment& experiment) {
       experiment.file, experiment.name, store.path(), recorded->file));
 }
 
-// A completed run's checkpoint folder, and a half-written one beside it.
 void remove_checkpoint(const std::string& state_dir) {
   remove_tree(state_dir);
   remove_tree(checkpoint_staging_dir(state_dir));
 }
 
-// Where an interrupted run's checkpoint says it stopped, for the log ("" when it has none).
 std::string checkpoint_position(const std::string& state_dir) {
   std::ifstream file(fs::path(state_dir) / "trainer_state.json");
   if (!file) return "";
@@ -157,7 +155,38 @@ std::string checkpoint_position(const std::string& state_dir) {
                      json.value("batch", 0), json.value("step", 0));
 }
 
-}  // namespace
+int64_t record_experiment(Store& store, const Experiment& experiment) {
+  return store.upsert_experiment(
+      experiment.name, fs::absolute(experiment.file).lexically_normal().string(),
+      experiment.description, report_option_set().encode(experiment.report, "", {}).to_yaml_text());
+}
+
+QueuedRun queued_run(const RunSpec& run, size_t position) {
+  return {.variant = run.variant,
+          .position = static_cast<int64_t>(position),
+          .config_yaml = run.config_yaml,
+          .config_hash = run.config_hash,
+          .precision = run.runtime.precision,
+          .strategy = run.strategy.name,
+          .devices = run.runtime.devices,
+          .repeat = run.repeat,
+          .params = flat_config(run.config_yaml)};
+}
+
+fs::path new_run_files_stem(const std::string& log_dir, const Experiment& experiment,
+                            const RunRecord& record, int node_rank) {
+  const std::string uid = record.uid.empty() ? "" : "-" + record.uid;
+  // Node K > 0 of a multi-node run keeps its logs apart from node 0's, should they share a folder.
+  const std::string node_suffix = node_rank > 0 ? fmt::format("-node{}", node_rank) : "";
+  const fs::path stem =
+      fs::path(log_dir) / safe_file_name(experiment.name) /
+      fmt::format("run-{}-{}{}{}", record.id, safe_file_name(record.variant), uid, node_suffix);
+  for (const char* suffix : {".log", ".yaml", ".safetensors", ".state", ".events.jsonl"})
+    if (fs::exists(stem.string() + suffix))
+      throw std::runtime_error(fmt::format(
+          "{}{} exists already; refusing to overwrite another run's file", stem.string(), suffix));
+  return stem;
+}
 
 bool BatchSummary::nothing_ran() const {
   return completed + already_completed + failed == 0 && skipped > 0;
@@ -246,21 +275,11 @@ std::string Controller::not_started_reason(const BatchSummary& summary) const {
 
 void Controller::plan(const Experiment& experiment, int first_ordinal, bool force,
                       std::vector<Planned>& queue, BatchSummary& summary) {
-  const int64_t experiment_id = store_.upsert_experiment(
-      experiment.name, fs::absolute(experiment.file).lexically_normal().string(),
-      experiment.description, report_option_set().encode(experiment.report, "", {}).to_yaml_text());
+  const int64_t experiment_id = record_experiment(store_, experiment);
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     const std::string name = experiment.name + "/" + run.variant;
-    QueuedRun queued{.variant = run.variant,
-                     .position = static_cast<int64_t>(i),
-                     .config_yaml = run.config_yaml,
-                     .config_hash = run.config_hash,
-                     .precision = run.runtime.precision,
-                     .strategy = run.strategy.name,
-                     .devices = run.runtime.devices,
-                     .repeat = run.repeat,
-                     .params = flat_config(run.config_yaml)};
+    const QueuedRun queued = queued_run(run, i);
     if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
       // A controller killed between recording the run and removing its checkpoint left it.
       if (!run.train.save_state)
@@ -298,26 +317,6 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
   }
 }
 
-// Where run `run_id`'s files go: logs/<experiment>/run-<id>-<variant>-<uid> plus ".log", ".yaml",
-// "-rank<R>.log", ".safetensors", ".state/". Run ids restart in every database; the uid does not,
-// so two databases in one folder (or a database deleted and made again) never share a file name.
-fs::path Controller::run_file_stem(const Experiment& experiment, int64_t run_id,
-                                   const RunSpec& run) {
-  const std::optional<RunRecord> record = store_.run(run_id);
-  const std::string uid = record && !record->uid.empty() ? "-" + record->uid : "";
-  // Node K > 0 of a multi-node run keeps its logs apart from node 0's, should they share a folder.
-  const std::string node_suffix =
-      node_.node_rank > 0 ? fmt::format("-node{}", node_.node_rank) : "";
-  const fs::path stem =
-      fs::path(log_dir_) / safe_file_name(experiment.name) /
-      fmt::format("run-{}-{}{}{}", run_id, safe_file_name(run.variant), uid, node_suffix);
-  for (const char* suffix : {".log", ".yaml", ".safetensors", ".state"})
-    if (fs::exists(stem.string() + suffix))
-      throw std::runtime_error(fmt::format(
-          "{}{} exists already; refusing to overwrite another run's file", stem.string(), suffix));
-  return stem;
-}
-
 void Controller::execute(const Planned& planned, BatchSummary& summary) {
   const Experiment& experiment = *planned.experiment;
   const RunSpec& run = *planned.run;
@@ -329,7 +328,12 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
       planned.continues && !previous.empty() && fs::exists(record->environment.log_path);
   fs::path stem;
   try {
-    stem = continues ? fs::path(previous) : run_file_stem(experiment, run_id, run);
+    if (continues)
+      stem = previous;
+    else if (record)
+      stem = new_run_files_stem(log_dir_, experiment, *record, node_.node_rank);
+    else
+      throw std::runtime_error(fmt::format("run {} is not in {}", run_id, store_.path()));
   } catch (const std::exception& e) {
     store_.end_run(run_id, RunStatus::failed, e.what(), FailureClass::error);
     console_.line(fmt::format("run failed: {}", e.what()));

@@ -72,8 +72,6 @@ class Controller {
   void execute(const Planned& planned, BatchSummary& summary);
   // Why a run that did not start stays for later ("the batch reached its --time-limit 9h").
   std::string not_started_reason(const BatchSummary& summary) const;
-  std::filesystem::path run_file_stem(const Experiment& experiment, int64_t run_id,
-                                      const RunSpec& run);
 
   Store& store_;
   const Registry& registry_;
@@ -83,6 +81,26 @@ class Controller {
   BatchPolicy policy_;
   BatchConsole console_;
 };
+
+// What the controller and `trainyard submit` share.
+//
+// Two files that say the same `name:` would mix their runs in one report and take each other's
+// baseline: refused (UserError naming both), before anything is written.
+void check_experiment_name_is_free(Store& store, const Experiment& experiment);
+// The experiment's record (created, or its file, description and report settings updated).
+int64_t record_experiment(Store& store, const Experiment& experiment);
+// What the store keeps of a run when it is queued; `position`: its place in its experiment.
+QueuedRun queued_run(const RunSpec& run, size_t position);
+// Where a new run's files go: <log_dir>/<experiment>/run-<id>-<variant>-<uid> plus ".log",
+// ".yaml", "-rank<R>.log", ".safetensors", ".state/", ".events.jsonl". Run ids restart in every
+// database; the uid does not, so two databases in one folder never share a file name. Throws when a
+// file of the name exists (never overwritten).
+std::filesystem::path new_run_files_stem(const std::string& log_dir, const Experiment& experiment,
+                                         const RunRecord& record, int node_rank = 0);
+// A completed run's checkpoint folder, and a half-written one beside it.
+void remove_checkpoint(const std::string& state_dir);
+// Where a run's checkpoint says it stopped, for the log ("" when it has none).
+std::string checkpoint_position(const std::string& state_dir);
 
 // Short git revision of the repository holding `path` ("" outside git), "-dirty" when modified.
 std::string git_revision_of(const std::string& path);

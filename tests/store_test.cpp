@@ -44,6 +44,7 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   {  // turn it back into a version-1 database
     sql::Database db(path);
     db.exec(
+        "DROP TABLE slurm_runs; DROP TABLE submissions; "
         "DROP TABLE run_params; ALTER TABLE runs DROP COLUMN uid; DROP TABLE run_attributes; "
         "ALTER TABLE runs DROP COLUMN resumes; ALTER TABLE runs DROP COLUMN failure_class; "
         "ALTER TABLE runs DROP COLUMN heartbeat_at; ALTER TABLE runs DROP COLUMN progress; "

@@ -14,6 +14,7 @@
 #include "reports/report.h"
 #include "runner/cli/options.h"
 #include "runner/config/experiment.h"
+#include "runner/slurm.h"
 
 namespace trainyard {
 
@@ -29,7 +30,12 @@ const std::vector<Command>& commands() {
       {"status", "what a batch is doing now (from another terminal)", status_command},
       {"report", "write the results as an HTML, Markdown or CSV report", report_command},
       {"rm", "remove runs (by id, experiment, variant or status) with their files", rm_command},
+      {"submit", "submit the runs to a Slurm cluster as job arrays, then exit", submit_command},
+      {"collect", "take the records of Slurm runs into the database", collect_command},
+      {"cancel", "cancel a Slurm submission", cancel_command},
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
+      {"slurm-task", "one run of a Slurm array (internal: started by a submission's script)",
+       slurm_task_command},
   };
   return table;
 }
@@ -179,6 +185,7 @@ int runs_command(const std::vector<std::string>& args) {
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
+  collect_slurm(store);                                         // Slurm runs' records first
   if (!experiment.empty()) store.experiment_named(experiment);  // UserError as `report -e` gives
   auto runs = store.runs(experiment);
   if (runs.empty()) {
@@ -251,6 +258,7 @@ int report_command(const std::vector<std::string>& args) {
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
+  collect_slurm(store);  // Slurm runs' records first
   Report report = build_report(store, experiment, current_experiment);
   report.output_dir = fs::absolute(output).parent_path().string();
   std::string text = extension == ".md"    ? render_markdown(report)

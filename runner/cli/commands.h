@@ -25,6 +25,10 @@ int status_command(const std::vector<std::string>& args);
 int report_command(const std::vector<std::string>& args);
 int rm_command(const std::vector<std::string>& args);
 int worker_command(const std::vector<std::string>& args);
+int submit_command(const std::vector<std::string>& args);
+int collect_command(const std::vector<std::string>& args);
+int cancel_command(const std::vector<std::string>& args);
+int slurm_task_command(const std::vector<std::string>& args);
 
 // The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.
 std::string default_database_path();

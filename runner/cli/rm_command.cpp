@@ -25,14 +25,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The files and folders run `run` wrote: <stem>.log, <stem>-rank<R>.log, <stem>.yaml, and the
-// weights and state it recorded.
+// The files and folders run `run` wrote: <stem>.log, <stem>-rank<R>.log, <stem>.yaml, a Slurm
+// task's <stem>.events.jsonl, and the weights and state it recorded.
 std::vector<std::string> files_of(Store& store, const RunRecord& run) {
   std::vector<std::string> files;
-  const fs::path stem = run_files_stem(run);
+  fs::path stem = run_files_stem(run);
+  // A Slurm run has its stem (and its config, its records file) from the moment it is submitted.
+  if (const auto task = store.slurm_run(run.id); stem.empty() && task) stem = task->stem;
   if (stem.empty()) return files;  // never started: nothing written
   std::error_code ec;
-  for (const std::string suffix : {".log", ".yaml"})
+  for (const std::string suffix : {".log", ".yaml", ".events.jsonl"})
     if (fs::exists(stem.string() + suffix, ec)) files.push_back(stem.string() + suffix);
   const std::string rank_prefix = stem.filename().string() + "-rank";
   for (const auto& entry : fs::directory_iterator(stem.parent_path(), ec))

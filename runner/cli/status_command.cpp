@@ -2,7 +2,9 @@
 // another machine sharing the file). The controller records a heartbeat and each run's progress; a
 // run still marked running whose heartbeat went stale lost its controller without a word (SIGKILL,
 // power lost, a machine gone) and shows as interrupted (at once when that controller was of this
-// host and its process is gone) — `trainyard run` again continues it.
+// host and its process is gone) — `trainyard run` again continues it. Runs submitted to Slurm
+// show their job's state (one squeue call for all, and one sacct call when accounting is on),
+// after their records are collected.
 #include <signal.h>
 
 #include <cerrno>
@@ -17,6 +19,7 @@
 #include "db/store.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/slurm.h"
 
 namespace trainyard {
 
@@ -38,6 +41,37 @@ bool controller_gone(const RunRecord& run) {
   return kill(static_cast<pid_t>(run.pid), 0) != 0 && errno == ESRCH;
 }
 
+std::string describe_progress(const RunRecord& run) {
+  const RunProgress p = RunProgress::from_json(run.progress);
+  std::string text;
+  if (p.total_steps > 0)
+    text += fmt::format(", epoch {}/{}, step {}/{}, loss {:.4f}, {:.0f} samples/s, ETA {}", p.epoch,
+                        p.epochs, p.step, p.total_steps, p.loss, p.samples_per_s,
+                        format_duration(p.eta_seconds));
+  if (run.resumes > 0) text += fmt::format(" (continued {})", plural(run.resumes, "time"));
+  return text;
+}
+
+// A Slurm run: its job's state as Slurm says it, joined with the run's own progress.
+std::string describe_slurm(const RunRecord& run, const SlurmRunRecord& task,
+                           const std::optional<SlurmStates>& states) {
+  std::string text = "Slurm job " + task.job_id + ": ";
+  if (!states) {
+    text += "Slurm cannot be asked from here (squeue failed)";
+  } else if (auto it = states->jobs.find(task.job_id); it != states->jobs.end()) {
+    text += it->second.state;
+    if (!it->second.reason.empty() && it->second.reason != "None")
+      text += " (" + it->second.reason + ")";
+  } else {
+    text += "no longer listed";
+  }
+  if (run.status == RunStatus::running) text += describe_progress(run);
+  if (const double quiet = seconds_since(run.heartbeat_at);
+      run.status == RunStatus::running && quiet >= 0)
+    text += fmt::format("; heartbeat {} ago", format_duration(quiet));
+  return text;
+}
+
 std::string describe_running(const RunRecord& run) {
   const double quiet = seconds_since(run.heartbeat_at);
   if (controller_gone(run))
@@ -48,13 +82,7 @@ std::string describe_running(const RunRecord& run) {
         "interrupted: no heartbeat for {} (its controller died without a word); `trainyard run` "
         "again continues it",
         format_duration(quiet));
-  const RunProgress p = RunProgress::from_json(run.progress);
-  std::string text = "running";
-  if (p.total_steps > 0)
-    text += fmt::format(", epoch {}/{}, step {}/{}, loss {:.4f}, {:.0f} samples/s, ETA {}", p.epoch,
-                        p.epochs, p.step, p.total_steps, p.loss, p.samples_per_s,
-                        format_duration(p.eta_seconds));
-  if (run.resumes > 0) text += fmt::format(" (continued {})", plural(run.resumes, "time"));
+  std::string text = "running" + describe_progress(run);
   if (quiet >= 0) text += fmt::format("; heartbeat {} ago", format_duration(quiet));
   return text;
 }
@@ -71,22 +99,35 @@ int status_command(const std::vector<std::string>& args) {
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
   Store store(db_path);
+  const CollectSummary collected = collect_slurm(store);
+  std::map<int64_t, SlurmRunRecord> slurm;
+  for (SlurmRunRecord& task : store.slurm_runs()) slurm[task.run_id] = std::move(task);
   std::map<std::string, int> counts;
-  std::vector<RunRecord> active, waiting;
+  std::vector<RunRecord> active, waiting, submitted;
   for (const RunRecord& run : store.runs()) {
     std::string label = to_string(run.status);
     if (run.status == RunStatus::failed && run.failure != FailureClass::none)
       label += fmt::format(" ({})", to_string(run.failure));
     if (run.failure == FailureClass::not_started) label = "not started";
-    if (run.status == RunStatus::running) active.push_back(run);
-    if (run.status == RunStatus::queued) waiting.push_back(run);
+    const bool unfinished = run.status == RunStatus::running || run.status == RunStatus::queued;
+    if (unfinished && slurm.count(run.id))
+      submitted.push_back(run);
+    else if (run.status == RunStatus::running)
+      active.push_back(run);
+    else if (run.status == RunStatus::queued)
+      waiting.push_back(run);
     ++counts[label];
   }
   std::vector<std::string> parts;
   for (const auto& [label, count] : counts) parts.push_back(fmt::format("{} {}", count, label));
   fmt::print("{}: {}\n", db_path, parts.empty() ? "no runs" : join(parts, ", "));
+  for (const std::string& problem : collected.problems) fmt::print("  collect: {}\n", problem);
   for (const RunRecord& run : active)
     fmt::print("  run {} {}/{}: {}\n", run.id, run.experiment, run.variant, describe_running(run));
+  // One query for all of them: collect asked Slurm when any was unfinished.
+  for (const RunRecord& run : submitted)
+    fmt::print("  run {} {}/{}: {} {}\n", run.id, run.experiment, run.variant,
+               to_string(run.status), describe_slurm(run, slurm.at(run.id), collected.states));
   if (!waiting.empty()) {
     fmt::print("  queued next:");
     for (size_t i = 0; i < waiting.size() && i < 5; ++i)
@@ -94,7 +135,7 @@ int status_command(const std::vector<std::string>& args) {
     if (waiting.size() > 5) fmt::print(" and {} more", waiting.size() - 5);
     fmt::print("\n");
   }
-  if (active.empty() && waiting.empty()) fmt::print("  nothing is running\n");
+  if (active.empty() && waiting.empty() && submitted.empty()) fmt::print("  nothing is running\n");
   return kExitOk;
 }
 

@@ -1,0 +1,237 @@
+#include "db/run_events.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace trainyard {
+
+namespace {
+
+using nlohmann::json;
+
+// A line that is whole but cannot become a record (with json::exception: what a garbled line
+// throws). Store errors are not caught as such: they end the collection, rolled back.
+struct BadRecord : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw std::runtime_error(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
+}
+
+// JSON has no NaN or infinity (nlohmann would write null): a diverged loss keeps its value.
+json number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+double number_of(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  const std::string text = value.get<std::string>();
+  if (text == "nan") return std::nan("");
+  if (text == "inf") return INFINITY;
+  if (text == "-inf") return -INFINITY;
+  throw BadRecord("not a number: " + text);
+}
+json numbers(const std::map<std::string, double>& values) {
+  json out = json::object();
+  for (const auto& [key, value] : values) out[key] = number(value);
+  return out;
+}
+std::map<std::string, double> numbers_of(const json& values) {
+  std::map<std::string, double> out;
+  for (const auto& [key, value] : values.items()) out[key] = number_of(value);
+  return out;
+}
+
+json event(const char* kind) { return json{{"event", kind}, {"at", utc_now()}}; }
+
+}  // namespace
+
+RunEventWriter::RunEventWriter(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("cannot open the run's records file", path_);
+  // Cut a torn last line: everything after the last newline.
+  const off_t size = ::lseek(fd_, 0, SEEK_END);
+  off_t keep = size;
+  char byte = '\n';
+  while (keep > 0) {
+    if (::pread(fd_, &byte, 1, keep - 1) != 1) fail("cannot read", path_);
+    if (byte == '\n') break;
+    --keep;
+  }
+  if (keep != size && ::ftruncate(fd_, keep) != 0) fail("cannot truncate", path_);
+  ::lseek(fd_, keep, SEEK_SET);
+}
+
+RunEventWriter::~RunEventWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void RunEventWriter::append(const std::string& line) {
+  const std::string text = line + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail("cannot write", path_);
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd_) != 0) fail("cannot fsync", path_);
+}
+
+void RunEventWriter::started(const RunEnvironment& environment, const std::string& job) {
+  json e = event("started");
+  e["host"] = host_name();
+  e["pid"] = static_cast<int64_t>(getpid());
+  e["job"] = job;
+  e["git_revision"] = environment.git_revision;
+  e["torch_version"] = environment.torch_version;
+  e["device_name"] = environment.device_name;
+  e["log_path"] = environment.log_path;
+  append(e.dump());
+}
+
+void RunEventWriter::resumed(const std::string& job) {
+  json e = event("resumed");
+  e["host"] = host_name();
+  e["pid"] = static_cast<int64_t>(getpid());
+  e["job"] = job;
+  append(e.dump());
+}
+
+void RunEventWriter::attributes(const std::map<std::string, std::string>& attributes) {
+  json e = event("attributes");
+  e["values"] = attributes;
+  append(e.dump());
+}
+
+void RunEventWriter::epoch(int64_t epoch, const std::map<std::string, double>& values) {
+  json e = event("epoch");
+  e["epoch"] = epoch;
+  e["values"] = numbers(values);
+  append(e.dump());
+}
+
+void RunEventWriter::heartbeat(const std::optional<RunProgress>& progress) {
+  json e = event("heartbeat");
+  if (progress) e["progress"] = progress->to_json();
+  append(e.dump());
+}
+
+void RunEventWriter::completed(const std::map<std::string, double>& metrics) {
+  json e = event("completed");
+  e["metrics"] = numbers(metrics);
+  append(e.dump());
+}
+
+void RunEventWriter::ended(RunStatus status, const std::string& error, FailureClass failure) {
+  json e = event("ended");
+  e["status"] = to_string(status);
+  e["error"] = error;
+  e["failure_class"] = to_string(failure);
+  append(e.dump());
+}
+
+void RunEventWriter::requeued(int restarts) {
+  json e = event("requeued");
+  e["restarts"] = restarts;
+  append(e.dump());
+}
+
+namespace {
+
+// One line into the store; returns true when it ended the run.
+bool apply(Store& store, int64_t run_id, const json& e) {
+  const std::string kind = e.at("event").get<std::string>();
+  const std::string at = e.value("at", "");
+  if (kind == "started") {
+    store.start_run(run_id,
+                    {.git_revision = e.value("git_revision", ""),
+                     .torch_version = e.value("torch_version", ""),
+                     .device_name = e.value("device_name", ""),
+                     .log_path = e.value("log_path", "")},
+                    {.host = e.value("host", ""), .pid = e.value("pid", int64_t{0}), .at = at});
+    store.record_heartbeat(run_id, std::nullopt, at);
+  } else if (kind == "resumed") {
+    store.resume_run(run_id, {.host = e.value("host", ""), .pid = e.value("pid", int64_t{0})});
+    store.record_heartbeat(run_id, std::nullopt, at);
+  } else if (kind == "attributes") {
+    store.record_attributes(run_id, e.at("values").get<std::map<std::string, std::string>>());
+  } else if (kind == "epoch") {
+    store.record_epoch(run_id, e.at("epoch").get<int64_t>(), numbers_of(e.at("values")));
+  } else if (kind == "heartbeat") {
+    std::optional<RunProgress> progress;
+    if (e.contains("progress")) progress = RunProgress::from_json(e["progress"].get<std::string>());
+    store.record_heartbeat(run_id, progress, at);
+  } else if (kind == "completed") {
+    store.complete_run(run_id, numbers_of(e.at("metrics")), at);
+    return true;
+  } else if (kind == "ended") {
+    RunStatus status;
+    try {
+      status = parse_run_status(e.at("status").get<std::string>());
+    } catch (const std::runtime_error& error) {
+      throw BadRecord(error.what());
+    }
+    store.end_run(run_id, status, e.value("error", ""),
+                  parse_failure_class(e.value("failure_class", "")), at);
+    return true;
+  } else if (kind == "requeued") {
+    store.mark_requeued(run_id, at);
+  } else {
+    throw BadRecord("unknown event '" + kind + "'");
+  }
+  return false;
+}
+
+}  // namespace
+
+CollectedEvents collect_run_events(Store& store, const SlurmRunRecord& run) {
+  CollectedEvents collected;
+  const std::string path = run.events_path();
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return collected;
+  file.seekg(run.events_offset);
+  std::string rest((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t complete = rest.rfind('\n');
+  if (complete == std::string::npos) return collected;  // nothing new, or half a line
+  store.in_transaction([&] {
+    size_t begin = 0;
+    while (begin <= complete) {
+      const size_t end = rest.find('\n', begin);
+      const std::string line = rest.substr(begin, end - begin);
+      const int64_t line_offset = run.events_offset + static_cast<int64_t>(begin);
+      begin = end + 1;
+      if (line.empty()) continue;
+      try {
+        const json e = json::parse(line);
+        collected.finished = apply(store, run.run_id, e) || collected.finished;
+        ++collected.applied;
+      } catch (const std::exception& error) {
+        if (!dynamic_cast<const json::exception*>(&error) &&
+            !dynamic_cast<const BadRecord*>(&error))
+          throw;
+        // A line that is whole but unreadable (a disk's garbage) cannot become a record; the others
+        // still can.
+        collected.problem = fmt::format("{}: byte {}: skipped a record that cannot be read ({})",
+                                        path, line_offset, error.what());
+      }
+    }
+    store.set_events_offset(run.run_id, run.events_offset + static_cast<int64_t>(complete) + 1);
+  });
+  return collected;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,375 @@
+#include "runner/slurm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/text.h"
+#include "db/run_events.h"
+
+extern char** environ;
+
+namespace trainyard {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+}  // namespace
+
+std::string strip(std::string_view text) {
+  const size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return "";
+  return std::string(text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1));
+}
+
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::vector<ArrayJob> plan_arrays(const std::vector<TaskShape>& shapes, int max_array_size,
+                                  std::vector<int>& order) {
+  // Shapes in the order they first appear, so the arrays follow the files' order.
+  std::vector<TaskShape> distinct;
+  for (const TaskShape& shape : shapes)
+    if (std::find(distinct.begin(), distinct.end(), shape) == distinct.end())
+      distinct.push_back(shape);
+  std::vector<ArrayJob> arrays;
+  order.clear();
+  const int limit = std::max(1, max_array_size);  // task ids run 0..MaxArraySize-1
+  for (const TaskShape& shape : distinct) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      if (!(shapes[i] == shape)) continue;
+      if (arrays.empty() || !(arrays.back().shape == shape) || arrays.back().tasks >= limit)
+        arrays.push_back({.number = static_cast<int>(arrays.size()),
+                          .first_task = static_cast<int>(order.size()),
+                          .tasks = 0,
+                          .shape = shape});
+      ++arrays.back().tasks;
+      order.push_back(static_cast<int>(i));
+    }
+  }
+  return arrays;
+}
+
+namespace {
+
+void common_lines(std::string& script, const SlurmOptions& options) {
+  if (!options.partition.empty()) script += "#SBATCH --partition=" + options.partition + "\n";
+  if (!options.account.empty()) script += "#SBATCH --account=" + options.account + "\n";
+  if (!options.time.empty()) script += "#SBATCH --time=" + options.time + "\n";
+}
+
+}  // namespace
+
+std::string array_script(const ArrayJob& array, int64_t submission_id, const SlurmOptions& options,
+                         const std::string& exe, const std::string& folder) {
+  const TaskShape& shape = array.shape;
+  std::string s = "#!/bin/bash\n";
+  s += fmt::format(
+      "# Written by `trainyard submit --slurm` (submission {}, array {}): tasks {} to {} of "
+      "tasks.json,\n# one run each. See docs/cluster.md.\n",
+      submission_id, array.number, array.first_task, array.first_task + array.tasks - 1);
+  s += fmt::format("#SBATCH --job-name=trainyard-{}-{}\n", submission_id, array.number);
+  s += fmt::format("#SBATCH --array=0-{}{}\n", array.tasks - 1,
+                   options.max_parallel > 0 ? fmt::format("%{}", options.max_parallel) : "");
+  s += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node=1\n", shape.nodes);
+  // One task per node starts the node's ranks itself (the launcher), as `trainyard run` does.
+  if (shape.cuda)
+    s += fmt::format("#SBATCH --gpus-per-node={}\n#SBATCH --cpus-per-task={}\n",
+                     shape.ranks_per_node, 4 * shape.ranks_per_node);
+  else
+    s += fmt::format("#SBATCH --cpus-per-task={}\n", shape.ranks_per_node);
+  common_lines(s, options);
+  s += "#SBATCH --output=" + folder + "/slurm-%A_%a.out\n";
+  s += "#SBATCH --open-mode=append\n";  // a requeued task's output follows its first
+  s += "#SBATCH --requeue\n";
+  // The warning before the time limit: the run checkpoints and the task requeues itself. One node:
+  // to the batch shell, which is the task (exec); several: to every node's task (srun's step).
+  s += fmt::format("#SBATCH --signal={}USR1@{}\n",
+                   shape.nodes > 1 ? "" : "B:", options.signal_seconds);
+  for (const std::string& arg : options.sbatch_args) s += "#SBATCH " + arg + "\n";
+  const std::string task =
+      fmt::format("{} slurm-task --submission {} --task $(({} + SLURM_ARRAY_TASK_ID))",
+                  shell_quote(exe), shell_quote(folder), array.first_task);
+  s += shape.nodes > 1 ? "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + task + "\n"
+                       : "exec " + task + "\n";
+  return s;
+}
+
+std::string report_script(int64_t submission_id, const SlurmOptions& options,
+                          const std::string& exe, const std::string& folder,
+                          const std::vector<std::string>& after) {
+  std::string s = "#!/bin/bash\n";
+  s += fmt::format(
+      "# Written by `trainyard submit --slurm` (submission {}): the report, after every run.\n"
+      "# It reads a private copy of the database's snapshot, taken in from the runs' records: a\n"
+      "# compute node never writes the database itself.\n",
+      submission_id);
+  s += fmt::format("#SBATCH --job-name=trainyard-{}-report\n", submission_id);
+  s += "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n";
+  if (!after.empty()) s += "#SBATCH --dependency=afterany:" + join(after, ":") + "\n";
+  s += "#SBATCH --kill-on-invalid-dep=no\n";
+  common_lines(s, options);
+  s += "#SBATCH --output=" + folder + "/slurm-report-%j.out\n";
+  s += "set -euo pipefail\n";
+  s += "scratch=$(mktemp -d \"${TMPDIR:-/tmp}/trainyard-report.XXXXXX\")\n";
+  s += "trap 'rm -rf \"$scratch\"' EXIT\n";
+  s += "cp " + shell_quote(folder + "/snapshot.db") + " \"$scratch/trainyard.db\"\n";
+  s += shell_quote(exe) + " report --db \"$scratch/trainyard.db\" -o " +
+       shell_quote(folder + "/report.html") + "\n";
+  return s;
+}
+
+int max_array_size_of(const std::string& show_config) {
+  std::istringstream lines(show_config);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto parts = split(line, '=');
+    if (parts.size() == 2 && strip(parts[0]) == "MaxArraySize") {
+      try {
+        return std::stoi(strip(parts[1]));
+      } catch (...) {
+      }
+    }
+  }
+  return 1001;
+}
+
+bool SlurmJobState::active() const {
+  static const std::set<std::string> kActive = {
+      "PENDING",   "RUNNING",   "REQUEUED",      "REQUEUE_HOLD", "REQUEUE_FED",
+      "RESIZING",  "SUSPENDED", "CONFIGURING",   "COMPLETING",   "STOPPED",
+      "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD", "SPECIAL_EXIT", "POWER_UP_NODE"};
+  return kActive.count(state) > 0;
+}
+
+namespace {
+
+std::map<std::string, SlurmJobState> parse_rows(const std::string& output, bool sacct) {
+  std::map<std::string, SlurmJobState> jobs;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto fields = split(strip(line), '|');
+    if (fields.size() < 2 || fields[0].empty()) continue;
+    const std::string id = strip(fields[0]);
+    if (id.find('[') != std::string::npos) continue;  // an array's unsplit pending tasks
+    SlurmJobState job;
+    job.state = split(strip(fields[1]), ' ').front();  // "CANCELLED by 0"
+    if (sacct) {
+      if (fields.size() > 2) job.exit_code = strip(fields[2]);
+      if (fields.size() > 3) job.reason = strip(fields[3]);
+    } else if (fields.size() > 2) {
+      job.reason = strip(fields[2]);
+    }
+    jobs[id] = job;
+  }
+  return jobs;
+}
+
+}  // namespace
+
+std::map<std::string, SlurmJobState> parse_squeue(const std::string& output) {
+  return parse_rows(output, false);
+}
+std::map<std::string, SlurmJobState> parse_sacct(const std::string& output) {
+  return parse_rows(output, true);
+}
+
+CommandOutput run_program(const std::vector<std::string>& argv) {
+  CommandOutput result;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) return result;
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]);
+    close(out_pipe[1]);
+    return result;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (spawned == 0) {
+    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+    std::string* sinks[2] = {&result.out, &result.err};
+    int open = 2;
+    while (open > 0) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buffer[4096];
+        const ssize_t n = read(fds[i].fd, buffer, sizeof buffer);
+        if (n > 0) {
+          sinks[i]->append(buffer, static_cast<size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          fds[i].fd = -1;
+          --open;
+        }
+      }
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  close(out_pipe[0]);
+  close(err_pipe[0]);
+  return result;
+}
+
+std::optional<SlurmStates> query_slurm(const std::vector<std::string>& job_ids) {
+  // All of this user's jobs in one call: squeue -j fails outright when one id is no longer known.
+  const CommandOutput queue = run_program({"squeue", "--me", "-h", "-r", "-o", "%i|%T|%r"});
+  if (queue.exit_code != 0) return std::nullopt;
+  SlurmStates states;
+  states.jobs = parse_squeue(queue.out);
+  std::set<std::string> arrays;  // sacct by array job: "1234" covers 1234_0, 1234_1, ...
+  for (const std::string& id : job_ids)
+    if (!states.jobs.count(id)) arrays.insert(split(id, '_').front());
+  if (arrays.empty()) {
+    states.accounting = true;  // nothing to ask it
+    return states;
+  }
+  const CommandOutput history =
+      run_program({"sacct", "-n", "-P", "-X", "-o", "JobID,State,ExitCode,Reason", "-j",
+                   join(std::vector<std::string>(arrays.begin(), arrays.end()), ",")});
+  states.accounting = history.exit_code == 0;
+  if (states.accounting)
+    for (auto& [id, job] : parse_sacct(history.out))
+      if (!states.jobs.count(id)) states.jobs[id] = job;
+  return states;
+}
+
+std::pair<FailureClass, std::string> failure_from_slurm(const std::optional<SlurmJobState>& job,
+                                                        bool started, bool accounting) {
+  const std::string state = job ? job->state : "";
+  if (state == "OUT_OF_MEMORY")
+    return {FailureClass::out_of_memory,
+            "Slurm ended its job: out of memory (the job's memory limit); ask for more with "
+            "--sbatch-arg=--mem=..."};
+  if (state == "NODE_FAIL" || state == "BOOT_FAIL")
+    return {FailureClass::crashed,
+            "its node failed (Slurm: " + state + "); `trainyard submit` again continues it"};
+  if (state == "TIMEOUT")
+    return {
+        FailureClass::timed_out,
+        "Slurm ended its job at its time limit before the run checkpointed and requeued itself; "
+        "give a longer --time (or check that the cluster delivers --signal)"};
+  if (state == "CANCELLED" || state == "PREEMPTED" || state == "DEADLINE")
+    return {started ? FailureClass::interrupted : FailureClass::not_started,
+            fmt::format("its Slurm job was {}{}", lower(state),
+                        started ? "; `trainyard submit` again continues it from its checkpoint"
+                                : " before it started")};
+  if (state == "FAILED")
+    return {FailureClass::crashed, fmt::format("its Slurm job failed (exit code {}) before the run "
+                                               "said how it ended",
+                                               job->exit_code)};
+  if (!state.empty())
+    return {FailureClass::error,
+            fmt::format("its Slurm job ended ({}) without the run saying how it ended", state)};
+  if (!started)
+    return {FailureClass::not_started,
+            "its Slurm job ended before the run started (cancelled?); `trainyard submit` again "
+            "submits it"};
+  return {FailureClass::crashed,
+          fmt::format("its Slurm job ended without the run saying how ({}); `trainyard submit` "
+                      "again continues it from its checkpoint",
+                      accounting ? "Slurm no longer knows the job"
+                                 : "killed, out of memory or a node failure: with accounting off, "
+                                   "Slurm cannot say which")};
+}
+
+namespace {
+
+// The last lines of a run's log, for a failure its task could not report itself.
+std::string log_tail(const std::string& stem) {
+  std::ifstream file(stem + ".log");
+  if (!file) return "";
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(file, line)) {
+    lines.push_back(line);
+    if (lines.size() > 8) lines.erase(lines.begin());
+  }
+  return lines.empty() ? "" : "\nlast lines of " + stem + ".log:\n" + join(lines, "\n");
+}
+
+bool unfinished(const std::optional<RunRecord>& run) {
+  return run && (run->status == RunStatus::queued || run->status == RunStatus::running);
+}
+
+}  // namespace
+
+CollectSummary collect_slurm(Store& store) {
+  CollectSummary summary;
+  const std::vector<SlurmRunRecord> tasks = store.slurm_runs();
+  // Slurm first, the records second: a task that ended before the question wrote its last record
+  // before it ended, so it is read.
+  std::vector<std::string> asked;
+  for (const SlurmRunRecord& task : tasks)
+    if (unfinished(store.run(task.run_id))) asked.push_back(task.job_id);
+  std::optional<SlurmStates> states;
+  if (!asked.empty()) states = query_slurm(asked);
+  summary.states = states;
+  for (const SlurmRunRecord& task : tasks) {
+    const CollectedEvents events = collect_run_events(store, task);
+    if (events.applied > 0) {
+      ++summary.runs;
+      summary.records += events.applied;
+    }
+    if (events.finished) ++summary.ended;
+    if (!events.problem.empty()) summary.problems.push_back(events.problem);
+    const std::optional<RunRecord> run = store.run(task.run_id);
+    if (!states || !unfinished(run) ||
+        std::find(asked.begin(), asked.end(), task.job_id) == asked.end())
+      continue;
+    const auto it = states->jobs.find(task.job_id);
+    std::optional<SlurmJobState> job;
+    if (it != states->jobs.end()) {
+      if (it->second.active()) continue;
+      job = it->second;
+    }
+    const bool started = !run->started_at.empty();
+    auto [failure, message] = failure_from_slurm(job, started, states->accounting);
+    const RunStatus status =
+        failure == FailureClass::interrupted || failure == FailureClass::not_started
+            ? RunStatus::interrupted
+            : RunStatus::failed;
+    store.end_run(task.run_id, status,
+                  fmt::format("Slurm job {}: {}{}", task.job_id, message, log_tail(task.stem)),
+                  failure);
+    ++summary.ended;
+  }
+  return summary;
+}
+
+}  // namespace trainyard

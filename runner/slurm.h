@@ -1,0 +1,130 @@
+// Slurm, through its commands' parsable output (sbatch --parsable, squeue, sacct, scontrol,
+// scancel) rather than libslurm, whose C API changes with every release. What `trainyard submit
+// --slurm` writes (one sbatch script per job array, one for the report job), how it asks Slurm what
+// became of the jobs, and `collect`: every Slurm run's records taken into the store on this host.
+//
+// A run is one array task. Its task trains it with the launcher, as `trainyard run` would, and
+// writes its records to <stem>.events.jsonl (db/run_events.h); nothing on a compute node opens the
+// database. See docs/cluster.md.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "db/store.h"
+
+namespace trainyard {
+
+// `trainyard submit`'s options that shape the jobs.
+struct SlurmOptions {
+  std::string partition{};
+  std::string time{};  // --time, as Slurm takes it ("4:00:00", "1-00:00:00")
+  std::string account{};
+  int max_parallel = 0;   // the array's %N throttle; 0: none
+  int gpus_per_node = 0;  // 0: a CUDA run asks for runtime.devices GPUs on its node
+  int nodes = 1;          // nodes of a run whose strategy trains on several processes
+  std::vector<std::string> sbatch_args{};  // passed through, one #SBATCH line each
+  int max_requeues = 3;      // times a task requeues itself after Slurm's warning signal
+  int signal_seconds = 120;  // the warning (SIGUSR1) this long before the time limit
+};
+
+// What one array task needs of its run (every run of an array has the same shape).
+struct TaskShape {
+  int nodes = 1;
+  int ranks_per_node = 1;  // runtime.devices
+  bool cuda = false;
+  bool operator==(const TaskShape&) const = default;
+  bool operator<(const TaskShape& other) const {
+    return std::tie(nodes, ranks_per_node, cuda) <
+           std::tie(other.nodes, other.ranks_per_node, other.cuda);
+  }
+};
+
+// One job array: tasks [first_task, first_task + tasks) of the submission's task list.
+struct ArrayJob {
+  int number = 0;  // 0, 1, ... within the submission
+  int first_task = 0;
+  int tasks = 0;
+  TaskShape shape;
+};
+
+// Groups the submission's tasks (in order, by shape) into arrays of at most `max_array_size`
+// tasks; `order` receives the task indices in the order the arrays cover them.
+std::vector<ArrayJob> plan_arrays(const std::vector<TaskShape>& shapes, int max_array_size,
+                                  std::vector<int>& order);
+
+// The sbatch script of an array. `exe`: the trainyard executable (the same path on every node);
+// `folder`: the submission's folder, where Slurm's output files go.
+std::string array_script(const ArrayJob& array, int64_t submission_id, const SlurmOptions& options,
+                         const std::string& exe, const std::string& folder);
+// The report job's script: the report from a private copy of the submission's snapshot of the
+// database, taken in from the runs' records on the node (never the shared database itself).
+// `after`: the arrays' job ids (--dependency=afterany: whatever became of them).
+std::string report_script(int64_t submission_id, const SlurmOptions& options,
+                          const std::string& exe, const std::string& folder,
+                          const std::vector<std::string>& after);
+
+// MaxArraySize from `scontrol show config` (1001, Slurm's default, when it does not say).
+int max_array_size_of(const std::string& show_config);
+
+// A job's state as Slurm tells it: "PENDING", "RUNNING", "COMPLETED", "FAILED", "OUT_OF_MEMORY",
+// "TIMEOUT", "NODE_FAIL", "CANCELLED", "PREEMPTED", ...; the reason ("Resources",
+// "JobArrayTaskLimit", "BeginTime") or exit code when it gives one.
+struct SlurmJobState {
+  std::string state;
+  std::string reason{};
+  std::string exit_code{};
+  bool active() const;  // pending, running, requeued, suspended, completing: not over
+};
+
+// `squeue -h -r -o %i|%T|%r` and `sacct -n -P -X -o JobID,State,ExitCode,Reason` output, by job
+// id ("1234_7"). sacct's "CANCELLED by 0" is "CANCELLED".
+std::map<std::string, SlurmJobState> parse_squeue(const std::string& output);
+std::map<std::string, SlurmJobState> parse_sacct(const std::string& output);
+
+// What a command printed and how it ended.
+struct CommandOutput {
+  int exit_code = -1;  // -1: it could not be started
+  std::string out;
+  std::string err;
+};
+// Runs argv (no shell) and waits.
+CommandOutput run_program(const std::vector<std::string>& argv);
+
+// The states of `job_ids` (array tasks, "1234_7") from one squeue call and, when accounting is on,
+// one sacct call; `accounting` says whether sacct answered. Jobs Slurm no longer lists are absent.
+// nullopt when squeue cannot be run (Slurm is not installed here, or its controller is down).
+struct SlurmStates {
+  std::map<std::string, SlurmJobState> jobs;
+  bool accounting = false;
+};
+std::optional<SlurmStates> query_slurm(const std::vector<std::string>& job_ids);
+
+struct CollectSummary {
+  int runs = 0;     // Slurm runs whose records moved
+  int records = 0;  // lines taken in
+  int ended = 0;    // runs that ended among them, or were ended from Slurm's word
+  std::vector<std::string> problems{};
+  // What Slurm said of the unfinished runs' jobs (nullopt: none unfinished, or no Slurm here).
+  std::optional<SlurmStates> states{};
+};
+// Takes every Slurm run's new records into the store; a run whose job Slurm no longer runs and
+// that never said how it ended is ended from what Slurm says of the job (out of memory, node
+// failure, time limit, cancelled; with accounting off: that it ended without a word).
+CollectSummary collect_slurm(Store& store);
+
+// The failure class and message of a run whose job ended without the run saying how.
+std::pair<FailureClass, std::string> failure_from_slurm(const std::optional<SlurmJobState>& job,
+                                                        bool started, bool accounting);
+
+// `text` without the whitespace (newlines too) around it: what a command printed.
+std::string strip(std::string_view text);
+
+// 'text' for a POSIX shell.
+std::string shell_quote(const std::string& text);
+
+}  // namespace trainyard

@@ -1,0 +1,113 @@
+// What `trainyard submit --slurm` writes and how it reads Slurm's answers, without a cluster (the
+// cluster itself is in slurm_test.cpp).
+#include <gtest/gtest.h>
+
+#include "runner/slurm.h"
+
+namespace trainyard {
+namespace {
+
+bool has_line(const std::string& script, const std::string& line) {
+  return ("\n" + script).find("\n" + line + "\n") != std::string::npos;
+}
+
+TEST(SlurmScript, ArrayOfOneNodeRunsThrottledWithItsOptions) {
+  SlurmOptions options{.partition = "gpu",
+                       .time = "4:00:00",
+                       .account = "ml",
+                       .max_parallel = 2,
+                       .sbatch_args = {"--mem=64G", "--qos=long"}};
+  const ArrayJob array{.number = 1, .first_task = 5, .tasks = 4, .shape = {1, 4, true}};
+  const std::string s = array_script(array, 7, options, "/opt/trainyard", "/shared/sub 7");
+  EXPECT_EQ(s.rfind("#!/bin/bash\n", 0), 0u) << s;
+  for (const char* line :
+       {"#SBATCH --job-name=trainyard-7-1", "#SBATCH --array=0-3%2", "#SBATCH --nodes=1",
+        "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu",
+        "#SBATCH --account=ml", "#SBATCH --time=4:00:00",
+        "#SBATCH --output=/shared/sub 7/slurm-%A_%a.out", "#SBATCH --open-mode=append",
+        "#SBATCH --requeue", "#SBATCH --signal=B:USR1@120", "#SBATCH --mem=64G",
+        "#SBATCH --qos=long",
+        "exec '/opt/trainyard' slurm-task --submission '/shared/sub 7' --task $((5 + "
+        "SLURM_ARRAY_TASK_ID))"})
+    EXPECT_TRUE(has_line(s, line)) << line << " missing from:\n" << s;
+}
+
+TEST(SlurmScript, MultiNodeRunsStartOneTaskPerNodeThroughSrun) {
+  const ArrayJob array{.number = 0, .first_task = 0, .tasks = 1, .shape = {2, 2, false}};
+  const std::string s = array_script(array, 1, {}, "/t", "/f");
+  EXPECT_TRUE(has_line(s, "#SBATCH --nodes=2")) << s;
+  EXPECT_TRUE(has_line(s, "#SBATCH --cpus-per-task=2")) << s;
+  EXPECT_TRUE(has_line(s, "#SBATCH --array=0-0")) << s;        // no throttle asked
+  EXPECT_TRUE(has_line(s, "#SBATCH --signal=USR1@120")) << s;  // to every node's task
+  EXPECT_NE(s.find("exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 '/t' slurm-task"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("gpus"), std::string::npos) << s;
+}
+
+TEST(SlurmScript, ReportRunsAfterEveryArrayOnACopyOfTheSnapshot) {
+  const std::string s = report_script(3, {.partition = "cpu"}, "/t", "/f", {"11", "12"});
+  EXPECT_TRUE(has_line(s, "#SBATCH --dependency=afterany:11:12")) << s;
+  EXPECT_TRUE(has_line(s, "#SBATCH --partition=cpu")) << s;
+  EXPECT_TRUE(has_line(s, "cp '/f/snapshot.db' \"$scratch/trainyard.db\"")) << s;
+  EXPECT_TRUE(has_line(s, "'/t' report --db \"$scratch/trainyard.db\" -o '/f/report.html'")) << s;
+}
+
+TEST(SlurmScript, QuotesPathsForTheShell) {
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote("$HOME `x`"), "'$HOME `x`'");
+}
+
+TEST(SlurmArrays, OneArrayPerShapeSplitAtMaxArraySize) {
+  const TaskShape cpu{1, 1, false}, ddp{1, 2, false};
+  std::vector<int> order;
+  const auto arrays = plan_arrays({cpu, ddp, cpu, cpu, ddp}, 2, order);
+  ASSERT_EQ(arrays.size(), 3u);
+  EXPECT_EQ(arrays[0].shape, cpu);
+  EXPECT_EQ(arrays[0].tasks, 2);
+  EXPECT_EQ(arrays[1].shape, cpu);
+  EXPECT_EQ(arrays[1].first_task, 2);
+  EXPECT_EQ(arrays[1].tasks, 1);
+  EXPECT_EQ(arrays[2].shape, ddp);
+  EXPECT_EQ(arrays[2].first_task, 3);
+  EXPECT_EQ(arrays[2].tasks, 2);
+  EXPECT_EQ(order, (std::vector<int>{0, 2, 3, 1, 4}));
+  EXPECT_EQ(arrays[2].number, 2);
+}
+
+TEST(SlurmParse, MaxArraySizeFromTheConfig) {
+  EXPECT_EQ(max_array_size_of("AccountingStorageType   = (null)\nMaxArraySize            = 40\n"),
+            40);
+  EXPECT_EQ(max_array_size_of("ClusterName = x\n"), 1001);
+}
+
+TEST(SlurmParse, SqueueAndSacctRowsByJob) {
+  const auto queue = parse_squeue(
+      "12_0|RUNNING|None\n12_[2-3%2]|PENDING|JobArrayTaskLimit\n12_1|PENDING|BeginTime\n");
+  ASSERT_EQ(queue.size(), 2u);
+  EXPECT_EQ(queue.at("12_0").state, "RUNNING");
+  EXPECT_TRUE(queue.at("12_1").active());
+  EXPECT_EQ(queue.at("12_1").reason, "BeginTime");
+  const auto history = parse_sacct(
+      "12_0|COMPLETED|0:0|None\n12_1|CANCELLED by 0|0:15|None\n12_2|OUT_OF_MEMORY|0:125|None\n");
+  EXPECT_EQ(history.at("12_1").state, "CANCELLED");
+  EXPECT_FALSE(history.at("12_0").active());
+  EXPECT_EQ(history.at("12_2").exit_code, "0:125");
+}
+
+TEST(SlurmParse, FailureClassesFromWhatSlurmSays) {
+  auto job = [](const char* state) { return SlurmJobState{.state = state}; };
+  EXPECT_EQ(failure_from_slurm(job("OUT_OF_MEMORY"), true, true).first,
+            FailureClass::out_of_memory);
+  EXPECT_EQ(failure_from_slurm(job("NODE_FAIL"), true, true).first, FailureClass::crashed);
+  EXPECT_EQ(failure_from_slurm(job("TIMEOUT"), true, true).first, FailureClass::timed_out);
+  EXPECT_EQ(failure_from_slurm(job("CANCELLED"), true, true).first, FailureClass::interrupted);
+  EXPECT_EQ(failure_from_slurm(job("CANCELLED"), false, true).first, FailureClass::not_started);
+  const auto silent = failure_from_slurm(std::nullopt, true, false);
+  EXPECT_EQ(silent.first, FailureClass::crashed);
+  EXPECT_NE(silent.second.find("accounting off"), std::string::npos) << silent.second;
+  EXPECT_EQ(failure_from_slurm(std::nullopt, false, false).first, FailureClass::not_started);
+}
+
+}  // namespace
+}  // namespace trainyard

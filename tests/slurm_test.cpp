@@ -1,0 +1,283 @@
+// Sweeps on a real Slurm: each test starts its own one-node cluster (Debian's slurm-wlm, munge;
+// tests/slurm/cluster.sh, accounting off), submits with `trainyard submit --slurm`, and reads the
+// database on "the login node" after `trainyard collect`. CTest label "slurm".
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Result;
+using testing::shell;
+using testing::trainyard;
+
+class SlurmTest : public testing::CliTest {
+ protected:
+  void SetUp() override {
+    cluster = dir.path() / "cluster";
+    const Result started = shell("bash " + testing::source("tests/slurm/cluster.sh") + " start " +
+                                 cluster.string() + " 2");
+    ASSERT_EQ(started.exit_code, 0) << started.output;
+    setenv("SLURM_CONF", (cluster / "slurm.conf").c_str(), 1);
+  }
+  void TearDown() override {
+    shell("scancel --me 2>/dev/null");
+    wait_for([] { return shell("squeue --me -h").output.empty(); }, 30);
+    shell("bash " + testing::source("tests/slurm/cluster.sh") + " stop " + cluster.string());
+    shell("pkill -9 -f " + dir.path().string() + " 2>/dev/null");
+    unsetenv("SLURM_CONF");
+  }
+
+  // A small experiment: `train_size` samples, `train` and `runtime` sections added to, `extra` at
+  // the end of the file.
+  std::string experiment(const std::string& name, const std::string& extra = "",
+                         int train_size = 64, const std::string& train = "",
+                         const std::string& runtime = "") {
+    return dir.write(name + ".yaml", "name: " + name + R"(
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4, dropout: 0.1}
+dataset: {name: synthetic-images, train_size: )" +
+                                         std::to_string(train_size) +
+                                         R"(, val_size: 32, test_size: 32, num_classes: 4}
+train: {epochs: 2, batch_size: 16, log_every: 1000)" +
+                                         train + "}\nruntime: {accelerator: cpu, threads: 1" +
+                                         runtime + "}\n" + extra);
+  }
+  // Checkpoints every 10 steps of 16000 samples: a run of several seconds to interrupt.
+  std::string long_experiment(const std::string& name, const std::string& extra = "") {
+    return experiment(name, extra, 16000, ", checkpoint_every_steps: 10");
+  }
+
+  static bool wait_for(const std::function<bool()>& done, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    return done();
+  }
+
+  // The runs as the database holds them once collected.
+  std::vector<RunRecord> collected_runs() {
+    const Result collect = trainyard("collect --db " + db());
+    EXPECT_EQ(collect.exit_code, 0) << collect.output;
+    return Store(db()).runs();
+  }
+  bool all_ended() {
+    const auto runs = collected_runs();
+    return !runs.empty() && std::all_of(runs.begin(), runs.end(), [](const RunRecord& run) {
+      return run.status != RunStatus::queued && run.status != RunStatus::running;
+    });
+  }
+  fs::path submission(int n) const {
+    return dir.path() / "runs" / "slurm" / ("submission-" + std::to_string(n));
+  }
+  // The Slurm job of the database's first run ("12_0").
+  std::string job_of_first_run() { return Store(db()).slurm_runs().front().job_id; }
+
+  fs::path cluster;
+};
+
+// Four runs, at most two at once: all complete into the database, the report job writes the
+// report after them, and submitting again submits nothing.
+TEST_F(SlurmTest, SweepOfFourRunsThrottledToTwoCompletesIntoTheDatabaseAndTheReport) {
+  const std::string file = experiment("sweep", "sweep: {grid: {train.seed: [1, 2, 3, 4]}}\n");
+  const Result dry =
+      trainyard("submit " + file + " --slurm --max-parallel 2 --dry-run --db " + db());
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("#SBATCH --array=0-3%2"), std::string::npos) << dry.output;
+  EXPECT_FALSE(fs::exists(db()));  // a dry run creates nothing
+
+  const Result submitted = trainyard("submit " + file + " --slurm --max-parallel 2 --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  EXPECT_NE(submitted.output.find("4 runs, at most 2 at once"), std::string::npos)
+      << submitted.output;
+  EXPECT_NE(testing::read_file(submission(1) / "array-0.sbatch").find("#SBATCH --array=0-3%2"),
+            std::string::npos);
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 180))
+      << trainyard("status --db " + db()).output;
+  for (const RunRecord& run : Store(db()).runs()) {
+    EXPECT_EQ(run.status, RunStatus::completed) << run.variant << ": " << run.error;
+    EXPECT_FALSE(Store(db()).final_metrics(run.id).empty());
+    EXPECT_EQ(Store(db()).epoch_metrics(run.id).size(), 2u);
+  }
+  // The report job, after the arrays, from its copy of the snapshot.
+  ASSERT_TRUE(wait_for([&] { return fs::exists(submission(1) / "report.html"); }, 60))
+      << shell("cat " + submission(1).string() + "/slurm-report-*.out").output;
+  const std::string report = testing::read_file(submission(1) / "report.html");
+  for (const char* seed : {"seed=1", "seed=2", "seed=3", "seed=4"})
+    EXPECT_NE(report.find(seed), std::string::npos) << seed;
+  // Collecting again changes nothing; submitting again submits nothing.
+  EXPECT_EQ(collected_runs().size(), 4u);
+  const Result again = trainyard("submit " + file + " --slurm --max-parallel 2 --db " + db());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("nothing to submit: 4 already completed"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(Store(db()).runs().size(), 4u);
+  const Result status = trainyard("status --db " + db());
+  EXPECT_NE(status.output.find("4 completed"), std::string::npos) << status.output;
+}
+
+// Slurm's warning before the time limit (here sent by hand, as --signal would): the run
+// checkpoints, the task requeues itself, and the run continues from its checkpoint to the same
+// figures as an uninterrupted run, bit for bit.
+TEST_F(SlurmTest, RequeuedRunResumesFromItsCheckpointAndEndsEqualToAnUninterruptedOne) {
+  const std::string file = long_experiment("requeue");
+  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
+  const Result reference = trainyard("run " + file + " --db " + reference_db);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  // A checkpoint inside the first epoch, then the warning.
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
+        return epochs == 0 && batch > 0;
+      },
+      60));
+  const std::string job = job_of_first_run();
+  ASSERT_EQ(shell("scancel -b -s USR1 " + job).exit_code, 0);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return shell("squeue --me -h -r -o '%i|%T|%r'").output.find("BeginTime") !=
+                   std::string::npos ||
+               all_ended();
+      },
+      30));
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 120))
+      << trainyard("status --db " + db()).output;
+  const RunRecord run = Store(db()).runs().front();
+  EXPECT_EQ(run.status, RunStatus::completed) << run.error;
+  EXPECT_EQ(run.resumes, 1);
+  const std::string log = testing::read_file(run.environment.log_path);
+  EXPECT_NE(log.find("requeueing Slurm job " + job), std::string::npos) << log;
+  EXPECT_NE(log.find("continues as Slurm job " + job + " (restart 1) from its checkpoint"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(reference_db));
+  EXPECT_FALSE(testing::training_figures(db()).empty());
+}
+
+// A run that fails is recorded failed, with its class and its log's last lines (two ranks: the
+// message of one rank alone would be just its own).
+TEST_F(SlurmTest, FailingRunIsRecordedFailedWithItsLogTail) {
+  const std::string broken = dir.write("broken.safetensors", "not safetensors");
+  const std::string file =
+      experiment("fails", "sweep: {variants: [{name: broken, set: {model.weights: '" + broken +
+                              "', runtime.devices: 2, runtime.strategy: ddp}}, {name: fine}]}\n");
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 120))
+      << trainyard("status --db " + db()).output;
+  const auto runs = Store(db()).runs();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, RunStatus::failed);
+  EXPECT_EQ(runs[0].failure, FailureClass::bad_input);
+  EXPECT_NE(runs[0].error.find("broken.safetensors"), std::string::npos) << runs[0].error;
+  EXPECT_NE(runs[0].error.find("last lines"), std::string::npos) << runs[0].error;
+  EXPECT_EQ(runs[1].status, RunStatus::completed) << runs[1].error;
+  const Result listed = trainyard("runs --db " + db());
+  EXPECT_NE(listed.output.find("bad-input"), std::string::npos) << listed.output;
+}
+
+// A 2-rank ddp run inside one array task: the task starts both ranks, as `trainyard run` does.
+TEST_F(SlurmTest, TwoRankDdpRunInsideOneArrayTask) {
+  const std::string file = experiment("ddp", "", 64, "", ", devices: 2, strategy: ddp");
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  EXPECT_NE(testing::read_file(submission(1) / "array-0.sbatch").find("--cpus-per-task=2"),
+            std::string::npos);
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 120))
+      << trainyard("status --db " + db()).output;
+  const RunRecord run = Store(db()).runs().front();
+  EXPECT_EQ(run.status, RunStatus::completed) << run.error;
+  EXPECT_NE(testing::read_file(run.environment.log_path).find("strategy ddp on 2 ranks"),
+            std::string::npos);
+  const std::string stem = run.environment.log_path.substr(0, run.environment.log_path.size() - 4);
+  EXPECT_TRUE(fs::exists(stem + "-rank1.log"));
+}
+
+// With accounting off, status shows Slurm's state from squeue; a task killed without a word is
+// recorded crashed (Slurm cannot say why), and submitting again continues it from its checkpoint.
+TEST_F(SlurmTest, StatusWithAccountingOffAndAKilledTaskContinuedBySubmittingAgain) {
+  const std::string file = long_experiment("killed");
+  ASSERT_EQ(
+      shell("sacct -n 2>&1").output.find("accounting storage is disabled") == std::string::npos,
+      false);
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
+        return epochs >= 0 && batch > 0;
+      },
+      60));
+  const Result status = trainyard("status --db " + db());
+  EXPECT_NE(status.output.find("Slurm job " + job_of_first_run() + ": RUNNING"), std::string::npos)
+      << status.output;
+  EXPECT_NE(status.output.find("1 running"), std::string::npos) << status.output;
+  // SIGKILL to the task: no word from it, and with accounting off none from Slurm either.
+  ASSERT_EQ(
+      shell("pkill -9 -f '[s]lurm-task --submission " + submission(1).string() + "'").exit_code, 0);
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 60)) << trainyard("status --db " + db()).output;
+  RunRecord run = Store(db()).runs().front();
+  EXPECT_EQ(run.status, RunStatus::failed);
+  EXPECT_EQ(run.failure, FailureClass::crashed);
+  EXPECT_NE(run.error.find("accounting off"), std::string::npos) << run.error;
+  EXPECT_NE(run.error.find("last lines of " + run.environment.log_path), std::string::npos)
+      << run.error;
+  const Result again = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("1 run (1 continue where they stopped)"), std::string::npos)
+      << again.output;
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 120))
+      << trainyard("status --db " + db()).output;
+  run = Store(db()).runs().front();
+  EXPECT_EQ(run.status, RunStatus::completed) << run.error;
+  EXPECT_EQ(run.resumes, 1);
+  EXPECT_EQ(Store(db()).runs().size(), 1u);
+  EXPECT_NE(testing::read_file(run.environment.log_path).find("from its checkpoint at epoch"),
+            std::string::npos);
+}
+
+// `trainyard cancel`: the running run checkpoints and is interrupted, the pending ones never start,
+// the report job goes too.
+TEST_F(SlurmTest, CancelStopsTheSubmission) {
+  const std::string file = long_experiment("cancel", "sweep: {grid: {train.seed: [1, 2, 3]}}\n");
+  const Result submitted = trainyard("submit " + file + " --slurm --max-parallel 1 --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
+        return epochs >= 0 && batch > 0;
+      },
+      60));
+  const Result cancelled = trainyard("cancel --db " + db());
+  ASSERT_EQ(cancelled.exit_code, 0) << cancelled.output;
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 60)) << trainyard("status --db " + db()).output;
+  const auto runs = Store(db()).runs();
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].status, RunStatus::interrupted) << runs[0].error;
+  EXPECT_EQ(runs[0].failure, FailureClass::interrupted) << runs[0].error;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].status, RunStatus::interrupted) << runs[i].error;
+    EXPECT_EQ(runs[i].failure, FailureClass::not_started) << runs[i].error;
+  }
+  EXPECT_TRUE(wait_for([] { return shell("squeue --me -h").output.empty(); }, 30))
+      << shell("squeue --me").output;
+  EXPECT_TRUE(Store(db()).submissions().front().cancelled);
+}
+
+}  // namespace
+}  // namespace trainyard
