@@ -169,6 +169,41 @@ TEST_F(SlurmTest, RequeuedRunResumesFromItsCheckpointAndEndsEqualToAnUninterrupt
   EXPECT_FALSE(testing::training_figures(db()).empty());
 }
 
+// `scontrol requeue` of a running job (what preemption with PreemptMode=REQUEUE does): SIGTERM,
+// the run stops with a checkpoint, Slurm starts the job again, and the run continues to the same
+// figures. Submitting meanwhile leaves the requeued job alone.
+TEST_F(SlurmTest, JobRequeuedBySlurmContinuesFromItsCheckpoint) {
+  const std::string file = long_experiment("preempted");
+  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
+  const Result reference = trainyard("run " + file + " --db " + reference_db);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
+        return epochs == 0 && batch > 0;
+      },
+      60));
+  const std::string job = job_of_first_run();
+  ASSERT_EQ(shell("scontrol requeue " + job).exit_code, 0);
+  const Result again = trainyard("submit " + file + " --slurm --db " + db());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("in Slurm as job " + job), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("nothing to submit"), std::string::npos) << again.output;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const auto runs = collected_runs();
+        return runs.size() == 1 && runs[0].status == RunStatus::completed;
+      },
+      120))
+      << trainyard("status --db " + db()).output;
+  const RunRecord run = Store(db()).runs().front();
+  EXPECT_EQ(run.resumes, 1);
+  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(reference_db));
+  EXPECT_EQ(Store(db()).submissions().size(), 1u);
+}
+
 // A run that fails is recorded failed, with its class and its log's last lines (two ranks: the
 // message of one rank alone would be just its own).
 TEST_F(SlurmTest, FailingRunIsRecordedFailedWithItsLogTail) {

@@ -217,11 +217,6 @@ int submit_command(const std::vector<std::string>& args) {
     return kExitOk;
   }
 
-  fs::path db(db_path);
-  if (db.has_parent_path()) fs::create_directories(db.parent_path());
-  Store store(db_path);
-  collect_slurm(store);  // what earlier submissions did, before deciding what to submit
-  for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
   const CommandOutput config = run_program({"scontrol", "show", "config"});
   if (config.exit_code != 0)
     throw UserError(fmt::format(
@@ -229,6 +224,11 @@ int submit_command(const std::vector<std::string>& args) {
         "cluster",
         config.exit_code < 0 ? "could not start" : "exited " + std::to_string(config.exit_code),
         strip(config.err)));
+  fs::path db(db_path);
+  if (db.has_parent_path()) fs::create_directories(db.parent_path());
+  Store store(db_path);
+  collect_slurm(store);  // what earlier submissions did, before deciding what to submit
+  for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
   const int max_array_size = max_array_size_of(config.out);
   std::optional<SlurmStates> states;
   if (!store.slurm_runs().empty()) states = query_slurm({});

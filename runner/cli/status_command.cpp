@@ -126,7 +126,7 @@ int status_command(const std::vector<std::string>& args) {
     fmt::print("  run {} {}/{}: {}\n", run.id, run.experiment, run.variant, describe_running(run));
   // One query for all of them: collect asked Slurm when any was unfinished.
   for (const RunRecord& run : submitted)
-    fmt::print("  run {} {}/{}: {} {}\n", run.id, run.experiment, run.variant,
+    fmt::print("  run {} {}/{}: {}; {}\n", run.id, run.experiment, run.variant,
                to_string(run.status), describe_slurm(run, slurm.at(run.id), collected.states));
   if (!waiting.empty()) {
     fmt::print("  queued next:");
