@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_numbers.h"
+
 namespace trainyard {
 
 namespace {
@@ -28,31 +30,6 @@ struct BadRecord : std::runtime_error {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
   throw std::runtime_error(fmt::format("{} {}: {}", what, path, std::strerror(errno)));
-}
-
-// JSON has no NaN or infinity (nlohmann would write null): a diverged loss keeps its value.
-json number(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return value;
-}
-double number_of(const json& value) {
-  if (value.is_number()) return value.get<double>();
-  const std::string text = value.get<std::string>();
-  if (text == "nan") return std::nan("");
-  if (text == "inf") return INFINITY;
-  if (text == "-inf") return -INFINITY;
-  throw BadRecord("not a number: " + text);
-}
-json numbers(const std::map<std::string, double>& values) {
-  json out = json::object();
-  for (const auto& [key, value] : values) out[key] = number(value);
-  return out;
-}
-std::map<std::string, double> numbers_of(const json& values) {
-  std::map<std::string, double> out;
-  for (const auto& [key, value] : values.items()) out[key] = number_of(value);
-  return out;
 }
 
 json event(const char* kind) { return json{{"event", kind}, {"at", utc_now()}}; }
@@ -120,7 +97,7 @@ void RunEventWriter::attributes(const std::map<std::string, std::string>& attrib
 void RunEventWriter::epoch(int64_t epoch, const std::map<std::string, double>& values) {
   json e = event("epoch");
   e["epoch"] = epoch;
-  e["values"] = numbers(values);
+  e["values"] = json_numbers(values);
   append(e.dump());
 }
 
@@ -132,7 +109,7 @@ void RunEventWriter::heartbeat(const std::optional<RunProgress>& progress) {
 
 void RunEventWriter::completed(const std::map<std::string, double>& metrics) {
   json e = event("completed");
-  e["metrics"] = numbers(metrics);
+  e["metrics"] = json_numbers(metrics);
   append(e.dump());
 }
 
@@ -170,13 +147,13 @@ bool apply(Store& store, int64_t run_id, const json& e) {
   } else if (kind == "attributes") {
     store.record_attributes(run_id, e.at("values").get<std::map<std::string, std::string>>());
   } else if (kind == "epoch") {
-    store.record_epoch(run_id, e.at("epoch").get<int64_t>(), numbers_of(e.at("values")));
+    store.record_epoch(run_id, e.at("epoch").get<int64_t>(), numbers_from_json(e.at("values")));
   } else if (kind == "heartbeat") {
     std::optional<RunProgress> progress;
     if (e.contains("progress")) progress = RunProgress::from_json(e["progress"].get<std::string>());
     store.record_heartbeat(run_id, progress, at);
   } else if (kind == "completed") {
-    store.complete_run(run_id, numbers_of(e.at("metrics")), at);
+    store.complete_run(run_id, numbers_from_json(e.at("metrics")), at);
     return true;
   } else if (kind == "ended") {
     RunStatus status;

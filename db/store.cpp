@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_numbers.h"
 #include "common/text.h"
 
 namespace trainyard {
@@ -245,9 +247,9 @@ std::string RunProgress::to_json() const {
                         {"epochs", epochs},
                         {"step", step},
                         {"total_steps", total_steps},
-                        {"loss", loss},
-                        {"samples_per_s", samples_per_s},
-                        {"eta_seconds", eta_seconds}}
+                        {"loss", json_number(loss)},
+                        {"samples_per_s", json_number(samples_per_s)},
+                        {"eta_seconds", json_number(eta_seconds)}}
       .dump();
 }
 
@@ -255,13 +257,26 @@ RunProgress RunProgress::from_json(const std::string& text) {
   RunProgress p;
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return p;
-  p.epoch = json.value("epoch", int64_t{0});
-  p.epochs = json.value("epochs", int64_t{0});
-  p.step = json.value("step", int64_t{0});
-  p.total_steps = json.value("total_steps", int64_t{0});
-  p.loss = json.value("loss", 0.0);
-  p.samples_per_s = json.value("samples_per_s", 0.0);
-  p.eta_seconds = json.value("eta_seconds", 0.0);
+  // A field of the wrong type (an older NaN written as null) reads as 0, never throws.
+  auto integer = [&](const char* key) {
+    const auto it = json.find(key);
+    return it != json.end() && it->is_number() ? it->get<int64_t>() : int64_t{0};
+  };
+  auto real = [&](const char* key) {
+    const auto it = json.find(key);
+    try {
+      return it != json.end() ? number_from_json(*it) : 0.0;
+    } catch (const nlohmann::json::exception&) {
+      return 0.0;
+    }
+  };
+  p.epoch = integer("epoch");
+  p.epochs = integer("epochs");
+  p.step = integer("step");
+  p.total_steps = integer("total_steps");
+  p.loss = real("loss");
+  p.samples_per_s = real("samples_per_s");
+  p.eta_seconds = real("eta_seconds");
   return p;
 }
 
@@ -486,6 +501,8 @@ void Store::record_epoch(int64_t run_id, int64_t epoch,
   auto s = db_.prepare(
       "INSERT OR REPLACE INTO epoch_metrics (run_id, epoch, key, value) VALUES (?, ?, ?, ?)");
   for (const auto& [key, value] : values) {
+    if (std::isnan(value))
+      continue;  // a diverged figure: SQLite stores NaN as NULL, so it is left out
     s.bind(1, run_id).bind(2, epoch).bind(3, key).bind(4, value).run();
     s.reset();
   }
@@ -518,6 +535,7 @@ void Store::complete_run(int64_t run_id, const std::map<std::string, double>& me
   auto s =
       db_.prepare("INSERT OR REPLACE INTO final_metrics (run_id, key, value) VALUES (?, ?, ?)");
   for (const auto& [key, value] : metrics) {
+    if (std::isnan(value)) continue;  // as in record_epoch
     s.bind(1, run_id).bind(2, key).bind(3, value).run();
     s.reset();
   }

@@ -182,6 +182,8 @@ class Store {
   int64_t queue_run(int64_t experiment_id, const QueuedRun& run);
   std::map<std::string, std::string> params(int64_t run_id);
   void start_run(int64_t run_id, const RunEnvironment& environment, const RunPlace& place = {});
+  // A NaN figure (a diverged loss) is left out, here and in complete_run: SQLite cannot hold NaN
+  // in a REAL (it becomes NULL). Infinities are kept.
   void record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values);
   void record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes);
   std::map<std::string, std::string> attributes(int64_t run_id);

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "runner/worker_messages.h"
 
 namespace trainyard {
 
@@ -171,28 +171,16 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
       while ((newline = r.buffer.find('\n')) != std::string::npos) {
         std::string line = r.buffer.substr(0, newline);
         r.buffer.erase(0, newline + 1);
-        nlohmann::json message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (message.is_discarded()) continue;
-        if (message.contains("error")) r.error = message["error"].get<std::string>();
+        const std::optional<WorkerMessage> message = parse_worker_message(line);
+        if (!message) continue;  // not a message: half a line, garbage
+        if (message->error) r.error = *message->error;
         if (r.local != 0) continue;
-        if (message.contains("log")) observer.on_log(message["log"].get<std::string>());
-        if (message.contains("setup"))
-          observer.on_setup(message["setup"].get<std::map<std::string, std::string>>());
-        if (message.contains("epoch"))
-          observer.on_epoch(message["epoch"].get<int64_t>(), message["values"].get<MetricValues>());
-        if (message.contains("progress")) {
-          const nlohmann::json& p = message["progress"];
-          observer.on_progress({.epoch = p.value("epoch", int64_t{0}),
-                                .epochs = p.value("epochs", int64_t{0}),
-                                .step = p.value("step", int64_t{0}),
-                                .total_steps = p.value("total_steps", int64_t{0}),
-                                .loss = p.value("loss", 0.0),
-                                .samples_per_s = p.value("samples_per_s", 0.0),
-                                .eta_seconds = p.value("eta_seconds", 0.0),
-                                .line = p.value("line", std::string())});
-        }
-        if (message.contains("result")) {
-          result.metrics = message["result"].get<MetricValues>();
+        if (message->log) observer.on_log(*message->log);
+        if (message->setup) observer.on_setup(*message->setup);
+        if (message->epoch) observer.on_epoch(*message->epoch, message->values);
+        if (message->progress) observer.on_progress(*message->progress);
+        if (message->result) {
+          result.metrics = *message->result;
           got_result = true;
         }
       }
@@ -301,10 +289,10 @@ int channel_fd() {
   return value ? std::atoi(value) : -1;
 }
 
-void send(const nlohmann::json& message) {
+void send(const std::string& message) {
   int fd = channel_fd();
   if (fd < 0) return;
-  std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string line = message + "\n";
   for (size_t written = 0; written < line.size();) {
     ssize_t n = write(fd, line.data() + written, line.size() - written);
     if (n <= 0) return;  // the controller is gone; PR_SET_PDEATHSIG ends this process
@@ -316,25 +304,17 @@ class ChannelObserver : public RunObserver {
  public:
   void on_log(const std::string& line) override {
     std::fprintf(stderr, "%s\n", line.c_str());
-    send({{"log", line}});
+    send(log_message(line));
   }
   void on_setup(const std::map<std::string, std::string>& attributes) override {
-    send({{"setup", attributes}});
+    send(setup_message(attributes));
   }
   void on_epoch(int64_t epoch, const MetricValues& values) override {
-    send({{"epoch", epoch}, {"values", values}});
+    send(epoch_message(epoch, values));
   }
   void on_progress(const TrainingProgress& p) override {
     std::fprintf(stderr, "%s\n", p.line.c_str());
-    send({{"progress",
-           {{"epoch", p.epoch},
-            {"epochs", p.epochs},
-            {"step", p.step},
-            {"total_steps", p.total_steps},
-            {"loss", p.loss},
-            {"samples_per_s", p.samples_per_s},
-            {"eta_seconds", p.eta_seconds},
-            {"line", p.line}}}});
+    send(progress_message(p));
   }
 };
 
@@ -345,7 +325,7 @@ std::unique_ptr<RunObserver> launcher_channel() {
   return std::make_unique<ChannelObserver>();
 }
 
-void send_result(const MetricValues& metrics) { send({{"result", metrics}}); }
-void send_error(const std::string& message) { send({{"error", message}}); }
+void send_result(const MetricValues& metrics) { send(result_message(metrics)); }
+void send_error(const std::string& message) { send(error_message(message)); }
 
 }  // namespace trainyard

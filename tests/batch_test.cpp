@@ -159,6 +159,30 @@ TEST_F(BatchTest, OutOfMemoryIsClassifiedAndNeverRetried) {
   EXPECT_EQ(store.runs("oom").at(0).resumes, 0);
 }
 
+// A run whose loss diverges (NaN) is a run like any other: the controller records it (its NaN
+// figures left out: SQLite cannot hold NaN) and the batch goes on, instead of dying on the worker's
+// message.
+TEST_F(BatchTest, ADivergedRunIsRecordedAndTheBatchGoesOn) {
+  const std::string file = experiment(
+      "diverges",
+      "sweep: {variants: [{name: nan, set: {train.optimizer: {name: sgd, lr: 1e30}}}, {name: "
+      "fine}]}\n");
+  Result result = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("train loss nan"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("2 completed"), std::string::npos) << result.output;
+  Store store(db());
+  const auto runs = store.runs("diverges");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, RunStatus::completed) << runs[0].error;
+  const auto epochs = store.epoch_metrics(runs[0].id);
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_FALSE(epochs[0].values.count("train_loss"));  // NaN: not stored
+  EXPECT_TRUE(epochs[0].values.count("train_acc"));
+  Result report = trainyard("report --db " + db() + " -o " + (dir.path() / "r.html").string());
+  EXPECT_EQ(report.exit_code, 0) << report.output;
+}
+
 // `trainyard status` from another terminal: the running run's progress from the controller's
 // heartbeat; once the controller is gone without a word (SIGKILL) and its heartbeat goes stale, the
 // run shows as interrupted.

@@ -139,3 +139,21 @@ TEST_F(RunEventsTest, ASlurmRunIsNoOrphan) {
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// A diverged run's progress (NaN loss) survives the heartbeat's JSON, and an older null reads as 0.
+TEST(RunProgressJson, NonFiniteFiguresAndWrongTypesNeverThrow) {
+  const RunProgress p =
+      RunProgress::from_json(RunProgress{.step = 3, .loss = std::nan("")}.to_json());
+  EXPECT_EQ(p.step, 3);
+  EXPECT_TRUE(std::isnan(p.loss));
+  const RunProgress old = RunProgress::from_json(R"({"step": "x", "loss": null, "epoch": 2})");
+  EXPECT_EQ(old.step, 0);
+  EXPECT_EQ(old.loss, 0.0);
+  EXPECT_EQ(old.epoch, 2);
+}
+
+}  // namespace
+}  // namespace trainyard

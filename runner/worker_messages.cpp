@@ -1,0 +1,98 @@
+#include "runner/worker_messages.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/json_numbers.h"
+
+namespace trainyard {
+
+namespace {
+
+using nlohmann::json;
+
+std::string line_of(const json& message) {
+  // Invalid UTF-8 in a log line is replaced, not thrown on.
+  return message.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Field `key` of `message` read by `read`, or nothing when it is missing or of the wrong type.
+template <class T, class Read>
+std::optional<T> field(const json& message, const char* key, Read read) {
+  const auto it = message.find(key);
+  if (it == message.end()) return std::nullopt;
+  try {
+    return read(*it);
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<WorkerMessage> parse_worker_message(std::string_view line) {
+  const json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!message.is_object()) return std::nullopt;
+  WorkerMessage m;
+  m.log = field<std::string>(message, "log", [](const json& v) { return v.get<std::string>(); });
+  m.error =
+      field<std::string>(message, "error", [](const json& v) { return v.get<std::string>(); });
+  m.setup = field<std::map<std::string, std::string>>(
+      message, "setup", [](const json& v) { return v.get<std::map<std::string, std::string>>(); });
+  const auto values = field<MetricValues>(message, "values", numbers_from_json);
+  m.epoch = field<int64_t>(message, "epoch", [](const json& v) {
+    if (!v.is_number_integer()) throw json::type_error::create(302, "epoch", &v);
+    return v.get<int64_t>();
+  });
+  if (m.epoch && values)
+    m.values = *values;
+  else
+    m.epoch.reset();  // an epoch without its figures is no epoch
+  m.progress = field<TrainingProgress>(message, "progress", [](const json& p) {
+    if (!p.is_object()) throw json::type_error::create(302, "progress", &p);
+    auto integer = [&](const char* key) {
+      const auto it = p.find(key);
+      return it != p.end() && it->is_number() ? it->get<int64_t>() : int64_t{0};
+    };
+    auto real = [&](const char* key) {
+      const auto it = p.find(key);
+      return it != p.end() ? number_from_json(*it) : 0.0;
+    };
+    const auto line = p.find("line");
+    return TrainingProgress{
+        .epoch = integer("epoch"),
+        .epochs = integer("epochs"),
+        .step = integer("step"),
+        .total_steps = integer("total_steps"),
+        .loss = real("loss"),
+        .samples_per_s = real("samples_per_s"),
+        .eta_seconds = real("eta_seconds"),
+        .line = line != p.end() && line->is_string() ? line->get<std::string>() : std::string()};
+  });
+  m.result = field<MetricValues>(message, "result", numbers_from_json);
+  return m;
+}
+
+std::string log_message(const std::string& line) { return line_of({{"log", line}}); }
+std::string error_message(const std::string& message) { return line_of({{"error", message}}); }
+std::string setup_message(const std::map<std::string, std::string>& attributes) {
+  return line_of({{"setup", attributes}});
+}
+std::string epoch_message(int64_t epoch, const MetricValues& values) {
+  return line_of({{"epoch", epoch}, {"values", json_numbers(values)}});
+}
+std::string progress_message(const TrainingProgress& p) {
+  return line_of({{"progress",
+                   {{"epoch", p.epoch},
+                    {"epochs", p.epochs},
+                    {"step", p.step},
+                    {"total_steps", p.total_steps},
+                    {"loss", json_number(p.loss)},
+                    {"samples_per_s", json_number(p.samples_per_s)},
+                    {"eta_seconds", json_number(p.eta_seconds)},
+                    {"line", p.line}}}});
+}
+std::string result_message(const MetricValues& metrics) {
+  return line_of({{"result", json_numbers(metrics)}});
+}
+
+}  // namespace trainyard

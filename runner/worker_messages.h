@@ -1,0 +1,38 @@
+// What a worker (`trainyard worker`, one rank) tells the launcher: one JSON object per line on the
+// pipe at fd 3. A dying worker can leave half a line, and a worker is code that may misbehave, so
+// reading a line never throws: a line that is not a message, or a field of the wrong type, is
+// dropped. Figures keep NaN and infinity (common/json_numbers.h): a diverged run's loss arrives as
+// NaN, not as a crash of the controller.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runner/engine/engine.h"
+
+namespace trainyard {
+
+struct WorkerMessage {
+  std::optional<std::string> log, error;
+  std::optional<std::map<std::string, std::string>> setup;
+  std::optional<int64_t> epoch;  // with `values`
+  MetricValues values;
+  std::optional<TrainingProgress> progress;
+  std::optional<MetricValues> result;
+};
+
+// nullopt when the line is not a JSON object; fields of the wrong type are left out.
+std::optional<WorkerMessage> parse_worker_message(std::string_view line);
+
+// The lines a worker writes (each without its newline).
+std::string log_message(const std::string& line);
+std::string error_message(const std::string& message);
+std::string setup_message(const std::map<std::string, std::string>& attributes);
+std::string epoch_message(int64_t epoch, const MetricValues& values);
+std::string progress_message(const TrainingProgress& progress);
+std::string result_message(const MetricValues& metrics);
+
+}  // namespace trainyard

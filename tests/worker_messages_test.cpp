@@ -1,0 +1,60 @@
+// The worker-to-controller lines: whatever a worker writes — half a line, garbage, wrong types, a
+// diverged loss — reading never throws and keeps what is well-formed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runner/worker_messages.h"
+
+namespace trainyard {
+namespace {
+
+TEST(WorkerMessages, EveryMessageReadsBackAsWritten) {
+  const auto epoch =
+      parse_worker_message(epoch_message(3, {{"train_loss", std::nan("")}, {"val_acc", 0.5}}));
+  ASSERT_TRUE(epoch && epoch->epoch);
+  EXPECT_EQ(*epoch->epoch, 3);
+  EXPECT_TRUE(std::isnan(epoch->values.at("train_loss")));  // not null, not a crash
+  EXPECT_EQ(epoch->values.at("val_acc"), 0.5);
+  const auto result = parse_worker_message(result_message({{"test_loss", INFINITY}}));
+  ASSERT_TRUE(result && result->result);
+  EXPECT_EQ(result->result->at("test_loss"), INFINITY);
+  const auto progress = parse_worker_message(progress_message(
+      {.epoch = 1, .epochs = 2, .step = 5, .total_steps = 8, .loss = std::nan(""), .line = "l"}));
+  ASSERT_TRUE(progress && progress->progress);
+  EXPECT_EQ(progress->progress->step, 5);
+  EXPECT_TRUE(std::isnan(progress->progress->loss));
+  EXPECT_EQ(progress->progress->line, "l");
+  EXPECT_EQ(*parse_worker_message(log_message("bad \xff utf-8"))->log, "bad \xef\xbf\xbd utf-8");
+  EXPECT_EQ(*parse_worker_message(error_message("boom"))->error, "boom");
+  EXPECT_EQ(parse_worker_message(setup_message({{"a", "b"}}))->setup->at("a"), "b");
+}
+
+TEST(WorkerMessages, HalfLinesGarbageAndWrongTypesAreDropped) {
+  const std::string whole = epoch_message(1, {{"train_loss", 0.25}});
+  for (size_t cut = 0; cut < whole.size(); ++cut) {
+    const auto message = parse_worker_message(whole.substr(0, cut));
+    EXPECT_TRUE(!message || !message->epoch) << whole.substr(0, cut);
+  }
+  for (const char* line :
+       {"", "null", "[1, 2]", "\"error\"", "{\"epoch\": \"one\", \"values\": {}}", "{\"epoch\": 1}",
+        "{\"epoch\": 1.5, \"values\": {}}", "{\"values\": {\"a\": 1}}",
+        "{\"epoch\": 1, \"values\": {\"a\": \"x\"}}", "{\"result\": [1]}", "{\"progress\": 7}",
+        "{\"setup\": {\"a\": 1}}", "{\"log\": 5, \"error\": [\"x\"]}"}) {
+    const auto message = parse_worker_message(line);
+    if (!message) continue;
+    EXPECT_FALSE(message->epoch) << line;
+    EXPECT_FALSE(message->result) << line;
+    EXPECT_FALSE(message->setup) << line;
+    EXPECT_FALSE(message->log) << line;
+    EXPECT_FALSE(message->error) << line;
+  }
+  // Fields of the right type survive beside a wrong one.
+  const auto mixed = parse_worker_message(R"({"log": "kept", "result": "no"})");
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(*mixed->log, "kept");
+  EXPECT_FALSE(mixed->result);
+}
+
+}  // namespace
+}  // namespace trainyard
