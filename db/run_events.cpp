@@ -175,38 +175,55 @@ bool apply(Store& store, int64_t run_id, const json& e) {
 
 }  // namespace
 
-CollectedEvents collect_run_events(Store& store, const SlurmRunRecord& run) {
+CollectedEvents collect_run_events(Store& store, const SlurmRunRecord& task) {
   CollectedEvents collected;
-  const std::string path = run.events_path();
+  const std::string path = task.events_path();
   std::ifstream file(path, std::ios::binary);
-  if (!file) return collected;
-  file.seekg(run.events_offset);
-  std::string rest((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const size_t complete = rest.rfind('\n');
-  if (complete == std::string::npos) return collected;  // nothing new, or half a line
+  if (!file) return collected;  // the task has not started yet
   store.in_transaction([&] {
+    // The offset again, under the write lock: another collector (a `status` beside a `report`)
+    // may have taken lines in since `task` was read.
+    const std::optional<SlurmRunRecord> current = store.slurm_run(task.run_id);
+    if (!current || current->stem != task.stem) return;
+    const int64_t offset = current->events_offset;
+    file.seekg(0, std::ios::end);
+    const int64_t size = static_cast<int64_t>(file.tellg());
+    if (size < offset) {
+      collected.problem = fmt::format(
+          "{} is {} bytes, shorter than the {} already taken in: it was replaced or truncated "
+          "by hand; nothing more is taken from it",
+          path, size, offset);
+      return;
+    }
+    file.seekg(offset);
+    const std::string rest((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    const size_t complete = rest.rfind('\n');
+    if (complete == std::string::npos) return;  // nothing new, or half a line
     size_t begin = 0;
     while (begin <= complete) {
       const size_t end = rest.find('\n', begin);
       const std::string line = rest.substr(begin, end - begin);
-      const int64_t line_offset = run.events_offset + static_cast<int64_t>(begin);
+      const int64_t line_offset = offset + static_cast<int64_t>(begin);
       begin = end + 1;
       if (line.empty()) continue;
       try {
-        const json e = json::parse(line);
-        collected.finished = apply(store, run.run_id, e) || collected.finished;
+        // Each line whole or not at all (a savepoint): a bad field late in a line leaves nothing.
+        store.in_transaction([&] {
+          collected.finished = apply(store, task.run_id, json::parse(line)) || collected.finished;
+        });
         ++collected.applied;
       } catch (const std::exception& error) {
         if (!dynamic_cast<const json::exception*>(&error) &&
             !dynamic_cast<const BadRecord*>(&error))
-          throw;
+          throw;  // the store's own failure: the whole collection rolls back
         // A line that is whole but unreadable (a disk's garbage) cannot become a record; the others
         // still can.
         collected.problem = fmt::format("{}: byte {}: skipped a record that cannot be read ({})",
                                         path, line_offset, error.what());
       }
     }
-    store.set_events_offset(run.run_id, run.events_offset + static_cast<int64_t>(complete) + 1);
+    store.set_events_offset(task.run_id, offset + static_cast<int64_t>(complete) + 1);
   });
   return collected;
 }

@@ -50,8 +50,10 @@ struct CollectedEvents {
   std::string problem{};  // a line that could not be read, skipped ("" when none)
 };
 
-// Takes in the complete lines of `run.events_path()` past `run.events_offset`: applied to the store
-// with the new offset, in one transaction. A file that does not exist yet has nothing to take in.
-CollectedEvents collect_run_events(Store& store, const SlurmRunRecord& run);
+// Takes in the complete lines of `task.events_path()` past the offset the store holds (read under
+// the write lock, so two collectors at once never apply a line twice): applied with the new offset
+// in one transaction, each line whole or not at all. A file that does not exist yet has nothing to
+// take in.
+CollectedEvents collect_run_events(Store& store, const SlurmRunRecord& task);
 
 }  // namespace trainyard

@@ -1,5 +1,6 @@
 #include "db/store.h"
 
+#include <pwd.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -113,7 +114,8 @@ const char* const kMigrations[] = {
       created_at TEXT NOT NULL,
       host TEXT NOT NULL,
       report_job TEXT NOT NULL DEFAULT '',
-      cancelled INTEGER NOT NULL DEFAULT 0
+      cancelled INTEGER NOT NULL DEFAULT 0,
+      user TEXT NOT NULL DEFAULT ''
     );
     CREATE TABLE slurm_runs (
       run_id INTEGER PRIMARY KEY REFERENCES runs(id),
@@ -303,6 +305,11 @@ std::string host_name() {
   return buffer;
 }
 
+std::string user_name() {
+  if (const passwd* entry = getpwuid(getuid())) return entry->pw_name;
+  return std::to_string(getuid());
+}
+
 Store::Store(const std::string& path) : db_(path) {
   // Switching a new database to WAL takes an exclusive lock, and SQLite answers "database is
   // locked" at once, without its busy handler, when another process is opening it too (a report
@@ -409,9 +416,9 @@ std::optional<RunRecord> Store::find_resumable_run(int64_t experiment_id,
   return run(s.column_int(0));
 }
 
-void Store::requeue_run(int64_t run_id) {
+void Store::requeue_run(int64_t run_id, bool for_slurm) {
   sql::Transaction transaction(db_);
-  db_.prepare("DELETE FROM slurm_runs WHERE run_id = ?").bind(1, run_id).run();
+  if (!for_slurm) db_.prepare("DELETE FROM slurm_runs WHERE run_id = ?").bind(1, run_id).run();
   db_.prepare(
          "UPDATE runs SET status = 'queued', ended_at = NULL, error = '', failure_class = '', "
          "progress = '', host = ?, pid = ? WHERE id = ?")
@@ -582,9 +589,10 @@ void Store::mark_requeued(int64_t run_id, const std::string& at) {
 }
 
 int64_t Store::create_submission() {
-  db_.prepare("INSERT INTO submissions (created_at, host) VALUES (?, ?)")
+  db_.prepare("INSERT INTO submissions (created_at, host, user) VALUES (?, ?, ?)")
       .bind(1, utc_now())
       .bind(2, host_name())
+      .bind(3, user_name())
       .run();
   return db_.last_insert_id();
 }
@@ -609,7 +617,8 @@ void Store::mark_submission_cancelled(int64_t submission_id) {
 
 std::vector<SubmissionRecord> Store::submissions() {
   auto s = db_.prepare(
-      "SELECT id, folder, created_at, host, report_job, cancelled FROM submissions ORDER BY id");
+      "SELECT id, folder, created_at, host, report_job, cancelled, user FROM submissions ORDER BY "
+      "id");
   std::vector<SubmissionRecord> out;
   while (s.step())
     out.push_back({.id = s.column_int(0),
@@ -617,7 +626,8 @@ std::vector<SubmissionRecord> Store::submissions() {
                    .created_at = s.column_text(2),
                    .host = s.column_text(3),
                    .report_job = s.column_text(4),
-                   .cancelled = s.column_int(5) != 0});
+                   .cancelled = s.column_int(5) != 0,
+                   .user = s.column_text(6)});
   return out;
 }
 

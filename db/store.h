@@ -114,6 +114,7 @@ struct SubmissionRecord {
   std::string host;
   std::string report_job;  // Slurm job id, "" before it was submitted
   bool cancelled = false;
+  std::string user{};  // who submitted it: whose jobs squeue lists
 };
 
 // A run trained by a Slurm array task: its job ("1234_7"), where its files start, and how much of
@@ -121,7 +122,7 @@ struct SubmissionRecord {
 struct SlurmRunRecord {
   int64_t run_id = 0;
   int64_t submission_id = 0;
-  std::string job_id;
+  std::string job_id;  // "" while its array is being submitted
   std::string stem;
   int64_t events_offset = 0;
   std::string events_path() const { return stem + ".events.jsonl"; }
@@ -172,9 +173,10 @@ class Store {
   // instead of queuing another.
   std::optional<RunRecord> find_resumable_run(int64_t experiment_id,
                                               const std::string& config_hash);
-  // An interrupted run queued again by this process, its error cleared (and no longer a Slurm
-  // task's, until submitted again).
-  void requeue_run(int64_t run_id);
+  // An interrupted run queued again by this process, its error cleared. `trainyard run` takes it
+  // from Slurm (its Slurm task record goes); `submit` keeps that record (`for_slurm`), so what was
+  // taken in of its records file stays taken in.
+  void requeue_run(int64_t run_id, bool for_slurm = false);
   // A requeued run running again from where it stopped: `running`, its resume count one up. Its
   // started_at, log and files stay those of its first start.
   void resume_run(int64_t run_id, const RunPlace& place = {});
@@ -251,5 +253,6 @@ std::string run_files_stem(const RunRecord& run);
 // "2026-11-30T13:35:15Z"
 std::string utc_now();
 std::string host_name();
+std::string user_name();  // of this process
 
 }  // namespace trainyard

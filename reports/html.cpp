@@ -380,10 +380,12 @@ std::string run_details(const ExperimentReport& section) {
       }
   }
   for (const auto& row : section.rows)  // anything else a run recorded, under its own key
-    for (const auto& [key, value] : row.attributes)
+    for (const auto& attribute : row.attributes) {
+      const std::string& key = attribute.first;  // a lambda may not capture a structured binding
       if (std::none_of(columns.begin(), columns.end(),
                        [&](const auto& c) { return c.first == key; }))
         columns.emplace_back(key, key);
+    }
   if (columns.empty()) return "";
   std::string html = "<details><summary>Run details</summary><table><thead><tr><th>variant</th>";
   for (const auto& column : columns) html += "<th>" + html_escape(column.second) + "</th>";

@@ -96,6 +96,9 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the controller
     if (getppid() != parent) _exit(1);
     signal(SIGINT, SIG_IGN);  // Ctrl-C reaches the controller, which stops the ranks itself
+    // Slurm's warning (SIGUSR1) is for the task that started the ranks: Slurm signals every
+    // process of a step, and SIGUSR1's default action would kill a rank before it checkpoints.
+    signal(SIGUSR1, SIG_IGN);
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     dup2(fds[1], kChannelFd);

@@ -70,6 +70,16 @@ std::vector<ArrayJob> plan_arrays(const std::vector<TaskShape>& shapes, int max_
 
 namespace {
 
+// The --output line: Slurm's output file `pattern` (%A, %a, %j) in `folder`. sbatch ends a value at
+// unquoted whitespace and reads % as a pattern: the folder's own % are doubled.
+std::string output_line(const std::string& folder, const std::string& pattern) {
+  std::string path;
+  for (char c : folder) path += c == '%' ? std::string("%%") : std::string(1, c);
+  path += "/" + pattern;
+  return "#SBATCH --output=" +
+         (path.find_first_of(" \t") == std::string::npos ? path : "\"" + path + "\"") + "\n";
+}
+
 void common_lines(std::string& script, const SlurmOptions& options) {
   if (!options.partition.empty()) script += "#SBATCH --partition=" + options.partition + "\n";
   if (!options.account.empty()) script += "#SBATCH --account=" + options.account + "\n";
@@ -97,7 +107,7 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
   else
     s += fmt::format("#SBATCH --cpus-per-task={}\n", shape.ranks_per_node);
   common_lines(s, options);
-  s += "#SBATCH --output=" + folder + "/slurm-%A_%a.out\n";
+  s += output_line(folder, "slurm-%A_%a.out");
   s += "#SBATCH --open-mode=append\n";  // a requeued task's output follows its first
   s += "#SBATCH --requeue\n";
   // The warning before the time limit: the run checkpoints and the task requeues itself. One node:
@@ -108,7 +118,11 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
   const std::string task =
       fmt::format("{} slurm-task --submission {} --task $(({} + SLURM_ARRAY_TASK_ID))",
                   shell_quote(exe), shell_quote(folder), array.first_task);
-  s += shape.nodes > 1 ? "exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + task + "\n"
+  // srun no longer inherits --cpus-per-task from the job (Slurm 22.05): said again, or every rank
+  // of a node would share one CPU under CPU binding.
+  s += shape.nodes > 1 ? "exec srun --ntasks-per-node=1 --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" "
+                         "--kill-on-bad-exit=1 " +
+                             task + "\n"
                        : "exec " + task + "\n";
   return s;
 }
@@ -127,7 +141,7 @@ std::string report_script(int64_t submission_id, const SlurmOptions& options,
   if (!after.empty()) s += "#SBATCH --dependency=afterany:" + join(after, ":") + "\n";
   s += "#SBATCH --kill-on-invalid-dep=no\n";
   common_lines(s, options);
-  s += "#SBATCH --output=" + folder + "/slurm-report-%j.out\n";
+  s += output_line(folder, "slurm-report-%j.out");
   s += "set -euo pipefail\n";
   s += "scratch=$(mktemp -d \"${TMPDIR:-/tmp}/trainyard-report.XXXXXX\")\n";
   s += "trap 'rm -rf \"$scratch\"' EXIT\n";
@@ -246,9 +260,16 @@ CommandOutput run_program(const std::vector<std::string>& argv) {
   return result;
 }
 
-std::optional<SlurmStates> query_slurm(const std::vector<std::string>& job_ids) {
-  // All of this user's jobs in one call: squeue -j fails outright when one id is no longer known.
-  const CommandOutput queue = run_program({"squeue", "--me", "-h", "-r", "-o", "%i|%T|%r"});
+std::optional<SlurmStates> query_slurm(const std::vector<std::string>& job_ids,
+                                       const std::vector<std::string>& users) {
+  // All of the submitters' jobs in one call: squeue -j fails outright when one id is no longer
+  // known.
+  std::vector<std::string> argv = {"squeue", "-h", "-r", "-o", "%i|%T|%r"};
+  if (users.empty())
+    argv.push_back("--me");
+  else
+    argv.push_back("--user=" + join(users, ","));
+  const CommandOutput queue = run_program(argv);
   if (queue.exit_code != 0) return std::nullopt;
   SlurmStates states;
   states.jobs = parse_squeue(queue.out);
@@ -323,6 +344,17 @@ std::string log_tail(const std::string& stem) {
   return lines.empty() ? "" : "\nlast lines of " + stem + ".log:\n" + join(lines, "\n");
 }
 
+}  // namespace
+
+std::vector<std::string> submitters(Store& store) {
+  std::set<std::string> users;
+  for (const SubmissionRecord& submission : store.submissions())
+    if (!submission.user.empty()) users.insert(submission.user);
+  return {users.begin(), users.end()};
+}
+
+namespace {
+
 bool unfinished(const std::optional<RunRecord>& run) {
   return run && (run->status == RunStatus::queued || run->status == RunStatus::running);
 }
@@ -334,11 +366,16 @@ CollectSummary collect_slurm(Store& store) {
   const std::vector<SlurmRunRecord> tasks = store.slurm_runs();
   // Slurm first, the records second: a task that ended before the question wrote its last record
   // before it ended, so it is read.
+  // A task without a job id is being submitted (or its submit died before sbatch): `submit` ends
+  // it or submits it again.
   std::vector<std::string> asked;
   for (const SlurmRunRecord& task : tasks)
-    if (unfinished(store.run(task.run_id))) asked.push_back(task.job_id);
+    if (!task.job_id.empty() && unfinished(store.run(task.run_id))) asked.push_back(task.job_id);
   std::optional<SlurmStates> states;
-  if (!asked.empty()) states = query_slurm(asked);
+  if (!asked.empty()) {
+    states = query_slurm(asked, submitters(store));
+    summary.slurm_unreachable = !states;
+  }
   summary.states = states;
   for (const SlurmRunRecord& task : tasks) {
     const CollectedEvents events = collect_run_events(store, task);

@@ -24,7 +24,7 @@ struct SlurmOptions {
   std::string partition{};
   std::string time{};  // --time, as Slurm takes it ("4:00:00", "1-00:00:00")
   std::string account{};
-  int max_parallel = 0;   // the array's %N throttle; 0: none
+  int max_parallel = 0;   // each array's %N throttle; 0: none
   int gpus_per_node = 0;  // 0: a CUDA run asks for runtime.devices GPUs on its node
   int nodes = 1;          // nodes of a run whose strategy trains on several processes
   std::vector<std::string> sbatch_args{};  // passed through, one #SBATCH line each
@@ -68,7 +68,8 @@ std::string report_script(int64_t submission_id, const SlurmOptions& options,
                           const std::string& exe, const std::string& folder,
                           const std::vector<std::string>& after);
 
-// MaxArraySize from `scontrol show config` (1001, Slurm's default, when it does not say).
+// MaxArraySize from `scontrol show config` (1001, Slurm's default, when it does not say; 0: arrays
+// are disabled on the cluster).
 int max_array_size_of(const std::string& show_config);
 
 // A job's state as Slurm tells it: "PENDING", "RUNNING", "COMPLETED", "FAILED", "OUT_OF_MEMORY",
@@ -102,7 +103,12 @@ struct SlurmStates {
   std::map<std::string, SlurmJobState> jobs;
   bool accounting = false;
 };
-std::optional<SlurmStates> query_slurm(const std::vector<std::string>& job_ids);
+// `users`: whose jobs squeue lists (the submitters; empty: this user's).
+std::optional<SlurmStates> query_slurm(const std::vector<std::string>& job_ids,
+                                       const std::vector<std::string>& users = {});
+
+// Who submitted the database's Slurm runs: whose jobs squeue is asked for.
+std::vector<std::string> submitters(Store& store);
 
 struct CollectSummary {
   int runs = 0;     // Slurm runs whose records moved
@@ -111,6 +117,7 @@ struct CollectSummary {
   std::vector<std::string> problems{};
   // What Slurm said of the unfinished runs' jobs (nullopt: none unfinished, or no Slurm here).
   std::optional<SlurmStates> states{};
+  bool slurm_unreachable = false;  // asked, and squeue failed
 };
 // Takes every Slurm run's new records into the store; a run whose job Slurm no longer runs and
 // that never said how it ended is ended from what Slurm says of the job (out of memory, node

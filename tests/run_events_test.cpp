@@ -157,3 +157,36 @@ TEST(RunProgressJson, NonFiniteFiguresAndWrongTypesNeverThrow) {
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// Two collectors at once (a `status` beside a `report`): the second one's copy of the task record
+// is stale, yet it applies nothing twice — the offset is read again under the write lock.
+TEST_F(RunEventsTest, AStaleTaskRecordAppliesNothingTwice) {
+  {
+    RunEventWriter events(stem + ".events.jsonl");
+    events.started({}, "12_0");
+    events.resumed("12_0");
+  }
+  const SlurmRunRecord stale = *store.slurm_run(run_id);
+  EXPECT_EQ(collect_run_events(store, stale).applied, 2);
+  EXPECT_EQ(collect_run_events(store, stale).applied, 0);
+  EXPECT_EQ(store.run(run_id)->resumes, 1);
+}
+
+// A records file shorter than what was taken in (replaced by hand) is named, never re-applied.
+TEST_F(RunEventsTest, AShrunkenFileIsReported) {
+  {
+    RunEventWriter events(stem + ".events.jsonl");
+    events.started({}, "12_0");
+  }
+  collect();
+  { std::ofstream(stem + ".events.jsonl", std::ios::trunc) << "{}\n"; }
+  const CollectedEvents collected = collect();
+  EXPECT_EQ(collected.applied, 0);
+  EXPECT_NE(collected.problem.find("shorter than"), std::string::npos) << collected.problem;
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -24,7 +24,7 @@ TEST(SlurmScript, ArrayOfOneNodeRunsThrottledWithItsOptions) {
        {"#SBATCH --job-name=trainyard-7-1", "#SBATCH --array=0-3%2", "#SBATCH --nodes=1",
         "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=4", "#SBATCH --partition=gpu",
         "#SBATCH --account=ml", "#SBATCH --time=4:00:00",
-        "#SBATCH --output=/shared/sub 7/slurm-%A_%a.out", "#SBATCH --open-mode=append",
+        "#SBATCH --output=\"/shared/sub 7/slurm-%A_%a.out\"", "#SBATCH --open-mode=append",
         "#SBATCH --requeue", "#SBATCH --signal=B:USR1@120", "#SBATCH --mem=64G",
         "#SBATCH --qos=long",
         "exec '/opt/trainyard' slurm-task --submission '/shared/sub 7' --task $((5 + "
@@ -39,9 +39,12 @@ TEST(SlurmScript, MultiNodeRunsStartOneTaskPerNodeThroughSrun) {
   EXPECT_TRUE(has_line(s, "#SBATCH --cpus-per-task=2")) << s;
   EXPECT_TRUE(has_line(s, "#SBATCH --array=0-0")) << s;        // no throttle asked
   EXPECT_TRUE(has_line(s, "#SBATCH --signal=USR1@120")) << s;  // to every node's task
-  EXPECT_NE(s.find("exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 '/t' slurm-task"),
+  EXPECT_NE(s.find("exec srun --ntasks-per-node=1 --cpus-per-task=\"$SLURM_CPUS_PER_TASK\" "
+                   "--kill-on-bad-exit=1 '/t' slurm-task"),
             std::string::npos)
       << s;
+  EXPECT_TRUE(has_line(array_script(array, 1, {}, "/t", "/f 50%"),
+                       "#SBATCH --output=\"/f 50%%/slurm-%A_%a.out\""));
   EXPECT_EQ(s.find("gpus"), std::string::npos) << s;
 }
 

@@ -177,6 +177,12 @@ int submit_command(const std::vector<std::string>& args) {
   if (slurm.max_requeues < 0) throw UserError("submit: --max-requeues must be 0 or more");
   if (slurm.signal_seconds < 1 || slurm.signal_seconds > 65535)
     throw UserError("submit: --signal-seconds must be 1 to 65535");
+  for (const auto& [flag, value] : {std::pair{"--partition", &slurm.partition},
+                                    {"--account", &slurm.account},
+                                    {"--time", &slurm.time}})
+    if (value->find_first_of(" \t\r\n'\"") != std::string::npos)
+      throw UserError(
+          fmt::format("submit: {} '{}' has a space or quote; Slurm names have none", flag, *value));
   for (const std::string& arg : slurm.sbatch_args)
     if (arg.empty() || arg[0] != '-' || arg.find('\n') != std::string::npos)
       throw UserError(fmt::format(
@@ -230,24 +236,44 @@ int submit_command(const std::vector<std::string>& args) {
   collect_slurm(store);  // what earlier submissions did, before deciding what to submit
   for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
   const int max_array_size = max_array_size_of(config.out);
+  if (max_array_size < 1)
+    throw UserError(
+        "submit: this cluster disables job arrays (MaxArraySize = 0 in `scontrol show config`); "
+        "ask its admins, or train with `trainyard run` inside one job");
   std::optional<SlurmStates> states;
-  if (!store.slurm_runs().empty()) states = query_slurm({});
+  if (!store.slurm_runs().empty()) {
+    states = query_slurm({}, submitters(store));
+    // Without Slurm's word a run pending or running in it would be submitted a second time.
+    if (!states)
+      throw UserError(
+          "submit: squeue failed, so which runs are pending or running in Slurm is unknown; "
+          "nothing was submitted — try again when `squeue` answers");
+  }
 
-  // Which runs go: not completed, not pending or running in Slurm already.
-  std::vector<Task> tasks;
-  std::vector<TaskShape> shapes;
+  // Decide every run's fate first, writing nothing: a run that cannot be submitted (more GPUs than
+  // a node has) leaves the database as it was.
+  struct Decision {
+    const Experiment* experiment;
+    const RunSpec* run;
+    size_t position;
+    std::optional<RunRecord> resumable;
+    Task task;
+  };
+  std::vector<Decision> decisions;
   int already_completed = 0, already_submitted = 0, continuing = 0;
   for (const Experiment& experiment : experiments) {
-    const int64_t experiment_id = record_experiment(store, experiment);
+    const std::optional<ExperimentRecord> recorded = store.find_experiment(experiment.name);
     for (size_t i = 0; i < experiment.runs.size(); ++i) {
       const RunSpec& run = experiment.runs[i];
       const std::string name = experiment.name + "/" + run.variant;
-      if (!force && store.find_completed_run(experiment_id, run.config_hash)) {
+      if (recorded && !force && store.find_completed_run(recorded->id, run.config_hash)) {
         ++already_completed;
         continue;
       }
+      std::vector<RunRecord> of_config;
+      if (recorded) of_config = runs_of_config(store, experiment.name, run.config_hash);
       bool in_slurm = false;
-      for (const RunRecord& record : runs_of_config(store, experiment.name, run.config_hash))
+      for (const RunRecord& record : of_config)
         if (auto task = store.slurm_run(record.id); task && states)
           if (auto it = states->jobs.find(task->job_id);
               it != states->jobs.end() && it->second.active()) {
@@ -260,48 +286,72 @@ int submit_command(const std::vector<std::string>& args) {
         ++already_submitted;
         continue;
       }
-      Task task{.experiment = experiment.name,
-                .variant = run.variant,
-                .shape = shape_of(run, slurm),
-                .multi_process = run.strategy.capabilities.multi_process,
-                .save_state = run.train.save_state,
-                .max_requeues = slurm.max_requeues};
-      std::optional<RunRecord> resumable;
-      if (!force) resumable = store.find_resumable_run(experiment_id, run.config_hash);
-      if (!resumable && !force)  // queued by a submission whose job never ran
-        for (const RunRecord& record : runs_of_config(store, experiment.name, run.config_hash))
-          if (record.status == RunStatus::queued && store.slurm_run(record.id)) {
-            resumable = record;
-            break;
-          }
-      if (resumable) {
-        task.run_id = resumable->id;
-        const auto earlier = store.slurm_run(resumable->id);
-        task.stem = earlier ? earlier->stem : run_files_stem(*resumable);
-        if (task.stem.empty())
-          task.stem = new_run_files_stem(log_dir, experiment, *resumable).string();
-        ++continuing;
-      } else {
-        task.run_id = store.queue_run(experiment_id, queued_run(run, i));
-        task.stem = new_run_files_stem(log_dir, experiment, *store.run(task.run_id)).string();
+      Decision decision{.experiment = &experiment,
+                        .run = &run,
+                        .position = i,
+                        .resumable = std::nullopt,
+                        .task = {.experiment = experiment.name,
+                                 .variant = run.variant,
+                                 .shape = shape_of(run, slurm),
+                                 .multi_process = run.strategy.capabilities.multi_process,
+                                 .save_state = run.train.save_state,
+                                 .max_requeues = slurm.max_requeues}};
+      if (recorded && !force) {
+        decision.resumable = store.find_resumable_run(recorded->id, run.config_hash);
+        if (!decision.resumable)  // queued by a submission whose job never ran
+          for (const RunRecord& record : of_config)
+            if (record.status == RunStatus::queued && store.slurm_run(record.id)) {
+              decision.resumable = record;
+              break;
+            }
       }
-      fs::create_directories(fs::path(task.stem).parent_path());
-      if (!fs::exists(task.stem + ".yaml")) write_file(task.stem + ".yaml", run.config_yaml);
-      tasks.push_back(task);
-      shapes.push_back(task.shape);
+      decisions.push_back(std::move(decision));
     }
   }
-  if (tasks.empty()) {
+  if (decisions.empty()) {
     fmt::print("nothing to submit: {} already completed, {} pending or running in Slurm\n",
                already_completed, already_submitted);
     return kExitOk;
   }
 
+  // Record the runs, their files' stems and configs, and each run's task, before any sbatch: a
+  // submit that dies half-way leaves queued runs the next submit finds and submits.
+  std::map<std::string, int64_t> experiment_ids;
+  for (const Experiment& experiment : experiments)
+    experiment_ids[experiment.name] = record_experiment(store, experiment);
   const int64_t submission = store.create_submission();
   const fs::path folder = fs::absolute(fs::path(log_dir).parent_path() / "slurm" /
                                        fmt::format("submission-{}", submission));
   fs::create_directories(folder);
   store.set_submission_folder(submission, folder.string());
+  std::vector<Task> tasks;
+  std::vector<TaskShape> shapes;
+  for (Decision& decision : decisions) {
+    Task& task = decision.task;
+    const Experiment& experiment = *decision.experiment;
+    if (decision.resumable) {
+      const RunRecord& record = *decision.resumable;
+      task.run_id = record.id;
+      const auto earlier = store.slurm_run(record.id);
+      task.stem = earlier ? earlier->stem : run_files_stem(record);
+      if (task.stem.empty()) task.stem = new_run_files_stem(log_dir, experiment, record).string();
+      ++continuing;
+    } else {
+      task.run_id = store.queue_run(experiment_ids.at(experiment.name),
+                                    queued_run(*decision.run, decision.position));
+      task.stem = new_run_files_stem(log_dir, experiment, *store.run(task.run_id)).string();
+    }
+    fs::create_directories(fs::path(task.stem).parent_path());
+    if (!fs::exists(task.stem + ".yaml"))
+      write_file(task.stem + ".yaml", decision.run->config_yaml);
+    store.in_transaction([&] {
+      if (decision.resumable) store.requeue_run(task.run_id, /*for_slurm=*/true);
+      // A run submitted again keeps what was taken in of its records file (the same stem).
+      store.assign_slurm_job(task.run_id, submission, "", task.stem);
+    });
+    tasks.push_back(task);
+    shapes.push_back(task.shape);
+  }
   std::vector<int> order;
   const std::vector<ArrayJob> arrays = plan_arrays(shapes, max_array_size, order);
   json list = json::array();
@@ -320,7 +370,8 @@ int submit_command(const std::vector<std::string>& args) {
                       "not submitted: sbatch refused its array: " + strip(sbatch.err),
                       FailureClass::not_started);
       throw UserError(fmt::format(
-          "submit: sbatch refused {}: {}{}", script.string(), strip(sbatch.err),
+          "submit: sbatch refused {}: {}{}; `trainyard submit` again submits what is left",
+          script.string(), strip(sbatch.err),
           array_jobs.empty() ? ""
                              : fmt::format(" (arrays submitted before it: {})", join(array_jobs))));
     }
@@ -330,12 +381,7 @@ int submit_command(const std::vector<std::string>& args) {
       for (int k = 0; k < array.tasks; ++k) {
         Task& task = tasks[order[array.first_task + k]];
         task.job_id = fmt::format("{}_{}", job, k);
-        const auto earlier = store.slurm_run(task.run_id);
-        if (store.run(task.run_id)->status != RunStatus::queued) store.requeue_run(task.run_id);
         store.assign_slurm_job(task.run_id, submission, task.job_id, task.stem);
-        // Records taken in before stay taken in: the task appends to the same file.
-        if (earlier && earlier->stem == task.stem)
-          store.set_events_offset(task.run_id, earlier->events_offset);
       }
     });
     fmt::print(
@@ -485,6 +531,10 @@ std::string env_or(const char* name, const std::string& fallback) {
   return value && *value ? value : fallback;
 }
 
+// The task's run, once its records file is open (below slurm_task_command, which reads it first).
+int train_task(const Task& task, const std::string& folder, const std::string& job, int restarts,
+               const LaunchSpec& spec, RunEventWriter& events);
+
 }  // namespace
 
 int slurm_task_command(const std::vector<std::string>& args) {
@@ -501,11 +551,23 @@ int slurm_task_command(const std::vector<std::string>& args) {
   std::signal(SIGTERM, on_task_terminate);
   std::signal(SIGINT, on_task_terminate);
 
-  std::ifstream list_file(fs::path(folder) / "tasks.json");
+  const fs::path list_path = fs::path(folder) / "tasks.json";
+  std::ifstream list_file(list_path);
+  if (!list_file)
+    throw UserError(fmt::format(
+        "slurm-task: cannot read {} on {}; the submission's folder must be on a file system "
+        "every node sees",
+        list_path.string(), host_name()));
   const json list = json::parse(list_file, nullptr, /*allow_exceptions=*/false);
   if (!list.is_array() || index < 0 || index >= static_cast<int>(list.size()))
-    throw UserError(fmt::format("slurm-task: {}/tasks.json has no task {}", folder, index));
-  const Task task = Task::from_json(list[index]);
+    throw UserError(fmt::format("slurm-task: {} has no task {}", list_path.string(), index));
+  Task task;
+  try {
+    task = Task::from_json(list[index]);
+  } catch (const json::exception& e) {
+    throw UserError(fmt::format("slurm-task: task {} of {} is not one `trainyard submit` wrote: {}",
+                                index, list_path.string(), e.what()));
+  }
   const std::string job =
       std::getenv("SLURM_ARRAY_JOB_ID")
           ? env_or("SLURM_ARRAY_JOB_ID", "") + "_" + env_or("SLURM_ARRAY_TASK_ID", "")
@@ -527,12 +589,33 @@ int slurm_task_command(const std::vector<std::string>& args) {
                   .port = node.multi_node() ? node.master_port : 0,
                   .continue_from = position.empty() ? "" : state_dir};
   if (node.node_rank > 0) {
+    // Stopped by a signal is no failure here: a non-zero exit would make srun's
+    // --kill-on-bad-exit kill node 0's task before it records what happened.
     QuietObserver quiet;
-    return launch_run(spec, quiet, g_task_stop).outcome == LaunchOutcome::completed ? kExitOk
-                                                                                    : kExitFailure;
+    return launch_run(spec, quiet, g_task_stop).outcome == LaunchOutcome::failed ? kExitFailure
+                                                                                 : kExitOk;
   }
 
   RunEventWriter events(task.stem + ".events.jsonl");
+  // Whatever goes wrong from here is recorded, so the database says why (not "ended without a
+  // word"); main() then prints it too.
+  try {
+    return train_task(task, folder, job, restarts, spec, events);
+  } catch (...) {
+    const Failure failure = failure_of(std::current_exception());
+    events.ended(
+        RunStatus::failed, "slurm-task: " + failure.message,
+        failure.exit_code == kExitUserError ? FailureClass::bad_input : FailureClass::error);
+    throw;
+  }
+}
+
+namespace {
+
+int train_task(const Task& task, const std::string& folder, const std::string& job, int restarts,
+               const LaunchSpec& spec, RunEventWriter& events) {
+  const std::string state_dir = checkpoint_dir(task.stem);
+  const std::string position = spec.continue_from.empty() ? "" : checkpoint_position(state_dir);
   const bool started_before = fs::exists(task.stem + ".log");
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(task.stem + ".log",
                                                                   /*truncate=*/false);
@@ -601,5 +684,7 @@ int slurm_task_command(const std::vector<std::string>& args) {
   events.ended(RunStatus::interrupted, why, FailureClass::interrupted);
   return kExitInterrupted;
 }
+
+}  // namespace
 
 }  // namespace trainyard

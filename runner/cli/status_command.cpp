@@ -54,16 +54,20 @@ std::string describe_progress(const RunRecord& run) {
 
 // A Slurm run: its job's state as Slurm says it, joined with the run's own progress.
 std::string describe_slurm(const RunRecord& run, const SlurmRunRecord& task,
-                           const std::optional<SlurmStates>& states) {
-  std::string text = "Slurm job " + task.job_id + ": ";
-  if (!states) {
-    text += "Slurm cannot be asked from here (squeue failed)";
+                           const CollectSummary& collected) {
+  const std::optional<SlurmStates>& states = collected.states;
+  std::string text = "Slurm job " + (task.job_id.empty() ? "(being submitted)" : task.job_id);
+  if (collected.slurm_unreachable) {
+    text += ": Slurm cannot be asked from here (squeue failed)";
+  } else if (!states) {
+    // Not asked: the run came back to running while its records were taken in.
   } else if (auto it = states->jobs.find(task.job_id); it != states->jobs.end()) {
+    text += ": ";
     text += it->second.state;
     if (!it->second.reason.empty() && it->second.reason != "None")
       text += " (" + it->second.reason + ")";
   } else {
-    text += "no longer listed";
+    text += ": no longer listed";
   }
   if (run.status == RunStatus::running) text += describe_progress(run);
   if (const double quiet = seconds_since(run.heartbeat_at);
@@ -127,7 +131,7 @@ int status_command(const std::vector<std::string>& args) {
   // One query for all of them: collect asked Slurm when any was unfinished.
   for (const RunRecord& run : submitted)
     fmt::print("  run {} {}/{}: {}; {}\n", run.id, run.experiment, run.variant,
-               to_string(run.status), describe_slurm(run, slurm.at(run.id), collected.states));
+               to_string(run.status), describe_slurm(run, slurm.at(run.id), collected));
   if (!waiting.empty()) {
     fmt::print("  queued next:");
     for (size_t i = 0; i < waiting.size() && i < 5; ++i)
