@@ -422,3 +422,66 @@ TEST_F(ConfigTest, EveryBadEntryOfAListIsReported) {
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// What a file may ask for is bounded, each limit with its message.
+class ConfigLimitsTest : public ::testing::Test {
+ protected:
+  std::string load_error(const std::string& text, int64_t max_runs = kDefaultMaxRuns) {
+    try {
+      load_experiment(dir.write("exp.yaml", text), {}, registry, max_runs);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  testing::TempDir dir;
+  Registry registry = testing::fake_registry();
+  const std::string base = "model: {name: toy}\ndataset: {name: toy-data, root: /data}\n";
+};
+
+TEST_F(ConfigLimitsTest, ASweepOfMoreRunsThanTheLimitIsRefusedBeforeItExpands) {
+  // 10^4 combinations x 10 repeats: counted, never expanded.
+  const std::string big =
+      base +
+      "sweep:\n  repeats: 10\n  grid:\n    model.width: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+      "    train.epochs: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+      "    train.seed: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+      "    train.batch_size: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  const std::string error = load_error(big);
+  EXPECT_NE(error.find("expands to 100000 runs"), std::string::npos) << error;
+  EXPECT_NE(error.find("--max-runs"), std::string::npos) << error;
+  EXPECT_NE(error.find("exp.yaml:6"), std::string::npos) << error;  // the grid's first key
+  EXPECT_EQ(load_error(base + "sweep: {grid: {model.width: [1, 2, 3]}}\n", 3), "");
+  EXPECT_NE(load_error(base + "sweep: {grid: {model.width: [1, 2, 3]}}\n", 2).find("3 runs"),
+            std::string::npos);
+}
+
+TEST_F(ConfigLimitsTest, DeepNestingAndAliasBombsAreRefused) {
+  std::string deep = base + "description: ";
+  for (int i = 0; i < 40; ++i) deep += "[";
+  for (int i = 0; i < 40; ++i) deep += "]";
+  EXPECT_NE(load_error(deep + "\n").find("nests deeper than 32 levels"), std::string::npos);
+  // Each level repeats the one before it ten times: 10^9 values from a dozen lines.
+  std::string bomb = base + "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 9; ++i)
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + [&] {
+      std::string refs;
+      for (int r = 0; r < 10; ++r) refs += (r ? ", *a" : "*a") + std::to_string(i - 1);
+      return refs;
+    }() + "]\n";
+  EXPECT_NE(load_error(bomb).find("more than 1000000 values"), std::string::npos);
+}
+
+TEST_F(ConfigLimitsTest, AHugeFileIsRefusedUnread) {
+  std::string huge = base + "description: |\n";
+  while (huge.size() < (5u << 20)) huge += "  " + std::string(200, 'x') + "\n";
+  const std::string error = load_error(huge);
+  EXPECT_NE(error.find("an experiment file may have at most 4194304"), std::string::npos)
+      << error.substr(0, 300);
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -48,7 +48,9 @@ std::string default_database_path() {
 int validate_command(const std::vector<std::string>& args) {
   po::options_description options("trainyard validate FILE... [options]");
   std::vector<std::string> files, overrides;
+  int64_t max_runs = kDefaultMaxRuns;
   options.add_options()("help,h", "show this help")(
+      "max-runs", po::value(&max_runs), "refuse a file of more runs than this (default 5000)")(
       "set", po::value(&overrides)->composing(),
       "override a key in every file: --set train.epochs=1")("file", po::value(&files),
                                                             "experiment files");
@@ -60,7 +62,7 @@ int validate_command(const std::vector<std::string>& args) {
   int failures = 0;
   for (const auto& file : files) {
     try {
-      Experiment experiment = load_experiment(file, overrides, builtin_registry());
+      Experiment experiment = load_experiment(file, overrides, builtin_registry(), max_runs);
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
                  experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
     } catch (const ConfigError& e) {

@@ -96,6 +96,7 @@ int run_command(const std::vector<std::string>& args) {
   NodeSpec node;
   BatchPolicy policy;
   std::string on_failure = "continue", time_limit;
+  int64_t max_runs = kDefaultMaxRuns;
   options.add_options()("help,h", "show this help")(
       "set", po::value(&overrides)->composing(),
       "override a key: --set train.epochs=1 (repeatable)")(
@@ -111,6 +112,9 @@ int run_command(const std::vector<std::string>& args) {
       "time-limit", po::value(&time_limit),
       "stop the batch in time, e.g. 9h or 1h30m: the running run checkpoints and is marked "
       "interrupted, runs not started are listed as such; `trainyard run` again continues")(
+      "max-runs", po::value(&max_runs),
+      "refuse a batch of more runs than this (default 5000): a grid that multiplies out to "
+      "millions is a mistake")(
       "dry-run",
       "print each run's differences from the baseline and whether it already completed; touches "
       "nothing")("verbose", "with --dry-run: every run's whole resolved config")(
@@ -157,7 +161,9 @@ int run_command(const std::vector<std::string>& args) {
 
   // Validation of every file comes first and writes nothing: a bad file leaves the database
   // untouched and runs nothing of the batch.
-  const std::vector<Experiment> experiments = load_batch(files, overrides, builtin_registry());
+  if (max_runs < 1) throw UserError("run: --max-runs must be at least 1");
+  const std::vector<Experiment> experiments =
+      load_batch(files, overrides, builtin_registry(), max_runs);
   if (vm.count("dry-run")) {
     for (size_t i = 0; i < experiments.size(); ++i) {
       if (i > 0) fmt::print("\n");

@@ -137,7 +137,9 @@ int submit_command(const std::vector<std::string>& args) {
   std::vector<std::string> files, overrides;
   std::string db_path = default_database_path();
   SlurmOptions slurm;
+  int64_t max_runs = kDefaultMaxRuns;
   options.add_options()("help,h", "show this help")(
+      "max-runs", po::value(&max_runs), "refuse a batch of more runs than this (default 5000)")(
       "slurm", "submit to Slurm (the one scheduler trainyard submits to)")(
       "set", po::value(&overrides)->composing(), "override a key: --set train.epochs=1")(
       "db", po::value(&db_path),
@@ -190,7 +192,9 @@ int submit_command(const std::vector<std::string>& args) {
           arg));
   const bool dry_run = vm.count("dry-run") > 0, force = vm.count("force") > 0;
 
-  const std::vector<Experiment> experiments = load_batch(files, overrides, builtin_registry());
+  if (max_runs < 1) throw UserError("submit: --max-runs must be at least 1");
+  const std::vector<Experiment> experiments =
+      load_batch(files, overrides, builtin_registry(), max_runs);
   const std::string exe = executable_path(), log_dir = log_dir_of(db_path);
 
   if (dry_run) {

@@ -28,7 +28,7 @@ std::string stem_of(const std::string& file) { return fs::path(file).stem().stri
 }  // namespace
 
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
-                           const Registry& registry) {
+                           const Registry& registry, int64_t max_runs) {
   Diagnostics diagnostics;
   ConfigTree tree = read_experiment_file(file, diagnostics);
   diagnostics.throw_if_any();  // unreadable files and syntax errors: nothing more to check
@@ -59,8 +59,9 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
         key != "description")
       base.set(key, value);
 
-  std::vector<Variant> variants = expand_sweep(tree.subtree("sweep"), diagnostics);
   const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
+  std::vector<Variant> variants =
+      expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
   for (const auto& variant : variants) {
     ConfigTree run_tree = base;
     merge_layer(run_tree, variant.overrides);
@@ -137,7 +138,7 @@ class BatchError : public UserError {
 
 std::vector<Experiment> load_batch(const std::vector<std::string>& files,
                                    const std::vector<std::string>& overrides,
-                                   const Registry& registry) {
+                                   const Registry& registry, int64_t max_runs) {
   std::vector<Experiment> experiments;
   std::vector<std::string> problems;
   std::map<std::string, std::string> file_of_name, seen_files;
@@ -152,7 +153,7 @@ std::vector<Experiment> load_batch(const std::vector<std::string>& files,
     }
     seen_files[canonical] = file;
     try {
-      Experiment experiment = load_experiment(file, overrides, registry);
+      Experiment experiment = load_experiment(file, overrides, registry, max_runs);
       auto [it, fresh] = file_of_name.emplace(experiment.name, file);
       if (!fresh)
         problems.push_back(fmt::format(
@@ -166,6 +167,13 @@ std::vector<Experiment> load_batch(const std::vector<std::string>& files,
       problems.push_back(e.labelled() ? message : "error: " + message);
     }
   }
+  size_t total = 0;
+  for (const Experiment& experiment : experiments) total += experiment.runs.size();
+  if (problems.empty() && total > static_cast<size_t>(max_runs))
+    problems.push_back(fmt::format(
+        "error: the batch's {} files have {} runs together, more than the limit of {}; run fewer "
+        "files at once, or raise the limit with --max-runs N",
+        files.size(), total, max_runs));
   if (problems.empty()) return experiments;
   std::string text;
   for (const auto& problem : problems) text += problem + "\n";

@@ -22,17 +22,21 @@ struct Experiment {
   std::vector<RunSpec> runs;
 };
 
+// At most this many runs per experiment (and per batch) unless `--max-runs` says otherwise: a
+// generated grid that multiplies out to millions is a mistake to catch before anything is queued.
+inline constexpr int64_t kDefaultMaxRuns = 5000;
+
 // Reads `file` (following `extends:`), applies `overrides` ("train.epochs=1"), validates and
 // expands the sweep. Throws ConfigError listing every problem.
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
-                           const Registry& registry);
+                           const Registry& registry, int64_t max_runs = kDefaultMaxRuns);
 
 // The experiment files of a batch (`trainyard run a.yaml b.yaml ...`), every one validated before
 // anything runs. Throws one UserError listing every problem of every file (and a name or file given
 // twice), each labelled with its file.
 std::vector<Experiment> load_batch(const std::vector<std::string>& files,
                                    const std::vector<std::string>& overrides,
-                                   const Registry& registry);
+                                   const Registry& registry, int64_t max_runs = kDefaultMaxRuns);
 
 // Re-reads the resolved config of one run (RunSpec::config_yaml), as a worker process would.
 RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,

@@ -1,7 +1,9 @@
 #include "runner/config/layering.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -37,6 +39,53 @@ void merge_layer(ConfigTree& base, const ConfigTree& over) {
 
 namespace {
 
+// What an experiment file may ask of the reader: a script-generated file of a million lines or a
+// thousand nested levels is a mistake, refused with the limit rather than read into memory or
+// recursed into.
+// Aliases (`*name`) share nodes, so a small file can stand for billions of them ("billion laughs"):
+// the nodes are counted as reading them would visit them.
+constexpr uintmax_t kMaxFileBytes = 4 << 20;
+constexpr int kMaxDepth = 32;
+constexpr int64_t kMaxNodes = 1'000'000;
+
+struct YamlSize {
+  int depth = 0;
+  int64_t nodes = 0;
+  bool too_big() const { return depth > kMaxDepth || nodes > kMaxNodes; }
+  std::string problem(const std::string& what) const {
+    return depth > kMaxDepth
+               ? fmt::format(
+                     "{} nests deeper than {} levels; an experiment's settings are a few "
+                     "levels deep",
+                     what, kMaxDepth)
+               : fmt::format(
+                     "{} stands for more than {} values (aliases repeated within "
+                     "aliases?)",
+                     what, kMaxNodes);
+  }
+};
+
+// How deep `node` nests and how many nodes reading it visits, without recursion; stops counting
+// past the limits.
+YamlSize size_of(const YAML::Node& node) {
+  std::vector<std::pair<YAML::Node, int>> stack = {{node, 1}};
+  YamlSize size;
+  while (!stack.empty()) {
+    auto [current, depth] = stack.back();
+    stack.pop_back();
+    size.depth = std::max(size.depth, depth);
+    if (++size.nodes > kMaxNodes || size.too_big()) return size;
+    if (current.IsMap())
+      for (auto it = current.begin(); it != current.end(); ++it) {
+        stack.push_back({it->first, depth + 1});
+        stack.push_back({it->second, depth + 1});
+      }
+    else if (current.IsSequence())
+      for (const auto& item : current) stack.push_back({item, depth + 1});
+  }
+  return size;
+}
+
 // read_experiment_file() for one file of the chain: `chain` holds the files being read, to catch
 // cycles.
 ConfigTree read_config_file(const std::string& file, const Origin& referenced_at,
@@ -51,6 +100,14 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   std::ifstream in(file);
   if (!in || fs::is_directory(path, ec)) {
     diagnostics.error(referenced_at, fmt::format("cannot read '{}': not a readable file", file));
+    return tree;
+  }
+  if (const uintmax_t size = fs::file_size(path, ec); !ec && size > kMaxFileBytes) {
+    diagnostics.error(referenced_at,
+                      fmt::format("'{}' is {} bytes; an experiment file may have at most {} (a "
+                                  "sweep's grid says in a few lines what a generated file spells "
+                                  "out)",
+                                  file, size, kMaxFileBytes));
     return tree;
   }
   std::string canonical = fs::weakly_canonical(path, ec).string();
@@ -69,6 +126,10 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
     return tree;
   }
   if (root.IsNull()) return tree;  // an empty file is an empty config
+  if (const YamlSize size = size_of(root); size.too_big()) {
+    diagnostics.error(file_origin(file), size.problem("'" + file + "'"));
+    return tree;
+  }
   report_duplicate_keys(root, file, diagnostics);
   if (!root.IsMap()) {
     diagnostics.error(origin_of(root, file),
@@ -131,6 +192,10 @@ void apply_override(const std::string& text, ConfigTree& tree, Diagnostics& diag
     value = YAML::Load(text.substr(equals + 1));
   } catch (const YAML::ParserException& e) {
     diagnostics.error(origin, "value is not valid YAML: " + e.msg);
+    return;
+  }
+  if (const YamlSize size = size_of(value); size.too_big()) {
+    diagnostics.error(origin, size.problem("the value"));
     return;
   }
   ConfigTree one;

@@ -21,7 +21,8 @@ std::string grid_label(const std::string& key) { return split(key, '.').back(); 
 
 }  // namespace
 
-std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics) {
+std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics,
+                                  int64_t max_runs, int64_t repeats) {
   report_unknown_keys(sweep, {"variants", "grid", "repeats"}, "sweep", "section 'sweep'",
                       diagnostics);
   std::vector<Variant> variants;
@@ -79,6 +80,29 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
   report_unknown_keys(grid, kRunSections, "",
                       "'sweep.grid' (its keys are a run's settings, e.g. train.batch_size)",
                       diagnostics);
+  // Count first: a grid of ten keys of ten values each is ten billion runs, which must be an error,
+  // not an out-of-memory.
+  double runs =
+      static_cast<double>(variants.size()) * static_cast<double>(std::max<int64_t>(1, repeats));
+  std::vector<std::string> factors = {std::to_string(variants.size()) + " variant(s)"};
+  for (const auto& [key, value] : grid.entries())
+    if (value.node.IsSequence() && value.node.size() > 0) {
+      runs *= static_cast<double>(value.node.size());
+      factors.push_back(fmt::format("{} values of {}", value.node.size(), key));
+    }
+  if (repeats > 1) factors.push_back(fmt::format("{} repeats", repeats));
+  if (runs > static_cast<double>(max_runs)) {
+    const ConfigValue* where =
+        grid.entries().empty() ? sweep.find("variants") : &grid.entries().begin()->second;
+    diagnostics.error(
+        where ? where->key_origin : Origin{},
+        fmt::format("the sweep expands to {:.0f} runs ({}), more than the limit of {}; shrink "
+                    "the sweep, or raise the limit with --max-runs N",
+                    runs, join(factors, " x "), max_runs));
+    for (auto& variant : variants)
+      if (variant.name.empty()) variant.name = "default";
+    return variants;
+  }
   for (const auto& [key, value] : grid.entries()) {
     if (!value.node.IsSequence() || value.node.size() == 0) {
       diagnostics.error(value.origin,

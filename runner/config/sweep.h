@@ -17,7 +17,10 @@ struct Variant {
 };
 
 // The variants of `sweep` (the section without its prefix); one unnamed ("default") when empty.
-std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics);
+// A sweep whose runs (variants x grid combinations x `repeats`) would exceed `max_runs` is an error
+// counted before anything is expanded, and its grid is left unexpanded.
+std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics,
+                                  int64_t max_runs, int64_t repeats);
 
 // sweep.repeats: how many times every variant runs, with seeds train.seed, train.seed + 1, ...
 // (1 when not set).
