@@ -22,7 +22,12 @@ cmake --build "$build" -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "fuzz.sh: core_tests under ASan and UBSan"
-(cd "$build" && ctest -j"$jobs" --output-on-failure --timeout 300)
+if ! (cd "$build" && ctest -j"$jobs" --output-on-failure --timeout 300 >"$build/sanitized-tests.log" 2>&1); then
+  grep -vE "^ *(Start|[0-9]+/[0-9]+ Test)" "$build/sanitized-tests.log" | tail -80
+  echo "fuzz.sh: core_tests failed under the sanitizers (log: $build/sanitized-tests.log)"
+  exit 1
+fi
+tail -n 3 "$build/sanitized-tests.log" | head -n 1
 
 targets=${TRAINYARD_FUZZ_TARGETS:-$(ls fuzz/corpus)}
 work=$(mktemp -d "${TMPDIR:-/tmp}/trainyard-fuzz.XXXXXX")

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh machine: install, build (tests included), run CTest.
+# The whole test suite from a fresh machine: install, build (tests included), run CTest; then the
+# sanitizer build (the LibTorch-free core and its tests under ASan and UBSan, clang) and every fuzz
+# target for 30 s on its corpus (scripts/fuzz.sh). TRAINYARD_FUZZ_SECONDS=0 skips the fuzzing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -8,3 +10,6 @@ scripts/build.sh
 source scripts/env.sh
 cd "$TRAINYARD_BUILD"
 ctest --output-on-failure -j"${TRAINYARD_JOBS:-2}" --timeout 900
+cd "$root"
+seconds=${TRAINYARD_FUZZ_SECONDS:-30}
+if [ "$seconds" -gt 0 ]; then scripts/fuzz.sh "$seconds"; fi

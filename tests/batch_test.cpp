@@ -183,6 +183,31 @@ TEST_F(BatchTest, ADivergedRunIsRecordedAndTheBatchGoesOn) {
   EXPECT_EQ(report.exit_code, 0) << report.output;
 }
 
+// One batch per database: a second `trainyard run` on it refuses, naming the first by pid and host,
+// and writes nothing; once the first is gone (even SIGKILLed) the lock is free.
+TEST_F(BatchTest, ASecondBatchOnTheSameDatabaseRefusesNamingTheFirst) {
+  const std::string slow =
+      experiment("first", "sweep: {variants: [{name: long, set: {dataset.train_size: 100000}}]}\n");
+  const std::string other = experiment("second");
+  pid_t controller = testing::start_run(slow, db());
+  testing::KillOnExit guard{controller};
+  for (int i = 0; i < 600 && !fs::exists(db()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Result second = trainyard("run " + other + " --db " + db());
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_NE(second.output.find("is in use by another `trainyard run` (pid " +
+                               std::to_string(controller) + " on "),
+            std::string::npos)
+      << second.output;
+  EXPECT_FALSE(Store(db()).find_experiment("second"));
+  kill(controller, SIGKILL);
+  testing::exit_code_of(controller);
+  guard.pid = -1;
+  Result after = trainyard("run " + other + " --db " + db());
+  EXPECT_EQ(after.exit_code, 0) << after.output;
+}
+
 // `trainyard status` from another terminal: the running run's progress from the controller's
 // heartbeat; once the controller is gone without a word (SIGKILL) and its heartbeat goes stale, the
 // run shows as interrupted.

@@ -14,6 +14,7 @@
 
 #include "common/text.h"
 #include "components/builtin.h"
+#include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/controller.h"
@@ -175,6 +176,8 @@ int run_command(const std::vector<std::string>& args) {
   fs::path db(db_path);
   if (db.has_parent_path()) fs::create_directories(db.parent_path());
   // Only node 0 records the runs; other nodes keep their bookkeeping in memory, and their logs.
+  std::optional<BatchLock> lock;
+  if (node.node_rank == 0) lock.emplace(db_path);  // one batch per database
   Store store(node.node_rank == 0 ? db_path : ":memory:");
   if (node.multi_node())
     fmt::print(stderr, "node {} of {} (ranks meet at {}:{}){}\n", node.node_rank, node.nnodes,

@@ -26,6 +26,7 @@
 #include "common/text.h"
 #include "components/builtin.h"
 #include "db/run_events.h"
+#include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/controller.h"
@@ -236,6 +237,7 @@ int submit_command(const std::vector<std::string>& args) {
         strip(config.err)));
   fs::path db(db_path);
   if (db.has_parent_path()) fs::create_directories(db.parent_path());
+  const BatchLock lock(db_path);  // not beside a `trainyard run` planning the same runs
   Store store(db_path);
   collect_slurm(store);  // what earlier submissions did, before deciding what to submit
   for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
