@@ -288,9 +288,23 @@ Report build_report(Store& store, const std::string& experiment_name,
 }
 
 std::string html_escape(const std::string& text) {
+  // Besides markup: control characters (a log's terminal colours) and bidi overrides and isolates
+  // (U+202A-U+202E, U+2066-U+2069), which could make a name display as another ("Trojan Source"),
+  // become U+FFFD. Tab and newline stay.
+  static const std::string kReplacement = "\xEF\xBF\xBD";
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == 0xE2 && i + 2 < text.size()) {
+      const unsigned char b1 = static_cast<unsigned char>(text[i + 1]),
+                          b2 = static_cast<unsigned char>(text[i + 2]);
+      if ((b1 == 0x80 && b2 >= 0xAA && b2 <= 0xAE) || (b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9)) {
+        out += kReplacement;
+        i += 2;
+        continue;
+      }
+    }
     switch (c) {
       case '&':
         out += "&amp;";
@@ -308,7 +322,10 @@ std::string html_escape(const std::string& text) {
         out += "&#39;";
         break;
       default:
-        out += c;
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F)
+          out += kReplacement;
+        else
+          out += static_cast<char>(c);
     }
   }
   return out;

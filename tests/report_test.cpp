@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -244,6 +246,155 @@ TEST_F(ReportTest, UnknownExperimentIsAUserError) {
 TEST(HtmlEscapeTest, EscapesEverySpecialCharacter) {
   EXPECT_EQ(html_escape(R"(<a href="x">'&'</a>)"),
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  // Terminal colours and a right-to-left override ("Trojan Source") are replaced; text stays.
+  EXPECT_EQ(html_escape("\x1b[31mred\t\xe2\x80\xae"
+                        "abc\xc3\xa9\n"),
+            "\xef\xbf\xbd[31mred\t\xef\xbf\xbd"
+            "abc\xc3\xa9\n");
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// Strings from YAML, logs, file names and errors, made of hostile fragments at random, in every
+// place a report shows them (experiment name, description and title, variants, errors, attributes,
+// curve labels, links): the HTML has no tag, attribute or comment the report does not make itself,
+// no hostile fragment raw, and no control or bidi-override character.
+TEST(ReportEscapingProperty, RandomHostileStringsNeverBecomeMarkup) {
+  const std::vector<std::string> fragments = {"</script>",
+                                              "<script>alert(1)</script>",
+                                              "\" onmouseover=\"x()",
+                                              "' onclick='y()'",
+                                              "<img src=x onerror=z()>",
+                                              "<!--",
+                                              "-->",
+                                              "]]>",
+                                              "<![CDATA[",
+                                              "&amp;",
+                                              "&#60;",
+                                              "<svg/onload=w>",
+                                              "</textarea>",
+                                              "\xe2\x80\xae",
+                                              "\xe2\x81\xa6",
+                                              "\x01",
+                                              "\x1b[31m",
+                                              "\x7f",
+                                              "\t",
+                                              "\n",
+                                              "\xc3\xa9",
+                                              "\xe6\x9d\xb1\xe4\xba\xac",
+                                              "javascript:",
+                                              "{0}",
+                                              "%s",
+                                              "\\",
+                                              "`",
+                                              "a",
+                                              "Z",
+                                              "7"};
+  // The tags, attributes and comments of `html`, as a browser's tokenizer would see them.
+  auto tags_and_attributes = [](const std::string& html) {
+    std::set<std::string> names;
+    auto is_name = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ':' || c == '_';
+    };
+    for (size_t i = html.find('<'); i != std::string::npos; i = html.find('<', i + 1)) {
+      if (html.compare(i, 4, "<!--") == 0) {
+        names.insert("comment");
+        continue;
+      }
+      size_t k = i + 1;
+      if (k < html.size() && html[k] == '/') ++k;
+      const size_t name_begin = k;
+      while (k < html.size() && is_name(html[k])) ++k;
+      if (k == name_begin) continue;  // not a tag
+      names.insert("tag " + html.substr(name_begin, k - name_begin));
+      while (k < html.size() && html[k] != '>') {
+        if (!is_name(html[k])) {
+          ++k;
+          continue;
+        }
+        const size_t a = k;
+        while (k < html.size() && is_name(html[k])) ++k;
+        names.insert("attribute " + html.substr(a, k - a));
+        if (k < html.size() && html[k] == '=') {
+          ++k;
+          if (k < html.size() && (html[k] == '"' || html[k] == '\'')) {
+            k = html.find(html[k], k + 1);  // the value, whatever it holds
+            if (k == std::string::npos) return names;
+            ++k;
+          } else {
+            while (k < html.size() && html[k] != ' ' && html[k] != '>') ++k;
+          }
+        }
+      }
+      i = k;
+    }
+    return names;
+  };
+  auto add_experiment = [](Store& store, const std::vector<std::string>& s) {
+    const int64_t experiment =
+        store.upsert_experiment(s[0], s[1] + ".yaml", s[2],
+                                "baseline: " + std::string("base") + "\ntitle: '" + "t" + "'\n");
+    for (int v = 0; v < 3; ++v) {
+      const std::string variant = v == 0 ? "base" : s[3 + v];
+      const int64_t id = store.queue_run(experiment, {.variant = variant,
+                                                      .position = v,
+                                                      .config_yaml = "a: " + std::to_string(v),
+                                                      .config_hash = "h" + std::to_string(v),
+                                                      .precision = "32-true",
+                                                      .strategy = "single"});
+      store.start_run(
+          id, {.git_revision = s[6], .device_name = s[7], .log_path = "/x/" + s[8] + ".log"});
+      store.record_attributes(id, {{"end_reason", s[9]}, {s[10], s[11]}});
+      store.record_epoch(id, 1, {{"train_loss", 1.0}, {"val_loss", 0.9}, {"val_acc", 0.5}});
+      store.record_epoch(id, 2, {{"train_loss", 0.5}, {"val_loss", 0.6}, {"val_acc", 0.6}});
+      if (v == 2)
+        store.end_run(id, RunStatus::failed, s[12], FailureClass::crashed);
+      else
+        store.complete_run(id, {{"train_seconds", 10.0 + v}, {"test_acc", 0.5}});
+    }
+  };
+  std::set<std::string> allowed;
+  {
+    testing::TempDir dir;
+    Store store((dir.path() / "r.db").string());
+    std::vector<std::string> plain;
+    for (int i = 0; i < 13; ++i) plain.push_back("plain" + std::to_string(i));
+    add_experiment(store, plain);
+    allowed = tags_and_attributes(render_html(build_report(store)));
+  }
+  std::mt19937 random(20261201);
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<std::string> strings;
+    for (int i = 0; i < 13; ++i) {
+      std::string s = "s" + std::to_string(i);  // never empty, and distinct
+      for (int n = 1 + random() % 5; n > 0; --n) s += fragments[random() % fragments.size()];
+      strings.push_back(s);
+    }
+    testing::TempDir dir;
+    Store store((dir.path() / "r.db").string());
+    add_experiment(store, strings);
+    const std::string html = render_html(build_report(store));
+    for (const std::string& found : tags_and_attributes(html))
+      EXPECT_TRUE(allowed.count(found)) << found << " from one of:\n"
+                                        << ::testing::PrintToString(strings);
+    for (const std::string& fragment : fragments) {
+      if (fragment.find_first_of("<>\"'") == std::string::npos) continue;
+      for (const std::string& s : strings)
+        if (s.find(fragment) != std::string::npos) {
+          EXPECT_EQ(html.find(fragment), std::string::npos) << fragment;
+        }
+    }
+    for (unsigned char c : html)
+      EXPECT_TRUE(c >= 0x20 || c == '\n' || c == '\t' || c == '\r') << static_cast<int>(c);
+    EXPECT_EQ(html.find('\x7f'), std::string::npos);
+    EXPECT_EQ(html.find("\xe2\x80\xae"), std::string::npos);  // U+202E RIGHT-TO-LEFT OVERRIDE
+    EXPECT_EQ(html.find("\xe2\x81\xa6"), std::string::npos);  // U+2066 LEFT-TO-RIGHT ISOLATE
+    if (HasFailure()) break;
+  }
 }
 
 }  // namespace
