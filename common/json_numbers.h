@@ -32,6 +32,29 @@ inline double number_from_json(const nlohmann::json& value) {
                                            &value);
 }
 
+// A whole number that fits int64_t; type_error otherwise. (nlohmann's get<int64_t>() casts a float
+// such as 1e59 without a check: undefined behaviour, which the fuzzer found.)
+inline int64_t integer_from_json(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) {
+    if (value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return value.get<int64_t>();
+  } else if (value.is_number_integer()) {
+    return value.get<int64_t>();
+  }
+  throw nlohmann::json::type_error::create(302, "not a whole number in range", &value);
+}
+
+// Field `key` of `object` as integer_from_json reads it, or `fallback` when it is missing or is not
+// a whole number in range.
+inline int64_t integer_or(const nlohmann::json& object, const char* key, int64_t fallback) {
+  const auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  try {
+    return integer_from_json(*it);
+  } catch (const nlohmann::json::type_error&) {
+    return fallback;
+  }
+}
+
 inline nlohmann::json json_numbers(const std::map<std::string, double>& values) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [key, value] : values) out[key] = json_number(value);

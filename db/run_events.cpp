@@ -139,15 +139,15 @@ bool apply(Store& store, int64_t run_id, const json& e) {
                      .torch_version = e.value("torch_version", ""),
                      .device_name = e.value("device_name", ""),
                      .log_path = e.value("log_path", "")},
-                    {.host = e.value("host", ""), .pid = e.value("pid", int64_t{0}), .at = at});
+                    {.host = e.value("host", ""), .pid = integer_or(e, "pid", 0), .at = at});
     store.record_heartbeat(run_id, std::nullopt, at);
   } else if (kind == "resumed") {
-    store.resume_run(run_id, {.host = e.value("host", ""), .pid = e.value("pid", int64_t{0})});
+    store.resume_run(run_id, {.host = e.value("host", ""), .pid = integer_or(e, "pid", 0)});
     store.record_heartbeat(run_id, std::nullopt, at);
   } else if (kind == "attributes") {
     store.record_attributes(run_id, e.at("values").get<std::map<std::string, std::string>>());
   } else if (kind == "epoch") {
-    store.record_epoch(run_id, e.at("epoch").get<int64_t>(), numbers_from_json(e.at("values")));
+    store.record_epoch(run_id, integer_from_json(e.at("epoch")), numbers_from_json(e.at("values")));
   } else if (kind == "heartbeat") {
     std::optional<RunProgress> progress;
     if (e.contains("progress")) progress = RunProgress::from_json(e["progress"].get<std::string>());

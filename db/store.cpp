@@ -260,10 +260,6 @@ RunProgress RunProgress::from_json(const std::string& text) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object()) return p;
   // A field of the wrong type (an older NaN written as null) reads as 0, never throws.
-  auto integer = [&](const char* key) {
-    const auto it = json.find(key);
-    return it != json.end() && it->is_number() ? it->get<int64_t>() : int64_t{0};
-  };
   auto real = [&](const char* key) {
     const auto it = json.find(key);
     try {
@@ -272,10 +268,10 @@ RunProgress RunProgress::from_json(const std::string& text) {
       return 0.0;
     }
   };
-  p.epoch = integer("epoch");
-  p.epochs = integer("epochs");
-  p.step = integer("step");
-  p.total_steps = integer("total_steps");
+  p.epoch = integer_or(json, "epoch", 0);
+  p.epochs = integer_or(json, "epochs", 0);
+  p.step = integer_or(json, "step", 0);
+  p.total_steps = integer_or(json, "total_steps", 0);
   p.loss = real("loss");
   p.samples_per_s = real("samples_per_s");
   p.eta_seconds = real("eta_seconds");

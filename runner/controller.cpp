@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/json_numbers.h"
 #include "common/text.h"
 #include "runner/engine/engine.h"
 #include "runner/launcher.h"
@@ -151,8 +152,8 @@ std::string checkpoint_position(const std::string& state_dir) {
   if (!file) return "";
   const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object() || !json.contains("epoch") || !json.contains("step")) return "";
-  return fmt::format("epoch {}, batch {}, optimizer step {}", json.value("epoch", 0) + 1,
-                     json.value("batch", 0), json.value("step", 0));
+  return fmt::format("epoch {}, batch {}, optimizer step {}", integer_or(json, "epoch", 0) + 1,
+                     integer_or(json, "batch", 0), integer_or(json, "step", 0));
 }
 
 int64_t record_experiment(Store& store, const Experiment& experiment) {

@@ -39,30 +39,23 @@ std::optional<WorkerMessage> parse_worker_message(std::string_view line) {
   m.setup = field<std::map<std::string, std::string>>(
       message, "setup", [](const json& v) { return v.get<std::map<std::string, std::string>>(); });
   const auto values = field<MetricValues>(message, "values", numbers_from_json);
-  m.epoch = field<int64_t>(message, "epoch", [](const json& v) {
-    if (!v.is_number_integer()) throw json::type_error::create(302, "epoch", &v);
-    return v.get<int64_t>();
-  });
+  m.epoch = field<int64_t>(message, "epoch", integer_from_json);
   if (m.epoch && values)
     m.values = *values;
   else
     m.epoch.reset();  // an epoch without its figures is no epoch
   m.progress = field<TrainingProgress>(message, "progress", [](const json& p) {
     if (!p.is_object()) throw json::type_error::create(302, "progress", &p);
-    auto integer = [&](const char* key) {
-      const auto it = p.find(key);
-      return it != p.end() && it->is_number() ? it->get<int64_t>() : int64_t{0};
-    };
     auto real = [&](const char* key) {
       const auto it = p.find(key);
       return it != p.end() ? number_from_json(*it) : 0.0;
     };
     const auto line = p.find("line");
     return TrainingProgress{
-        .epoch = integer("epoch"),
-        .epochs = integer("epochs"),
-        .step = integer("step"),
-        .total_steps = integer("total_steps"),
+        .epoch = integer_or(p, "epoch", 0),
+        .epochs = integer_or(p, "epochs", 0),
+        .step = integer_or(p, "step", 0),
+        .total_steps = integer_or(p, "total_steps", 0),
         .loss = real("loss"),
         .samples_per_s = real("samples_per_s"),
         .eta_seconds = real("eta_seconds"),

@@ -190,3 +190,31 @@ TEST_F(RunEventsTest, AShrunkenFileIsReported) {
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// Found by run_events_fuzz: a heartbeat whose progress says epoch 1.4e59 made nlohmann cast the
+// float to int64_t (undefined behaviour). Numbers out of range now read as missing.
+TEST_F(RunEventsTest, NumbersOutOfRangeAreNoUndefinedBehaviour) {
+  {
+    std::ofstream(stem + ".events.jsonl")
+        << R"({"event":"started","pid":1e300,"host":"n"})"
+           "\n"
+        << R"({"event":"heartbeat","progress":"{\"epoch\":144444444444444444444444444444444444444444444444444444444444,\"step\":3}"})"
+           "\n"
+        << R"({"event":"epoch","epoch":1e30,"values":{"a":1}})"
+           "\n"
+        << R"({"event":"epoch","epoch":18446744073709551615,"values":{"a":1}})"
+           "\n";
+  }
+  const CollectedEvents collected = collect();
+  EXPECT_EQ(collected.applied, 2);  // the two epochs are skipped, named
+  EXPECT_NE(collected.problem.find("not a whole number"), std::string::npos) << collected.problem;
+  EXPECT_EQ(store.run(run_id)->pid, getpid());  // 1e300 is no pid: the collector's own stands in
+  EXPECT_EQ(RunProgress::from_json(store.run(run_id)->progress).epoch, 0);
+  EXPECT_EQ(RunProgress::from_json(store.run(run_id)->progress).step, 3);
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/json_numbers.h"
 #include "common/text.h"
 #include "components/builtin.h"
 #include "db/run_events.h"
@@ -85,16 +86,21 @@ struct Task {
   }
   static Task from_json(const json& j) {
     Task t;
-    t.run_id = j.at("run_id").get<int64_t>();
+    auto small = [&](const char* key) {  // a count: nodes, ranks, requeues
+      const int64_t n = integer_from_json(j.at(key));
+      if (n < 0 || n > 1 << 20) throw json::type_error::create(302, key, &j);
+      return static_cast<int>(n);
+    };
+    t.run_id = integer_from_json(j.at("run_id"));
     t.experiment = j.at("experiment").get<std::string>();
     t.variant = j.at("variant").get<std::string>();
     t.stem = j.at("stem").get<std::string>();
-    t.shape = {.nodes = j.at("nodes").get<int>(),
-               .ranks_per_node = j.at("ranks_per_node").get<int>(),
+    t.shape = {.nodes = small("nodes"),
+               .ranks_per_node = small("ranks_per_node"),
                .cuda = j.at("cuda").get<bool>()};
     t.multi_process = j.at("multi_process").get<bool>();
     t.save_state = j.at("save_state").get<bool>();
-    t.max_requeues = j.at("max_requeues").get<int>();
+    t.max_requeues = small("max_requeues");
     return t;
   }
 };
