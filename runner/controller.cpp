@@ -306,6 +306,14 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
     // nodes: the other nodes cannot know which runs node 0 continues.
     if (!force && !node_.multi_node())
       if (auto resumable = store_.find_resumable_run(experiment_id, run.config_hash)) {
+        // A Slurm run may be requeued in Slurm right now; training it here too would have two
+        // processes write one run's files.
+        if (const auto task = store_.slurm_run(resumable->id)) {
+          console_.line(fmt::format(
+              "= {}: run {} was submitted to Slurm (job {}); `trainyard submit` continues it", name,
+              resumable->id, task->job_id));
+          continue;
+        }
         store_.requeue_run(resumable->id);
         // One that never started has nothing to continue: it starts, under its id.
         const bool started = !resumable->environment.log_path.empty();
