@@ -7,10 +7,29 @@
 namespace trainyard::sql {
 
 namespace {
+
+// What the user can do about the errors a long batch meets at night.
+std::string advice(sqlite3* db) {
+  switch (db ? sqlite3_errcode(db) & 0xff : SQLITE_NOMEM) {
+    case SQLITE_FULL:
+      return "; the disk holding it is full: free space, then `trainyard run` again continues "
+             "the batch (what was recorded is kept)";
+    case SQLITE_READONLY:
+      return "; it cannot be written (a read-only file, folder or file system): check its "
+             "permissions, or record into another database with --db";
+    case SQLITE_IOERR:
+      return "; the disk failed to read or write it (keep the database on a local disk, not a "
+             "network file system)";
+    default:
+      return "";
+  }
+}
+
 [[noreturn]] void fail(sqlite3* db, const std::string& path, const std::string& what) {
   throw std::runtime_error("database " + path + ": " + what + ": " +
-                           (db ? sqlite3_errmsg(db) : "out of memory"));
+                           (db ? sqlite3_errmsg(db) : "out of memory") + advice(db));
 }
+
 }  // namespace
 
 Database::Database(const std::string& path) : path_(path) {
@@ -33,7 +52,7 @@ void Database::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     std::string message = error ? error : "unknown error";
     sqlite3_free(error);
-    throw std::runtime_error("database " + path_ + ": " + message);
+    throw std::runtime_error("database " + path_ + ": " + message + advice(db_));
   }
 }
 

@@ -183,6 +183,67 @@ TEST_F(BatchTest, ADivergedRunIsRecordedAndTheBatchGoesOn) {
   EXPECT_EQ(report.exit_code, 0) << report.output;
 }
 
+// A disk that fills up at night (a real one: a 3 MiB tmpfs): the batch ends with a message that
+// says so and what to do, no completed run is lost or torn, and once there is room `trainyard run`
+// again finishes the batch, every configuration completed once.
+TEST_F(BatchTest, AFullDiskEndsTheBatchClearlyAndLosesNoCompletedRun) {
+  const fs::path disk = dir.path() / "disk";
+  fs::create_directories(disk);
+  if (testing::shell("mount -t tmpfs -o size=3M tmpfs " + disk.string()).exit_code != 0)
+    GTEST_SKIP() << "mounting a small tmpfs needs root (the CI container runs as root)";
+  struct Unmount {
+    fs::path path;
+    ~Unmount() { testing::shell("umount -l " + path.string()); }
+  } unmount{disk};
+  const std::string file = experiment(
+      "filling", "sweep: {grid: {train.seed: [" + [] {
+        std::string seeds;
+        for (int i = 1; i <= 30; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
+        return seeds;
+      }() + "]}}\n");
+  const std::string db = (disk / "runs" / "t.db").string();
+  // Weights and a progress line per step: the disk fills after a few runs.
+  const std::string filling = " --set train.save_weights=true --set train.log_every=1";
+  Result full = trainyard("run " + file + " --db " + db + filling);
+  EXPECT_NE(full.exit_code, 0) << full.output;
+  EXPECT_TRUE(full.output.find("the disk holding it is full") != std::string::npos ||
+              full.output.find("No space left on device") != std::string::npos)
+      << full.output.substr(full.output.size() > 3000 ? full.output.size() - 3000 : 0);
+  int completed = 0;
+  {
+    Store store(db);
+    for (const RunRecord& run : store.runs("filling"))
+      if (run.status == RunStatus::completed) {
+        ++completed;
+        EXPECT_TRUE(store.final_metrics(run.id).count("test_acc")) << run.id;
+        EXPECT_EQ(store.epoch_metrics(run.id).size(), 2u) << run.id;
+      }
+  }
+  EXPECT_GT(completed, 0);
+  EXPECT_LT(completed, 30);
+  EXPECT_EQ(testing::shell("sqlite3 " + db + " 'PRAGMA integrity_check'").output, "ok\n");
+
+  ASSERT_EQ(testing::shell("mount -o remount,size=64M " + disk.string()).exit_code, 0);
+  Result finish = trainyard("run " + file + " --db " + db + filling);
+  EXPECT_EQ(finish.exit_code, 0) << finish.output;
+  std::map<std::string, int> completed_per_config;
+  for (const RunRecord& run : Store(db).runs("filling"))
+    if (run.status == RunStatus::completed) ++completed_per_config[run.config_hash];
+  EXPECT_EQ(completed_per_config.size(), 30u);
+  for (const auto& [config, count] : completed_per_config) EXPECT_EQ(count, 1) << config;
+
+  // The same disk read-only: refused with the reason, nothing changes.
+  const size_t runs_before = Store(db).runs("filling").size();
+  ASSERT_EQ(testing::shell("mount -o remount,ro " + disk.string()).exit_code, 0);
+  Result read_only = trainyard("run " + file + " --db " + db + " --force");
+  EXPECT_NE(read_only.exit_code, 0);
+  EXPECT_TRUE(read_only.output.find("Read-only file system") != std::string::npos ||
+              read_only.output.find("cannot be written") != std::string::npos)
+      << read_only.output;
+  testing::shell("mount -o remount,rw " + disk.string());
+  EXPECT_EQ(Store(db).runs("filling").size(), runs_before);
+}
+
 // One batch per database: a second `trainyard run` on it refuses, naming the first by pid and host,
 // and writes nothing; once the first is gone (even SIGKILLed) the lock is free.
 TEST_F(BatchTest, ASecondBatchOnTheSameDatabaseRefusesNamingTheFirst) {
