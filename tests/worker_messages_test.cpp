@@ -40,7 +40,9 @@ TEST(WorkerMessages, HalfLinesGarbageAndWrongTypesAreDropped) {
        {"", "null", "[1, 2]", "\"error\"", "{\"epoch\": \"one\", \"values\": {}}", "{\"epoch\": 1}",
         "{\"epoch\": 1.5, \"values\": {}}", "{\"values\": {\"a\": 1}}",
         "{\"epoch\": 1, \"values\": {\"a\": \"x\"}}", "{\"result\": [1]}", "{\"progress\": 7}",
-        "{\"setup\": {\"a\": 1}}", "{\"log\": 5, \"error\": [\"x\"]}"}) {
+        "{\"setup\": {\"a\": 1}}", "{\"log\": 5, \"error\": [\"x\"]}",
+        "{\"epoch\": 1e300, \"values\": {}}",
+        "{\"epoch\": 18446744073709551615, \"values\": {}}"}) {
     const auto message = parse_worker_message(line);
     if (!message) continue;
     EXPECT_FALSE(message->epoch) << line;
@@ -49,6 +51,12 @@ TEST(WorkerMessages, HalfLinesGarbageAndWrongTypesAreDropped) {
     EXPECT_FALSE(message->log) << line;
     EXPECT_FALSE(message->error) << line;
   }
+  // Found by worker_messages_fuzz: a step of 8.9e76 was cast to int64_t (undefined behaviour).
+  const auto huge = parse_worker_message(
+      R"({"progress":{"epoch":1,"step":88888888888888888888888888888888888888888888888888888888888888888888888888888}})");
+  ASSERT_TRUE(huge && huge->progress);
+  EXPECT_EQ(huge->progress->step, 0);
+  EXPECT_EQ(huge->progress->epoch, 1);
   // Fields of the right type survive beside a wrong one.
   const auto mixed = parse_worker_message(R"({"log": "kept", "result": "no"})");
   ASSERT_TRUE(mixed);
