@@ -127,8 +127,9 @@ TokenizedTexts tokenize_reviews(const std::vector<Review>& reviews,
 
 std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, size_t reviews,
                       uint64_t bytes) {
-  return fmt::format("vocab {} max_length {} reviews {} bytes {}", tokenizer.vocab_hash(),
-                     max_length, reviews, bytes);
+  return fmt::format("tokenizer {} vocab {} max_length {} reviews {} bytes {}",
+                     WordPieceTokenizer::kVersion, tokenizer.vocab_hash(), max_length, reviews,
+                     bytes);
 }
 
 // The cached tokenisation, or nothing when there is none or it was made from other inputs.

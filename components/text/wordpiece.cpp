@@ -34,9 +34,11 @@ bool is_whitespace(UChar32 c) {
 bool is_control(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   switch (u_charType(c)) {
+    // Not U_UNASSIGNED: the tokenizers library (BertTokenizerFast) keeps an unassigned code point
+    // and it becomes [UNK], where Python's slow BertTokenizer drops it (found by the differential
+    // test).
     case U_CONTROL_CHAR:
     case U_FORMAT_CHAR:
-    case U_UNASSIGNED:
     case U_PRIVATE_USE_CHAR:
     case U_SURROGATE:
       return true;
@@ -196,8 +198,27 @@ void WordPieceTokenizer::wordpiece(const std::string& word, std::vector<std::str
 }
 
 std::vector<std::string> WordPieceTokenizer::tokenize(std::string_view text) const {
+  // Special tokens written in the text ("[SEP]", "[MASK]") are those tokens, as the tokenizers
+  // library matches them: on the raw text, case-sensitive, anywhere, before normalisation (found by
+  // the differential test against it).
+  static const std::vector<std::string_view> kSpecial = {"[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                                         "[MASK]"};
   std::vector<std::string> out;
-  for (const auto& word : normalize_and_split(text)) wordpiece(word, out);
+  while (!text.empty()) {
+    size_t at = std::string_view::npos;
+    std::string_view special;
+    for (std::string_view token : kSpecial) {
+      const size_t found = text.find(token);
+      if (found < at && ids_.count(std::string(token))) {
+        at = found;
+        special = token;
+      }
+    }
+    for (const auto& word : normalize_and_split(text.substr(0, at))) wordpiece(word, out);
+    if (at == std::string_view::npos) break;
+    out.emplace_back(special);
+    text.remove_prefix(at + special.size());
+  }
   return out;
 }
 

@@ -28,6 +28,10 @@ struct Encoding {
 class WordPieceTokenizer {
  public:
   static constexpr size_t kMaxCharsPerWord = 100;
+  // Changes whenever the same text and vocabulary would give other ids (it keys token caches): 2
+  // matches special tokens written in the text and keeps unassigned code points, as the tokenizers
+  // library does.
+  static constexpr int kVersion = 2;
 
   // Reads a vocabulary, one token per line, id = line number - 1. Throws UserError naming the file
   // (and line) when it is missing, empty, repeats a token or lacks [PAD], [UNK], [CLS] or [SEP].
