@@ -80,13 +80,7 @@ class RunReporter : public RunObserver {
     log_.file->info(p.line);
     console_.progress(p);
     if (Clock::now() - last_write_ < std::chrono::seconds(2)) return;  // the store, not every line
-    store_.record_heartbeat(run_id_, RunProgress{.epoch = p.epoch,
-                                                 .epochs = p.epochs,
-                                                 .step = p.step,
-                                                 .total_steps = p.total_steps,
-                                                 .loss = p.loss,
-                                                 .samples_per_s = p.samples_per_s,
-                                                 .eta_seconds = p.eta_seconds});
+    store_.record_heartbeat(run_id_, run_progress_of(p));
     last_write_ = Clock::now();
   }
   // Without progress (evaluating, a long first step) the heartbeat still says the run is alive.
@@ -154,6 +148,16 @@ std::string checkpoint_position(const std::string& state_dir) {
   if (!json.is_object() || !json.contains("epoch") || !json.contains("step")) return "";
   return fmt::format("epoch {}, batch {}, optimizer step {}", integer_or(json, "epoch", 0) + 1,
                      integer_or(json, "batch", 0), integer_or(json, "step", 0));
+}
+
+RunProgress run_progress_of(const TrainingProgress& p) {
+  return {.epoch = p.epoch,
+          .epochs = p.epochs,
+          .step = p.step,
+          .total_steps = p.total_steps,
+          .loss = p.loss,
+          .samples_per_s = p.samples_per_s,
+          .eta_seconds = p.eta_seconds};
 }
 
 int64_t record_experiment(Store& store, const Experiment& experiment) {

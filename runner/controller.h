@@ -97,6 +97,8 @@ QueuedRun queued_run(const RunSpec& run, size_t position);
 // file of the name exists (never overwritten).
 std::filesystem::path new_run_files_stem(const std::string& log_dir, const Experiment& experiment,
                                          const RunRecord& record, int node_rank = 0);
+// What the store keeps of a progress line (for `trainyard status`).
+RunProgress run_progress_of(const TrainingProgress& progress);
 // A completed run's checkpoint folder, and a half-written one beside it.
 void remove_checkpoint(const std::string& state_dir);
 // Where a run's checkpoint says it stopped, for the log ("" when it has none).

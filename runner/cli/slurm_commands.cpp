@@ -509,13 +509,7 @@ class TaskReporter : public RunObserver {
   void on_progress(const TrainingProgress& p) override {
     log_->info(p.line);
     if (Clock::now() - last_ < std::chrono::seconds(kHeartbeatSeconds)) return;
-    events_.heartbeat(RunProgress{.epoch = p.epoch,
-                                  .epochs = p.epochs,
-                                  .step = p.step,
-                                  .total_steps = p.total_steps,
-                                  .loss = p.loss,
-                                  .samples_per_s = p.samples_per_s,
-                                  .eta_seconds = p.eta_seconds});
+    events_.heartbeat(run_progress_of(p));
     last_ = Clock::now();
   }
   void on_tick() override {
