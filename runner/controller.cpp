@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/base_sink.h>
@@ -371,6 +372,15 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
     log.both->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name,
                    run.variant, run.config_hash);
   RunReporter reporter(store_, run_id, log, console_);
+  // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:
+  // said, since their times then measure the machine, not the strategy. (More CUDA devices than
+  // the machine has is a skip, decided when planning.)
+  if (const unsigned cores = std::thread::hardware_concurrency();
+      resolve_device(run.runtime).type == "cpu" && cores > 0 && run.runtime.devices > cores)
+    log.both->warn(
+        "{} CPU ranks on {} cores: the ranks take turns, so this run's times say more about the "
+        "machine than about strategy {}",
+        run.runtime.devices, cores, run.strategy.name);
   // A one-device run stays on node 0 (the other nodes skip it), whatever the batch spans.
   const NodeSpec node = run.strategy.capabilities.multi_process ? node_ : NodeSpec();
   LaunchSpec spec{.config_path = config_path,

@@ -244,6 +244,21 @@ TEST_F(BatchTest, AFullDiskEndsTheBatchClearlyAndLosesNoCompletedRun) {
   EXPECT_EQ(Store(db).runs("filling").size(), runs_before);
 }
 
+// More CPU ranks than cores: the run trains, and says that its times measure the machine.
+TEST_F(BatchTest, MoreCpuRanksThanCoresTrainWithAWarning) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores == 0 || cores > 8) GTEST_SKIP() << cores << " cores: too many ranks to start here";
+  const std::string file =
+      experiment("crowded", "sweep: {variants: [{name: many, set: {runtime.devices: " +
+                                std::to_string(cores + 1) + ", runtime.strategy: ddp}}]}\n");
+  Result result = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find(std::to_string(cores + 1) + " CPU ranks on " +
+                               std::to_string(cores) + " cores"),
+            std::string::npos)
+      << result.output;
+}
+
 // One batch per database: a second `trainyard run` on it refuses, naming the first by pid and host,
 // and writes nothing; once the first is gone (even SIGKILLed) the lock is free.
 TEST_F(BatchTest, ASecondBatchOnTheSameDatabaseRefusesNamingTheFirst) {

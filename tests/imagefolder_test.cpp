@@ -4,6 +4,7 @@
 
 #include <png.h>
 #include <turbojpeg.h>
+#include <zlib.h>
 
 #include <fstream>
 
@@ -104,6 +105,47 @@ TEST_F(ImageFolderTest, CorruptImageNamesTheFileWhenItIsRead) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("b.jpg: not a readable JPEG"), std::string::npos)
         << e.what();
+  }
+}
+
+// Decompression bombs: a PNG and a JPEG whose headers say 60,000 x 60,000 pixels (10.8 GB decoded)
+// are refused from the header, naming the file and the limit, before anything is allocated.
+TEST_F(ImageFolderTest, ImagesLargerThanTheLimitAreRefusedFromTheirHeader) {
+  const std::string png = file("train", "cat", "a.png"), jpeg = file("train", "dog", "b.jpg");
+  auto patch = [](const std::string& path, size_t at, std::vector<uint8_t> bytes) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  };
+  // PNG: IHDR's width and height (big-endian, bytes 16-23), its CRC (bytes 29-32) made again.
+  patch(png, 16, {0, 0, 0xEA, 0x60, 0, 0, 0xEA, 0x60});
+  {
+    std::ifstream in(png, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+    const uint32_t crc = crc32(crc32(0, nullptr, 0), bytes.data() + 12, 17);  // "IHDR" + data
+    patch(png, 29,
+          {static_cast<uint8_t>(crc >> 24), static_cast<uint8_t>(crc >> 16),
+           static_cast<uint8_t>(crc >> 8), static_cast<uint8_t>(crc)});
+  }
+  // JPEG: the SOF0 segment's height and width (FF C0, length, precision, then 2 + 2 bytes).
+  {
+    std::ifstream in(jpeg, std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+    size_t sof = 0;
+    while (sof + 1 < bytes.size() && !(bytes[sof] == 0xFF && bytes[sof + 1] == 0xC0)) ++sof;
+    ASSERT_LT(sof + 9, bytes.size());
+    patch(jpeg, sof + 5, {0xEA, 0x60, 0xEA, 0x60});
+  }
+  for (const std::string& path : {png, jpeg}) {
+    try {
+      decode_image(path);
+      ADD_FAILURE() << path << " was decoded";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(path + ": 60000 x 60000 pixels, more than the limit"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
