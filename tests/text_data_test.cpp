@@ -136,6 +136,14 @@ TEST_F(ImdbTest, BrokenFolders) {
             std::string::npos);
 }
 
+TEST_F(ImdbTest, AReviewOfMegabytesIsRefusedUnread) {
+  dir.write("aclImdb/train/pos/9_10.txt", std::string((1 << 20) + 1, 'a'));
+  const std::string error = error_of();
+  EXPECT_NE(error.find("9_10.txt is 1048577 bytes, more than the 1048576 a review may have"),
+            std::string::npos)
+      << error;
+}
+
 TEST(SyntheticTextTest, DeterministicAndDynamicallyPadded) {
   ComponentChoice choice{.name = "synthetic-text"};
   flatten_into(choice.options, YAML::Load("{train_size: 32, min_length: 4, max_length: 20}"), "t");

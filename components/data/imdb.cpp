@@ -89,7 +89,17 @@ std::vector<Review> list_reviews(const std::string& root, uint64_t& total_bytes)
   return reviews;
 }
 
+// An aclImdb review is a few kilobytes; a file of megabytes in its folders
+// is something else (a log, an archive), refused before it is read and tokenised whole.
+constexpr uintmax_t kMaxReviewBytes = 1 << 20;
+
 std::string read_text(const std::string& path) {
+  std::error_code ec;
+  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxReviewBytes)
+    throw UserError(fmt::format(
+        "imdb: {} is {} bytes, more than the {} a review may have; "
+        "move it out of the dataset's folders",
+        path, size, kMaxReviewBytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("imdb: cannot read {}", path));
   std::stringstream text;
