@@ -96,10 +96,10 @@ constexpr uintmax_t kMaxReviewBytes = 1 << 20;
 std::string read_text(const std::string& path) {
   std::error_code ec;
   if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxReviewBytes)
-    throw UserError(fmt::format(
-        "imdb: {} is {} bytes, more than the {} a review may have; "
-        "move it out of the dataset's folders",
-        path, size, kMaxReviewBytes));
+    throw UserError(
+        fmt::format("imdb: {} is {} bytes, more than the {} a review may have; "
+                    "move it out of the dataset's folders",
+                    path, size, kMaxReviewBytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("imdb: cannot read {}", path));
   std::stringstream text;
