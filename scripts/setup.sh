@@ -3,7 +3,8 @@
 #   - build tools and libraries from Debian packages (and Chromium, headless, for the report's
 #     browser test; Slurm and munge for the one-node cluster the Slurm tests start,
 #     tests/slurm/cluster.sh — their services are not started here; clang for the sanitizer and
-#     fuzzing build, scripts/fuzz.sh);
+#     fuzzing build, scripts/fuzz.sh, with its sanitizer and libFuzzer runtimes; procps for the
+#     tests that signal processes);
 #   - LibTorch from the PyPI torch wheel, in a virtual environment outside the checkout so that
 #     every clone on this machine shares it (override with TRAINYARD_HOME).
 # Prints nothing but progress; the build reads the venv's location from scripts/env.sh.
@@ -14,7 +15,7 @@ source "$here/env.sh"
 debs=(build-essential cmake ninja-build ccache pkg-config python3-venv git
       libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libboost-program-options-dev
       libgtest-dev libgmock-dev clang-format nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev chromium
-      slurm-wlm munge clang)
+      slurm-wlm munge clang libclang-rt-14-dev procps)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
