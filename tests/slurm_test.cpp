@@ -82,6 +82,16 @@ train: {epochs: 2, batch_size: 16, log_every: 1000)" +
   fs::path submission(int n) const {
     return dir.path() / "runs" / "slurm" / ("submission-" + std::to_string(n));
   }
+  // Until the run has checkpointed inside an epoch (the first one, when `first_epoch`), 60 s at
+  // most.
+  bool wait_for_checkpoint_inside_an_epoch(bool first_epoch) {
+    return wait_for(
+        [&] {
+          auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
+          return (first_epoch ? epochs == 0 : epochs >= 0) && batch > 0;
+        },
+        60);
+  }
   // The Slurm job of the database's first run ("12_0").
   std::string job_of_first_run() { return Store(db()).slurm_runs().front().job_id; }
 
@@ -140,12 +150,7 @@ TEST_F(SlurmTest, RequeuedRunResumesFromItsCheckpointAndEndsEqualToAnUninterrupt
   const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   // A checkpoint inside the first epoch, then the warning.
-  ASSERT_TRUE(wait_for(
-      [&] {
-        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
-        return epochs == 0 && batch > 0;
-      },
-      60));
+  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/true));
   const std::string job = job_of_first_run();
   ASSERT_EQ(shell("scancel -b -s USR1 " + job).exit_code, 0);
   ASSERT_TRUE(wait_for(
@@ -179,12 +184,7 @@ TEST_F(SlurmTest, JobRequeuedBySlurmContinuesFromItsCheckpoint) {
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
   const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
-        return epochs == 0 && batch > 0;
-      },
-      60));
+  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/true));
   const std::string job = job_of_first_run();
   ASSERT_EQ(shell("scontrol requeue " + job).exit_code, 0);
   const Result again = trainyard("submit " + file + " --slurm --db " + db());
@@ -252,12 +252,7 @@ TEST_F(SlurmTest, StatusWithAccountingOffAndAKilledTaskContinuedBySubmittingAgai
       false);
   const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
-        return epochs >= 0 && batch > 0;
-      },
-      60));
+  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/false));
   const Result status = trainyard("status --db " + db());
   EXPECT_NE(status.output.find("Slurm job " + job_of_first_run() + ": RUNNING"), std::string::npos)
       << status.output;
@@ -292,12 +287,7 @@ TEST_F(SlurmTest, CancelStopsTheSubmission) {
   const std::string file = long_experiment("cancel", "sweep: {grid: {train.seed: [1, 2, 3]}}\n");
   const Result submitted = trainyard("submit " + file + " --slurm --max-parallel 1 --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        auto [epochs, batch] = testing::checkpoint_position(dir.path() / "runs" / "logs");
-        return epochs >= 0 && batch > 0;
-      },
-      60));
+  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/false));
   const Result cancelled = trainyard("cancel --db " + db());
   ASSERT_EQ(cancelled.exit_code, 0) << cancelled.output;
   ASSERT_TRUE(wait_for([&] { return all_ended(); }, 60)) << trainyard("status --db " + db()).output;

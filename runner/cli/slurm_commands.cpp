@@ -126,12 +126,15 @@ std::string job_of(const CommandOutput& sbatch) {
   return strip(split(strip(sbatch.out), ';').front());
 }
 
-// The runs the store holds of a config, newest first.
-std::vector<RunRecord> runs_of_config(Store& store, const std::string& experiment,
-                                      const std::string& config_hash) {
-  std::vector<RunRecord> out;
-  for (RunRecord& run : store.runs(experiment))
-    if (run.config_hash == config_hash) out.insert(out.begin(), std::move(run));
+// The runs the store holds of an experiment, by config hash, newest first: read once per
+// experiment, not once per run.
+std::map<std::string, std::vector<RunRecord>> runs_by_config(Store& store,
+                                                             const std::string& experiment) {
+  std::map<std::string, std::vector<RunRecord>> out;
+  for (RunRecord& run : store.runs(experiment)) {
+    auto& of_config = out[run.config_hash];
+    of_config.insert(of_config.begin(), std::move(run));
+  }
   return out;
 }
 
@@ -275,6 +278,8 @@ int submit_command(const std::vector<std::string>& args) {
   int already_completed = 0, already_submitted = 0, continuing = 0;
   for (const Experiment& experiment : experiments) {
     const std::optional<ExperimentRecord> recorded = store.find_experiment(experiment.name);
+    const auto recorded_runs = recorded ? runs_by_config(store, experiment.name)
+                                        : std::map<std::string, std::vector<RunRecord>>{};
     for (size_t i = 0; i < experiment.runs.size(); ++i) {
       const RunSpec& run = experiment.runs[i];
       const std::string name = experiment.name + "/" + run.variant;
@@ -282,8 +287,10 @@ int submit_command(const std::vector<std::string>& args) {
         ++already_completed;
         continue;
       }
-      std::vector<RunRecord> of_config;
-      if (recorded) of_config = runs_of_config(store, experiment.name, run.config_hash);
+      static const std::vector<RunRecord> kNone;
+      const auto found = recorded_runs.find(run.config_hash);
+      const std::vector<RunRecord>& of_config =
+          found == recorded_runs.end() ? kNone : found->second;
       bool in_slurm = false;
       for (const RunRecord& record : of_config)
         if (auto task = store.slurm_run(record.id); task && states)
@@ -538,8 +545,9 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 
 // The task's run, once its records file is open (below slurm_task_command, which reads it first).
+// `position`: where its checkpoint stands ("" when it has none).
 int train_task(const Task& task, const std::string& folder, const std::string& job, int restarts,
-               const LaunchSpec& spec, RunEventWriter& events);
+               const LaunchSpec& spec, const std::string& position, RunEventWriter& events);
 
 }  // namespace
 
@@ -606,7 +614,7 @@ int slurm_task_command(const std::vector<std::string>& args) {
   // Whatever goes wrong from here is recorded, so the database says why (not "ended without a
   // word"); main() then prints it too.
   try {
-    return train_task(task, folder, job, restarts, spec, events);
+    return train_task(task, folder, job, restarts, spec, position, events);
   } catch (...) {
     const Failure failure = failure_of(std::current_exception());
     events.ended(
@@ -619,9 +627,8 @@ int slurm_task_command(const std::vector<std::string>& args) {
 namespace {
 
 int train_task(const Task& task, const std::string& folder, const std::string& job, int restarts,
-               const LaunchSpec& spec, RunEventWriter& events) {
+               const LaunchSpec& spec, const std::string& position, RunEventWriter& events) {
   const std::string state_dir = checkpoint_dir(task.stem);
-  const std::string position = spec.continue_from.empty() ? "" : checkpoint_position(state_dir);
   const bool started_before = fs::exists(task.stem + ".log");
   auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(task.stem + ".log",
                                                                   /*truncate=*/false);
