@@ -336,13 +336,15 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   const RunSpec& run = *planned.run;
   const int64_t run_id = planned.run_id;
   const std::optional<RunRecord> record = store_.run(run_id);
-  // A continued run keeps its files; a new one must not overwrite any.
+  // A continued run keeps its files; a new one must not overwrite any. A run whose files were
+  // named (recorded) but whose log was never opened trained nothing: it starts afresh under those
+  // names, which are its own (they carry its id and uid).
   const std::string previous = record ? run_files_stem(*record) : "";
   const bool continues =
       planned.continues && !previous.empty() && fs::exists(record->environment.log_path);
   fs::path stem;
   try {
-    if (continues)
+    if (!previous.empty())
       stem = previous;
     else if (record)
       stem = new_run_files_stem(log_dir_, experiment, *record, node_.node_rank);
@@ -357,15 +359,18 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   fs::create_directories(stem.parent_path());
   const std::string log_path = stem.string() + ".log", config_path = stem.string() + ".yaml";
   const std::string state_dir = checkpoint_dir(stem.string());
-  if (!continues) std::ofstream(config_path) << run.config_yaml;  // what every rank reads
   if (continues) {
     store_.resume_run(run_id);
     ++summary.resumed;
   } else {
+    // The names are recorded before any file is written: a controller killed in between leaves a
+    // run whose files are known to be its own.
     store_.start_run(run_id, {.git_revision = git_revision_of(experiment.file),
                               .torch_version = torch_version(),
                               .device_name = resolve_device(run.runtime).name,
                               .log_path = log_path});
+    remove_checkpoint(state_dir);  // one an earlier start could not have used: it had no log
+    std::ofstream(config_path) << run.config_yaml;  // what every rank reads
   }
   RunLog log = run_log(run.variant, log_path, /*append=*/continues, console_);
   if (!continues)

@@ -322,5 +322,35 @@ TEST_F(BatchTest, StatusShowsTheRunningRunAndAStaleOneAsInterrupted) {
   EXPECT_EQ(trainyard("status --db " + (dir.path() / "none.db").string()).exit_code, 2);
 }
 
+// A controller killed after it named a run's files (and wrote its config beside them) but before it
+// opened the run's log leaves a run that trained nothing: the next batch starts it afresh under its
+// id and those names, which are its own — not a second run beside a failed "file exists" one.
+// (Found by the chaos test.)
+TEST_F(BatchTest, ARunKilledBeforeItsLogOpenedStartsAfreshUnderItsId) {
+  const std::string file = experiment("early");
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  const RunRecord done = Store(db()).runs("early").at(0);
+  const std::string stem = run_files_stem(done);
+  ASSERT_TRUE(fs::exists(stem + ".yaml"));
+  // That moment's state: recorded with its log's name, its config written, no log, no results.
+  fs::remove(done.environment.log_path);
+  {
+    sql::Database raw(db());
+    raw.exec("UPDATE runs SET status = 'interrupted', failure_class = 'interrupted' WHERE id = " +
+             std::to_string(done.id));
+    for (const char* table : {"final_metrics", "epoch_metrics"})
+      raw.exec(std::string("DELETE FROM ") + table + " WHERE run_id = " + std::to_string(done.id));
+  }
+  Result again = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  const auto runs = Store(db()).runs("early");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].id, done.id);
+  EXPECT_EQ(runs[0].status, RunStatus::completed) << runs[0].error;
+  EXPECT_EQ(runs[0].environment.log_path, done.environment.log_path);
+  EXPECT_TRUE(fs::exists(done.environment.log_path));
+  EXPECT_FALSE(Store(db()).final_metrics(done.id).empty());
+}
+
 }  // namespace
 }  // namespace trainyard

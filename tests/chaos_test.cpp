@@ -157,6 +157,11 @@ TEST_F(ChaosTest, KilledAgainAndAgainTheBatchEndsAsAnUndisturbedOne) {
   EXPECT_EQ(differences, 0);
   EXPECT_EQ(held.size(), 30u);
   for (const auto& [config, count] : held) EXPECT_EQ(count, 1) << config << " has several runs";
+  // A config with several runs: what ended the extra ones says which path made a new run.
+  for (const RunRecord& run : Store(db()).runs())
+    if (held[run.experiment + "/" + run.variant + "/" + run.config_hash] > 1)
+      ADD_FAILURE() << "run " << run.id << " " << run.experiment << "/" << run.variant << ": "
+                    << to_string(run.status) << " (" << to_string(run.failure) << ") " << run.error;
   {
     sql::Database raw(db());
     auto check = raw.prepare("PRAGMA integrity_check");
