@@ -3,10 +3,12 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "components/builtin.h"
 #include "components/data/cifar10.h"
+#include "components/weights/load_weights.h"
 #include "tests/test_support.h"
 
 namespace trainyard {
@@ -63,6 +65,26 @@ Batch model_input(const DataSplits& splits, const DatasetPtr& split, std::vector
                   bool training = false) {
   Batch batch = split->get_batch(indices);
   return (training ? splits.train_transform : splits.eval_transform)(batch, 0);
+}
+
+// Records nobody chose (tests/fixtures/make_cifar10_differential.py), read by the cifar10 dataset
+// and its eval transform, against torchvision's CIFAR10 + ToTensor on the same bytes: bit for bit.
+TEST_F(Cifar10Test, DecodesAsTorchvisionDoes) {
+  const std::filesystem::path fixture =
+      std::filesystem::path(TRAINYARD_SOURCE_DIR) / "tests/fixtures/cifar10_differential";
+  std::filesystem::copy_file(fixture / "test_batch.bin", file("test_batch.bin"),
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto expected = load_tensors((fixture / "torchvision.safetensors").string());
+  const DataSplits splits = load(32);
+  const int64_t n = expected.at("labels").size(0);
+  ASSERT_EQ(splits.test->size(), n);
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  const Batch batch = model_input(splits, splits.test, all);
+  EXPECT_TRUE(torch::equal(batch.targets, expected.at("labels")));
+  ASSERT_EQ(batch.inputs.sizes(), expected.at("images").sizes());
+  EXPECT_TRUE(torch::equal(batch.inputs, expected.at("images")))
+      << "largest difference " << (batch.inputs - expected.at("images")).abs().max().item<float>();
 }
 
 TEST_F(Cifar10Test, ReferenceSplitIsLastImagesForValidation) {

@@ -2,6 +2,7 @@
 // naming the file and the tensor, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -139,6 +140,11 @@ TEST(SafetensorsTest, AnEmptyTensorBesideTheNextOneIsNoOverlap) {
 // dtypes, shapes (scalars and empty tensors too), names and metadata nobody chose
 // (fixtures/make_safetensors_differential.py): every tensor's dtype, shape and bytes as it wrote
 // them; then our writer's copy of each file reads back the same.
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 TEST(SafetensorsTest, ReadsWhatTheReferenceWroteAndWritesItBack) {
   const std::string folder =
       std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/safetensors_differential/";
@@ -172,6 +178,25 @@ TEST(SafetensorsTest, ReadsWhatTheReferenceWroteAndWritesItBack) {
                 hex_of(static_cast<const uint8_t*>(t.data), t.bytes));
     }
     EXPECT_EQ(again.metadata(), file.metadata());
+
+    // Written in the reference's order of the data (as it lays tensors out), our file is the
+    // reference's own: the same header length (padding), the same header as JSON (key order
+    // aside: JSON objects have none, and the reference keeps its metadata in a hash map), the same
+    // data bytes. So the reference reads what our writer writes as it reads its own files.
+    std::sort(copy.begin(), copy.end(), [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
+      return a.data != b.data ? a.data < b.data : a.bytes < b.bytes;  // empty ones first
+    });
+    write_safetensors(written, copy, file.metadata());
+    const std::string ours = read_all(written), theirs = read_all(folder + name);
+    ASSERT_GE(ours.size(), 8u);
+    ASSERT_EQ(ours.size(), theirs.size()) << name;
+    EXPECT_EQ(ours.substr(0, 8), theirs.substr(0, 8)) << name << ": header lengths differ";
+    uint64_t length = 0;
+    for (int i = 7; i >= 0; --i) length = length << 8 | static_cast<uint8_t>(ours[i]);
+    EXPECT_EQ(nlohmann::json::parse(ours.substr(8, length)),
+              nlohmann::json::parse(theirs.substr(8, length)))
+        << name;
+    EXPECT_EQ(ours.substr(8 + length), theirs.substr(8 + length)) << name << ": data differ";
   }
 }
 

@@ -6,16 +6,14 @@
 #include <fmt/format.h>
 
 #include "common/text.h"
+#include "components/data/cifar10_file.h"
 #include "components/data/image_batch.h"
 
 namespace trainyard {
 
 namespace {
 
-constexpr int64_t kSide = 32;
-constexpr int64_t kImageBytes = 3 * kSide * kSide;
-constexpr int64_t kRecordBytes = 1 + kImageBytes;
-constexpr int64_t kClasses = 10;
+constexpr int64_t kClasses = Cifar10Records::kClasses;
 
 // Images and labels held in memory as read from the files (170 MB for all of CIFAR-10).
 // uint8 images as stored; image_transform() makes them model input.
@@ -64,36 +62,13 @@ Capabilities describe_cifar10(const Cifar10Options& o) {
 }  // namespace
 
 void read_cifar10_file(const std::string& path, torch::Tensor& images, torch::Tensor& labels) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw UserError(fmt::format("cifar10: {}: no such file", path));
-  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
-  if (ec || bytes == 0) throw UserError(fmt::format("cifar10: {}: the file is empty", path));
-  if (bytes % kRecordBytes != 0)
-    throw UserError(fmt::format(
-        "cifar10: {}: {} bytes is not a whole number of 3073-byte records (label + 32x32x3 image); "
-        "the file is truncated or not from the CIFAR-10 binary version",
-        path, bytes));
-  const int64_t records = bytes / kRecordBytes;
-  std::vector<uint8_t> raw(static_cast<size_t>(bytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(reinterpret_cast<char*>(raw.data()), bytes))
-    throw UserError(fmt::format("cifar10: {}: read failed", path));
-
-  images = torch::empty({records, 3, kSide, kSide}, torch::kUInt8);
-  labels = torch::empty({records}, torch::kLong);
-  auto* image_data = images.data_ptr<uint8_t>();
-  auto* label_data = labels.data_ptr<int64_t>();
-  for (int64_t r = 0; r < records; ++r) {
-    const uint8_t* record = raw.data() + r * kRecordBytes;
-    if (record[0] >= kClasses)
-      throw UserError(fmt::format(
-          "cifar10: {}: record {} (byte offset {}) has label {}, but CIFAR-10 labels are 0-9; "
-          "the file is corrupt or not CIFAR-10 (CIFAR-100's binary format differs)",
-          path, r, r * kRecordBytes, record[0]));
-    label_data[r] = record[0];
-    std::memcpy(image_data + r * kImageBytes, record + 1, kImageBytes);
-  }
+  // The tensors share the records' memory (no copy of 30 MB a file); the last to go frees it.
+  auto records = std::make_shared<Cifar10Records>(read_cifar10_records(path));
+  constexpr int64_t side = Cifar10Records::kSide;
+  images = torch::from_blob(
+      records->images.data(), {records->count, 3, side, side}, [records](void*) {}, torch::kUInt8);
+  labels = torch::from_blob(
+      records->labels.data(), {records->count}, [records](void*) {}, torch::kLong);
 }
 
 void register_cifar10(Registry& registry) {

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -47,8 +46,8 @@ std::vector<unsigned char> read_bytes(const std::string& path) {
   return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
 }
 
-torch::Tensor decode_jpeg(const std::string& path) {
-  std::vector<unsigned char> bytes = read_bytes(path);
+DecodedImage decode_jpeg(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_bytes(path);
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
@@ -56,36 +55,37 @@ torch::Tensor decode_jpeg(const std::string& path) {
     throw UserError(
         fmt::format("image {}: not a readable JPEG ({})", path, tjGetErrorStr2(handle.get())));
   check_size(path, width, height);
-  auto image = torch::empty({height, width, 3}, torch::kUInt8);
+  DecodedImage image{.height = height, .width = width};
+  image.rgb.resize(static_cast<size_t>(height) * width * 3);
   if (tjDecompress2(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
-                    image.data_ptr<uint8_t>(), width, 0, height, TJPF_RGB,
-                    TJFLAG_ACCURATEDCT) != 0 &&
+                    image.rgb.data(), width, 0, height, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0 &&
       tjGetErrorCode(handle.get()) == TJERR_FATAL)
     throw UserError(
         fmt::format("image {}: the JPEG data is corrupt ({})", path, tjGetErrorStr2(handle.get())));
-  return image.permute({2, 0, 1}).contiguous();
+  return image;
 }
 
-torch::Tensor decode_png(const std::string& path) {
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_file(&image, path.c_str()))
-    throw UserError(fmt::format("image {}: not a readable PNG ({})", path, image.message));
-  image.format = PNG_FORMAT_RGB;  // grey, palette and alpha become RGB (alpha composited on black)
+DecodedImage decode_png(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_bytes(path);
+  png_image png{};
+  png.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()))
+    throw UserError(fmt::format("image {}: not a readable PNG ({})", path, png.message));
+  png.format = PNG_FORMAT_RGB;  // grey, palette and alpha become RGB (alpha composited on black)
   try {
-    check_size(path, image.width, image.height);
+    check_size(path, png.width, png.height);
   } catch (...) {
-    png_image_free(&image);
+    png_image_free(&png);
     throw;
   }
-  auto pixels = torch::empty(
-      {static_cast<int64_t>(image.height), static_cast<int64_t>(image.width), 3}, torch::kUInt8);
-  if (!png_image_finish_read(&image, nullptr, pixels.data_ptr<uint8_t>(), 0, nullptr)) {
-    std::string message = image.message;
-    png_image_free(&image);
+  DecodedImage image{.height = png.height, .width = png.width};
+  image.rgb.resize(PNG_IMAGE_SIZE(png));
+  if (!png_image_finish_read(&png, nullptr, image.rgb.data(), 0, nullptr)) {
+    const std::string message = png.message;
+    png_image_free(&png);
     throw UserError(fmt::format("image {}: the PNG data is corrupt ({})", path, message));
   }
-  return pixels.permute({2, 0, 1}).contiguous();
+  return image;
 }
 
 }  // namespace
@@ -95,7 +95,7 @@ bool is_image_file(const std::string& path) {
   return extension == ".jpg" || extension == ".jpeg" || extension == ".png";
 }
 
-torch::Tensor decode_image(const std::string& path) {
+DecodedImage decode_image(const std::string& path) {
   std::string extension = lower_extension(path);
   if (extension == ".png") return decode_png(path);
   if (extension == ".jpg" || extension == ".jpeg") return decode_jpeg(path);

@@ -21,6 +21,13 @@ struct Sample {
   int64_t label;
 };
 
+// uint8 [3, H, W], as the transforms take images.
+torch::Tensor image_tensor(DecodedImage image) {
+  return torch::from_blob(image.rgb.data(), {image.height, image.width, 3}, torch::kUInt8)
+      .permute({2, 0, 1})
+      .contiguous();  // a copy: the pixels' vector ends here
+}
+
 class ImageFiles : public Dataset {
  public:
   ImageFiles(std::vector<Sample> samples, int64_t size)
@@ -31,7 +38,7 @@ class ImageFiles : public Dataset {
     std::vector<int64_t> labels;
     for (int64_t i : indices) {
       const Sample& sample = samples_.at(static_cast<size_t>(i));
-      torch::Tensor image = decode_image(sample.path);
+      torch::Tensor image = image_tensor(decode_image(sample.path));
       if (image.size(1) != size_ || image.size(2) != size_) {
         // Per image, before batching: images of any size become one batch tensor.
         auto resized =

@@ -11,7 +11,6 @@
 #include "common/text.h"
 #include "components/data/text_batch.h"
 #include "components/text/wordpiece.h"
-#include "components/weights/safetensors.h"
 
 namespace trainyard {
 
@@ -142,64 +141,6 @@ std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, s
                      bytes);
 }
 
-// The cached tokenisation, or nothing when there is none or it was made from other inputs.
-std::optional<TokenizedTexts> read_cache(const std::string& path, const std::string& key,
-                                         const DataContext& context) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::nullopt;
-  try {
-    SafetensorsFile file(path);
-    auto meta = file.metadata().find("key");
-    const SafetensorsEntry *ids = file.find("ids"), *offsets = file.find("offsets"),
-                           *labels = file.find("labels");
-    if (meta == file.metadata().end() || meta->second != key || !ids || !offsets || !labels)
-      return std::nullopt;
-    TokenizedTexts texts;
-    auto copy = [](const SafetensorsEntry* e, auto& out) {
-      out.resize(e->bytes / sizeof(out[0]));
-      std::memcpy(out.data(), e->data, e->bytes);
-    };
-    copy(ids, texts.ids);
-    copy(offsets, texts.offsets);
-    copy(labels, texts.labels);
-    if (texts.offsets.size() != texts.labels.size() + 1) return std::nullopt;
-    return texts;
-  } catch (const UserError& e) {
-    if (context.log)
-      context.log(fmt::format("imdb: ignoring a damaged cache ({}); tokenising again", e.what()));
-    return std::nullopt;
-  }
-}
-
-void write_cache(const std::string& path, const std::string& key, const TokenizedTexts& texts,
-                 const DataContext& context) {
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  try {
-    write_safetensors(path,
-                      {{"ids",
-                        SafetensorsDtype::I32,
-                        {static_cast<int64_t>(texts.ids.size())},
-                        texts.ids.data(),
-                        texts.ids.size() * 4},
-                       {"offsets",
-                        SafetensorsDtype::I64,
-                        {static_cast<int64_t>(texts.offsets.size())},
-                        texts.offsets.data(),
-                        texts.offsets.size() * 8},
-                       {"labels",
-                        SafetensorsDtype::I64,
-                        {texts.size()},
-                        texts.labels.data(),
-                        texts.labels.size() * 8}},
-                      {{"key", key}});
-  } catch (const std::exception& e) {
-    // A read-only data folder only costs the next run the tokenisation again.
-    if (context.log)
-      context.log(fmt::format("imdb: cannot write the token cache {}: {}", path, e.what()));
-  }
-}
-
 }  // namespace
 
 void register_imdb(Registry& registry) {
@@ -239,8 +180,12 @@ void register_imdb(Registry& registry) {
             (fs::path(o.root) / ".trainyard-cache" /
              fmt::format("imdb-{}-{}.safetensors", tokenizer.vocab_hash(), o.max_length))
                 .string();
+        std::string damage;
         std::optional<TokenizedTexts> texts =
-            o.cache ? read_cache(cache_path, key, context) : std::nullopt;
+            o.cache ? read_token_cache(cache_path, key, tokenizer.vocab_size(), 2, &damage)
+                    : std::nullopt;
+        if (!damage.empty() && context.log)
+          context.log(fmt::format("imdb: ignoring a damaged cache ({}); tokenising again", damage));
         if (texts) {
           if (context.log)
             context.log(fmt::format("imdb: {} reviews from the token cache {}", n, cache_path));
@@ -249,7 +194,14 @@ void register_imdb(Registry& registry) {
             context.log(
                 fmt::format("imdb: tokenising {} reviews (max_length {})", n, o.max_length));
           texts = tokenize_reviews(reviews, tokenizer, o.max_length);
-          if (o.cache) write_cache(cache_path, key, *texts, context);
+          if (o.cache) try {
+              write_token_cache(cache_path, key, *texts);
+            } catch (const std::exception& e) {
+              // A read-only data folder only costs the next run the tokenisation again.
+              if (context.log)
+                context.log(
+                    fmt::format("imdb: cannot write the token cache {}: {}", cache_path, e.what()));
+            }
         }
         auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));
         std::vector<int64_t> order = numpy_permutation(1, n);

@@ -5,12 +5,6 @@
 
 namespace trainyard {
 
-void TokenizedTexts::add(const std::vector<int64_t>& sequence, int64_t label) {
-  for (int64_t id : sequence) ids.push_back(static_cast<int32_t>(id));
-  offsets.push_back(static_cast<int64_t>(ids.size()));
-  labels.push_back(label);
-}
-
 TextDataset::TextDataset(std::shared_ptr<const TokenizedTexts> texts, std::vector<int64_t> indices,
                          int64_t max_length, bool dynamic_padding, int64_t pad_id)
     : texts_(std::move(texts)),

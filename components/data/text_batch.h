@@ -8,16 +8,9 @@
 #include <vector>
 
 #include "components/data/dataset.h"
+#include "components/data/tokenized_texts.h"
 
 namespace trainyard {
-
-struct TokenizedTexts {
-  std::vector<int32_t> ids;         // all sequences, back to back ([CLS] ... [SEP], no padding)
-  std::vector<int64_t> offsets{0};  // sequence i is ids[offsets[i], offsets[i + 1])
-  std::vector<int64_t> labels;
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
-  void add(const std::vector<int64_t>& sequence, int64_t label);
-};
 
 class TextDataset : public Dataset {
  public:

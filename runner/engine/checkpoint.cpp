@@ -10,7 +10,6 @@
 #include <fstream>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/files.h"
 #include "components/optim/optimizers.h"
@@ -24,11 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kModelFile = "model.safetensors";
-const char* const kOptimizerFile = "optimizer.safetensors";
-const char* const kBestFile = "best.safetensors";
-const char* const kRanksFile = "ranks.safetensors";
-const char* const kStateFile = "trainer_state.json";
+const char* const kModelFile = kModelStateFile;
+const char* const kOptimizerFile = kOptimizerStateFile;
+const char* const kBestFile = kBestStateFile;
+const char* const kRanksFile = kRanksStateFile;
+const char* const kStateFile = kTrainerStateFile;
 
 std::string in(const std::string& dir, const char* file) { return (fs::path(dir) / file).string(); }
 
@@ -45,28 +44,6 @@ std::vector<std::string> parameter_names(Model& model) {
   return names;
 }
 
-// What every file of a folder records of the state it belongs to: a file of another state means
-// the folder was put together from two writes.
-std::string state_mark(const TrainerState& state) {
-  return fmt::format("{}.{}.{}", state.epoch, state.batch, state.step);
-}
-
-void check_mark(const std::string& path, const TrainerState& state) {
-  SafetensorsFile file(path);
-  const auto& metadata = file.metadata();
-  auto mark = metadata.find("state");
-  const bool same =
-      mark != metadata.end()
-          ? mark->second == state_mark(state)
-          // Folders of trainyard before mid-epoch checkpoints: the epoch only.
-          : metadata.count("epoch") && metadata.at("epoch") == std::to_string(state.epoch);
-  if (!same)
-    throw UserError(
-        fmt::format("{} does not belong to the state trainer_state.json describes (epoch {}, step "
-                    "{}): the folder was put together from two writes; resume from another copy",
-                    path, state.epoch, state.step));
-}
-
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0 || ::fsync(fd) != 0) {
@@ -76,6 +53,15 @@ void fsync_path(const std::string& path) {
         fmt::format("cannot flush {} to disk: {}", path, std::strerror(error)));
   }
   ::close(fd);
+}
+
+// A full disk must fail the write, not commit a cut-off trainer_state.json.
+void write_state_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out)
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
 }
 
 // Makes the staged folder the state: every file and the folder on disk first, then one atomic
@@ -187,82 +173,13 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
     save_tensors(in(staged, kBestFile), best, metadata);
   }
 
-  nlohmann::json json = {{"epoch", state.epoch},
-                         {"batch", state.batch},
-                         {"step", state.step},
-                         {"best_epoch", state.best_epoch},
-                         {"best_val_acc", state.best_val_acc},
-                         {"strategy", state.strategy},
-                         {"world_size", state.world_size},
-                         {"batch_size", state.batch_size},
-                         {"train_seconds", state.train_seconds},
-                         {"epoch_seconds", state.epoch_seconds},
-                         {"epochs_without_improvement", state.epochs_without_improvement},
-                         {"meter", state.meter}};
-  if (!std::isnan(state.best_monitored)) json["best_monitored"] = state.best_monitored;
-  nlohmann::json epochs = nlohmann::json::object();
-  for (const auto& [epoch, values] : state.epochs) epochs[std::to_string(epoch)] = values;
-  json["epochs"] = epochs;
-  std::ofstream(in(staged, kStateFile)) << json.dump(2) << "\n";
+  write_state_file(in(staged, kStateFile), trainer_state_json(state));
   commit_staged(dir);
-}
-
-bool has_training_state(const std::string& dir) {
-  try {
-    read_trainer_state(dir);
-    return true;
-  } catch (const std::exception&) {
-    return false;
-  }
 }
 
 void remove_training_state(const std::string& dir) {
   remove_tree(dir);
   remove_tree(checkpoint_staging_dir(dir));
-}
-
-TrainerState read_trainer_state(const std::string& dir) {
-  const std::string path = in(dir, kStateFile);
-  if (!fs::is_directory(dir))
-    throw UserError(
-        fmt::format("train.resume_from: '{}' is not a folder; name a training-state folder that "
-                    "train.save_state wrote (<run>.state beside the run's log)",
-                    dir));
-  std::ifstream file(path);
-  if (!file)
-    throw UserError(
-        fmt::format("train.resume_from: '{}' has no {}: it is not a training-state folder, or its "
-                    "first write was cut short",
-                    dir, kStateFile));
-  nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  TrainerState state;
-  try {
-    state.epoch = json.at("epoch").get<int64_t>();
-    state.step = json.at("step").get<int64_t>();
-    state.best_epoch = json.at("best_epoch").get<int64_t>();
-    state.best_val_acc = json.at("best_val_acc").get<double>();
-    state.strategy = json.at("strategy").get<std::string>();
-    state.world_size = json.at("world_size").get<int64_t>();
-    // Written by mid-epoch checkpoints; folders of earlier trainyards end at an epoch's end.
-    state.batch = json.value("batch", int64_t{0});
-    state.batch_size = json.value("batch_size", int64_t{0});
-    state.train_seconds = json.value("train_seconds", 0.0);
-    state.epoch_seconds = json.value("epoch_seconds", 0.0);
-    state.epochs_without_improvement = json.value("epochs_without_improvement", int64_t{0});
-    if (json.contains("best_monitored"))
-      state.best_monitored = json.at("best_monitored").get<double>();
-    if (json.contains("meter")) state.meter = json.at("meter").get<std::map<std::string, double>>();
-    if (json.contains("epochs"))
-      for (const auto& [epoch, values] : json.at("epochs").items())
-        state.epochs[std::stoll(epoch)] = values.get<std::map<std::string, double>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw UserError(fmt::format("{}: not a valid trainer state ({})", path, e.what()));
-  }
-  check_mark(in(dir, kModelFile), state);
-  check_mark(in(dir, kOptimizerFile), state);
-  for (const char* optional : {kBestFile, kRanksFile})
-    if (fs::exists(in(dir, optional))) check_mark(in(dir, optional), state);
-  return state;
 }
 
 void load_model_state(const std::string& dir, Model& model) {
@@ -317,14 +234,11 @@ std::vector<std::map<std::string, torch::Tensor>> load_rank_states(const std::st
   const std::string path = in(dir, kRanksFile);
   std::vector<std::map<std::string, torch::Tensor>> out;
   if (!fs::exists(path)) return out;
-  for (auto& [name, tensor] : load_tensors(path)) {
-    // "rank<R>/<name>"
-    const size_t slash = name.find('/');
-    if (name.rfind("rank", 0) != 0 || slash == std::string::npos)
-      throw UserError(fmt::format("{}: unexpected entry '{}'", path, name));
-    const auto rank = static_cast<size_t>(std::stoll(name.substr(4, slash - 4)));
+  for (auto& [entry, tensor] : load_tensors(path)) {
+    std::string name;
+    const auto rank = static_cast<size_t>(rank_of_state_entry(entry, path, name));
     if (out.size() <= rank) out.resize(rank + 1);
-    out[rank][name.substr(slash + 1)] = tensor;
+    out[rank][name] = tensor;
   }
   return out;
 }

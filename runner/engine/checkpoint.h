@@ -20,7 +20,6 @@
 // one, never a torn one. Only the last state is kept.
 #pragma once
 
-#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -31,29 +30,9 @@
 #include "components/precision/loss_scaler.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
+#include "runner/engine/trainer_state.h"
 
 namespace trainyard {
-
-struct TrainerState {
-  int64_t epoch = 0;  // epochs completed
-  int64_t batch = 0;  // batches of the next epoch already trained (0 at an epoch's end)
-  int64_t step = 0;   // optimizer steps taken
-  int64_t best_epoch = 0;
-  double best_val_acc = -1;
-  std::string strategy;  // what wrote it, for the log and for mid-epoch positions
-  int64_t world_size = 1;
-  int64_t batch_size = 0;  // per rank, with world_size: where a mid-epoch position lies in the data
-  // The run's own counts, for the same run continuing: a new run resuming from the state starts
-  // its own.
-  double train_seconds = 0;  // spent training (and validating) before this state was written
-  double epoch_seconds = 0;  // of the unfinished epoch
-  int64_t epochs_without_improvement = 0;  // train.early_stop's count
-  double best_monitored = std::nan("");    // train.early_stop's best value so far; NaN: none yet
-  std::map<std::string, double> meter;     // TrainingMeter::counts()
-  // Every finished epoch's figures, by epoch: a run that continues sends them again, so none is
-  // lost when its controller died between receiving an epoch and recording it.
-  std::map<int64_t, std::map<std::string, double>> epochs;
-};
 
 // Collective: every rank calls it; rank 0 writes. `best_weights` (model parameters then buffers,
 // whole) may be empty. `rank_state`: this rank's tensors (same names and shapes on every rank),
@@ -63,10 +42,7 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
                          const TrainerState& state, const std::vector<torch::Tensor>& best_weights,
                          const NamedTensors& rank_state);
 
-// Whether `dir` holds a whole training state (what read_trainer_state accepts).
-bool has_training_state(const std::string& dir);
-// Reads trainer_state.json and checks the folder is whole. Throws UserError naming what is wrong.
-TrainerState read_trainer_state(const std::string& dir);
+// read_trainer_state and has_training_state: trainer_state.h.
 // Before the strategy's setup: the weights, strictly.
 void load_model_state(const std::string& dir, Model& model);
 // After the optimizer is built: its state, and the loss scaler's. Collective.
