@@ -1,6 +1,10 @@
 #include "db/sqlite.h"
 
+#include <cctype>
+#include <cstring>
 #include <stdexcept>
+
+#include <fmt/format.h>
 
 #include <sqlite3.h>
 
@@ -32,17 +36,46 @@ std::string advice(sqlite3* db) {
 
 }  // namespace
 
-Database::Database(const std::string& path) : path_(path) {
-  int code =
-      sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  if (code != SQLITE_OK) {
-    std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
+namespace {
+
+// `path` as a file: URI (RFC 3986: what SQLite's URI filenames take), with `query` after it.
+std::string file_uri(const std::string& path, const char* query) {
+  std::string uri = "file:";
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || std::strchr("/-._~", c))
+      uri += static_cast<char>(c);
+    else
+      uri += fmt::format("%{:02X}", c);
+  }
+  return uri + "?" + query;
+}
+
+sqlite3* open(const std::string& path, const std::string& name, int flags) {
+  sqlite3* db = nullptr;
+  if (const int code = sqlite3_open_v2(name.c_str(), &db, flags, nullptr); code != SQLITE_OK) {
+    const std::string message = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
     throw std::runtime_error("cannot open database " + path + ": " + message);
   }
   // Another writer (a second `trainyard run`) may hold the lock briefly: wait rather than fail.
-  sqlite3_busy_timeout(db_, 10000);
+  sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+}  // namespace
+
+Database::Database(const std::string& path, Access access) : path_(path) {
+  if (access == Access::read_write) {
+    db_ = open(path, path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    return;
+  }
+  db_ = open(path, file_uri(path, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  // SQLite opens lazily: the first read says whether the WAL index could be had.
+  if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr) ==
+      SQLITE_OK)
+    return;
+  sqlite3_close(db_);
+  db_ = open(path, file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
 }
 
 Database::~Database() { sqlite3_close(db_); }

@@ -14,9 +14,17 @@ namespace trainyard::sql {
 
 class Statement;
 
+enum class Access {
+  read_write,  // opens or creates the file
+  // Reads an existing file without writing anything, on a read-only file system too: SQLite's WAL
+  // mode needs its -shm file even to read, so where none exists and none can be made the file is
+  // read as immutable (nobody can write it there either).
+  read_only,
+};
+
 class Database {
  public:
-  explicit Database(const std::string& path);  // opens or creates the file
+  explicit Database(const std::string& path, Access access = Access::read_write);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

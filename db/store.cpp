@@ -306,7 +306,16 @@ std::string user_name() {
   return std::to_string(getuid());
 }
 
-Store::Store(const std::string& path) : db_(path) {
+Store::Store(const std::string& path, sql::Access access)
+    : db_(path, access), read_only_(access == sql::Access::read_only) {
+  if (read_only_) {
+    if (const int version = schema_version(); version != kSchemaVersion)
+      throw std::runtime_error(fmt::format(
+          "database {} has schema version {}, and this trainyard reads version {}; it cannot be "
+          "written, so it cannot be migrated: open a writable copy",
+          path, version, kSchemaVersion));
+    return;
+  }
   // Switching a new database to WAL takes an exclusive lock, and SQLite answers "database is
   // locked" at once, without its busy handler, when another process is opening it too (a report
   // started beside `trainyard run`): wait and try again, as the busy timeout would.

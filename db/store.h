@@ -152,7 +152,10 @@ class Store {
   static constexpr int kSchemaVersion = 5;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
-  explicit Store(const std::string& path);
+  // sql::Access::read_only reads an existing database as it is, writing nothing (a read-only file
+  // or file system); it must have this version's schema, as nothing can migrate it.
+  explicit Store(const std::string& path, sql::Access access = sql::Access::read_write);
+  bool read_only() const { return read_only_; }
 
   int schema_version();
 
@@ -243,6 +246,7 @@ class Store {
  private:
   void migrate();
   sql::Database db_;
+  bool read_only_ = false;
 };
 
 // Where a run's files start: its log path without ".log"

@@ -115,6 +115,36 @@ TEST_F(StoreTest, DatabaseFromANewerTrainyardIsRefused) {
   }
 }
 
+// Read-only access reads without writing (no WAL switch, no migration), refuses writes, and
+// refuses a schema it would have to migrate. (On a read-only file system: BatchTest's full disk.)
+TEST_F(StoreTest, ReadOnlyAccessReadsAndWritesNothing) {
+  {
+    Store store(path);
+    store.queue_run(store.upsert_experiment("exp", "exp.yaml", "", ""), queued("a", "h1"));
+  }
+  {
+    Store reader(path, sql::Access::read_only);
+    EXPECT_TRUE(reader.read_only());
+    EXPECT_EQ(reader.runs("exp").size(), 1u);
+    EXPECT_THROW(reader.upsert_experiment("other", "o.yaml", "", ""), std::runtime_error);
+  }
+  EXPECT_FALSE(Store(path).find_experiment("other"));
+  {
+    sql::Database db(path);
+    db.exec("PRAGMA user_version = 4");
+  }
+  try {
+    Store reader(path, sql::Access::read_only);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 4, and this trainyard reads version"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(Store((dir.path() / "none.db").string(), sql::Access::read_only),
+               std::runtime_error);
+}
+
 TEST_F(StoreTest, RunLifecycleAndMetrics) {
   Store store(path);
   int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "d", "baseline: a\n");

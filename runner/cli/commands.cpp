@@ -176,6 +176,28 @@ int list_command(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+StoreToRead open_store_to_read(const std::string& db_path) {
+  if (!fs::exists(db_path))
+    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
+  StoreToRead open;
+  try {
+    open.store = std::make_unique<Store>(db_path);
+  } catch (const std::runtime_error& cannot_write) {
+    try {
+      open.store = std::make_unique<Store>(db_path, sql::Access::read_only);
+    } catch (const std::runtime_error&) {
+      throw cannot_write;  // not a matter of writing: what opening it for writing said
+    }
+    fmt::print(stderr,
+               "trainyard: {} cannot be written ({}); reading it as it is, without collecting "
+               "Slurm runs' records\n",
+               db_path, first_line(cannot_write.what()));
+    return open;
+  }
+  open.collected = collect_slurm(*open.store);
+  return open;
+}
+
 int runs_command(const std::vector<std::string>& args) {
   po::options_description options("trainyard runs [options]");
   std::string db_path = default_database_path(), experiment;
@@ -184,10 +206,8 @@ int runs_command(const std::vector<std::string>& args) {
       "experiment,e", po::value(&experiment), "only this experiment");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
-  if (!fs::exists(db_path))
-    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
-  Store store(db_path);
-  collect_slurm(store);                                         // Slurm runs' records first
+  const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first
+  Store& store = *open.store;
   if (!experiment.empty()) store.experiment_named(experiment);  // UserError as `report -e` gives
   auto runs = store.runs(experiment);
   if (runs.empty()) {
@@ -257,10 +277,8 @@ int report_command(const std::vector<std::string>& args) {
   if (extension != ".html" && extension != ".htm" && extension != ".md" && extension != ".csv")
     throw UserError(
         fmt::format("report: cannot tell the format of '{}'; use .html, .md or .csv", output));
-  if (!fs::exists(db_path))
-    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
-  Store store(db_path);
-  collect_slurm(store);  // Slurm runs' records first
+  const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first
+  Store& store = *open.store;
   Report report = build_report(store, experiment, current_experiment);
   report.output_dir = fs::absolute(output).parent_path().string();
   std::string text = extension == ".md"    ? render_markdown(report)

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "db/store.h"
+#include "runner/slurm.h"
 
 namespace trainyard {
 
@@ -32,5 +36,14 @@ int slurm_task_command(const std::vector<std::string>& args);
 
 // The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.
 std::string default_database_path();
+
+// The database a reading command (runs, status, report) opens, its Slurm runs' records collected
+// first; one that cannot be written (a read-only file or file system: an archive of last month's
+// results) is read as it is, uncollected, and stderr says so. UserError when there is none.
+struct StoreToRead {
+  std::unique_ptr<Store> store;
+  CollectSummary collected;
+};
+StoreToRead open_store_to_read(const std::string& db_path);
 
 }  // namespace trainyard

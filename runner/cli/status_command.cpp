@@ -100,10 +100,9 @@ int status_command(const std::vector<std::string>& args) {
       "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
-  if (!fs::exists(db_path))
-    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
-  Store store(db_path);
-  const CollectSummary collected = collect_slurm(store);
+  const StoreToRead open = open_store_to_read(db_path);
+  Store& store = *open.store;
+  const CollectSummary& collected = open.collected;
   std::map<int64_t, SlurmRunRecord> slurm;
   for (SlurmRunRecord& task : store.slurm_runs()) slurm[task.run_id] = std::move(task);
   std::map<std::string, int> counts;
