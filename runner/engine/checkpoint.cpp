@@ -14,7 +14,6 @@
 #include "common/files.h"
 #include "components/optim/optimizers.h"
 #include "components/weights/load_weights.h"
-#include "components/weights/safetensors.h"
 #include "runner/engine/engine.h"
 
 namespace trainyard {
@@ -22,12 +21,6 @@ namespace trainyard {
 namespace fs = std::filesystem;
 
 namespace {
-
-const char* const kModelFile = kModelStateFile;
-const char* const kOptimizerFile = kOptimizerStateFile;
-const char* const kBestFile = kBestStateFile;
-const char* const kRanksFile = kRanksStateFile;
-const char* const kStateFile = kTrainerStateFile;
 
 std::string in(const std::string& dir, const char* file) { return (fs::path(dir) / file).string(); }
 
@@ -132,7 +125,7 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
       weights.emplace_back(item.key(), item.value());
     for (const auto& item : model.named_buffers(true))
       weights.emplace_back(item.key(), item.value());
-    save_tensors(in(staged, kModelFile), weights, metadata);
+    save_tensors(in(staged, kModelStateFile), weights, metadata);
   });
 
   // The optimizer's state, each kind ("exp_avg", ...) gathered whole per parameter.
@@ -155,13 +148,13 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
       tensors.emplace_back("loss_scaler/" + name, tensor);
   const std::vector<NamedTensors> ranks = gather_rank_states(strategy, rank_state);
   if (!writer) return;
-  save_tensors(in(staged, kOptimizerFile), tensors, metadata);
+  save_tensors(in(staged, kOptimizerStateFile), tensors, metadata);
 
   NamedTensors by_rank;
   for (size_t r = 0; r < ranks.size(); ++r)
     for (const auto& [name, tensor] : ranks[r])
       by_rank.emplace_back(fmt::format("rank{}/{}", r, name), tensor);
-  save_tensors(in(staged, kRanksFile), by_rank, metadata);
+  save_tensors(in(staged, kRanksStateFile), by_rank, metadata);
 
   if (!best_weights.empty()) {
     NamedTensors best;
@@ -170,10 +163,10 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
       best.emplace_back(item.key(), best_weights[i++]);
     for (const auto& item : model.named_buffers(true))
       best.emplace_back(item.key(), best_weights[i++]);
-    save_tensors(in(staged, kBestFile), best, metadata);
+    save_tensors(in(staged, kBestStateFile), best, metadata);
   }
 
-  write_state_file(in(staged, kStateFile), trainer_state_json(state));
+  write_state_file(in(staged, kTrainerStateFile), trainer_state_json(state));
   commit_staged(dir);
 }
 
@@ -183,12 +176,12 @@ void remove_training_state(const std::string& dir) {
 }
 
 void load_model_state(const std::string& dir, Model& model) {
-  load_weights(model, in(dir, kModelFile), /*strict=*/true);
+  load_weights(model, in(dir, kModelStateFile), /*strict=*/true);
 }
 
 void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy,
                           torch::optim::Optimizer& optimizer, LossScaler* scaler) {
-  const std::string path = in(dir, kOptimizerFile);
+  const std::string path = in(dir, kOptimizerStateFile);
   std::map<std::string, torch::Tensor> tensors = load_tensors(path);
   const auto model_parameters = model.parameters();
   const auto names = parameter_names(model);
@@ -231,7 +224,7 @@ void load_optimizer_state(const std::string& dir, Model& model, Strategy& strate
 }
 
 std::vector<std::map<std::string, torch::Tensor>> load_rank_states(const std::string& dir) {
-  const std::string path = in(dir, kRanksFile);
+  const std::string path = in(dir, kRanksStateFile);
   std::vector<std::map<std::string, torch::Tensor>> out;
   if (!fs::exists(path)) return out;
   for (auto& [entry, tensor] : load_tensors(path)) {
@@ -244,7 +237,7 @@ std::vector<std::map<std::string, torch::Tensor>> load_rank_states(const std::st
 }
 
 std::vector<torch::Tensor> load_best_weights(const std::string& dir, Model& model) {
-  const std::string path = in(dir, kBestFile);
+  const std::string path = in(dir, kBestStateFile);
   if (!fs::exists(path)) return {};
   std::map<std::string, torch::Tensor> tensors = load_tensors(path);
   std::vector<torch::Tensor> weights;
