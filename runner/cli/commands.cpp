@@ -1,6 +1,7 @@
 #include "runner/cli/commands.h"
 
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -183,10 +184,11 @@ StoreToRead open_store_to_read(const std::string& db_path) {
   try {
     open.store = std::make_unique<Store>(db_path);
   } catch (const std::runtime_error& cannot_write) {
+    const std::exception_ptr first = std::current_exception();
     try {
       open.store = std::make_unique<Store>(db_path, sql::Access::read_only);
     } catch (const std::runtime_error&) {
-      throw cannot_write;  // not a matter of writing: what opening it for writing said
+      std::rethrow_exception(first);  // not a matter of writing: what opening it for writing said
     }
     fmt::print(stderr,
                "trainyard: {} cannot be written ({}); reading it as it is, without collecting "
