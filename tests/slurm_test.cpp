@@ -94,6 +94,17 @@ train: {epochs: 2, batch_size: 16, log_every: 1000)" +
   }
   // The Slurm job of the database's first run ("12_0").
   std::string job_of_first_run() { return Store(db()).slurm_runs().front().job_id; }
+  // `file` trained undisturbed by `trainyard run` into `reference_db` (what the Slurm run must
+  // equal), then submitted; `job` is its run's job once that has checkpointed in the first epoch.
+  void submit_after_a_reference_run(const std::string& file, const std::string& reference_db,
+                                    std::string& job) {
+    const Result reference = trainyard("run " + file + " --db " + reference_db);
+    ASSERT_EQ(reference.exit_code, 0) << reference.output;
+    const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+    ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+    ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/true));
+    job = job_of_first_run();
+  }
 
   fs::path cluster;
 };
@@ -144,14 +155,9 @@ TEST_F(SlurmTest, SweepOfFourRunsThrottledToTwoCompletesIntoTheDatabaseAndTheRep
 TEST_F(SlurmTest, RequeuedRunResumesFromItsCheckpointAndEndsEqualToAnUninterruptedOne) {
   const std::string file = long_experiment("requeue");
   const std::string reference_db = (dir.path() / "reference" / "t.db").string();
-  const Result reference = trainyard("run " + file + " --db " + reference_db);
-  ASSERT_EQ(reference.exit_code, 0) << reference.output;
-
-  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  std::string job;
   // A checkpoint inside the first epoch, then the warning.
-  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/true));
-  const std::string job = job_of_first_run();
+  ASSERT_NO_FATAL_FAILURE(submit_after_a_reference_run(file, reference_db, job));
   ASSERT_EQ(shell("scancel -b -s USR1 " + job).exit_code, 0);
   ASSERT_TRUE(wait_for(
       [&] {
@@ -180,12 +186,8 @@ TEST_F(SlurmTest, RequeuedRunResumesFromItsCheckpointAndEndsEqualToAnUninterrupt
 TEST_F(SlurmTest, JobRequeuedBySlurmContinuesFromItsCheckpoint) {
   const std::string file = long_experiment("preempted");
   const std::string reference_db = (dir.path() / "reference" / "t.db").string();
-  const Result reference = trainyard("run " + file + " --db " + reference_db);
-  ASSERT_EQ(reference.exit_code, 0) << reference.output;
-  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/true));
-  const std::string job = job_of_first_run();
+  std::string job;
+  ASSERT_NO_FATAL_FAILURE(submit_after_a_reference_run(file, reference_db, job));
   ASSERT_EQ(shell("scontrol requeue " + job).exit_code, 0);
   const Result again = trainyard("submit " + file + " --slurm --db " + db());
   EXPECT_EQ(again.exit_code, 0) << again.output;

@@ -1,7 +1,6 @@
 #include "components/data/cifar10.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 
