@@ -141,6 +141,17 @@ std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, s
                      bytes);
 }
 
+void write_cache(const std::string& path, const std::string& key, const TokenizedTexts& texts,
+                 const DataContext& context) {
+  try {
+    write_token_cache(path, key, texts);
+  } catch (const std::exception& e) {
+    // A read-only data folder only costs the next run the tokenisation again.
+    if (context.log)
+      context.log(fmt::format("imdb: cannot write the token cache {}: {}", path, e.what()));
+  }
+}
+
 }  // namespace
 
 void register_imdb(Registry& registry) {
@@ -184,6 +195,10 @@ void register_imdb(Registry& registry) {
         std::optional<TokenizedTexts> texts =
             o.cache ? read_token_cache(cache_path, key, tokenizer.vocab_size(), 2, &damage)
                     : std::nullopt;
+        if (texts && texts->size() != n) {  // the splits below index every review
+          damage = fmt::format("{} holds {} reviews, not {}", cache_path, texts->size(), n);
+          texts.reset();
+        }
         if (!damage.empty() && context.log)
           context.log(fmt::format("imdb: ignoring a damaged cache ({}); tokenising again", damage));
         if (texts) {
@@ -194,14 +209,7 @@ void register_imdb(Registry& registry) {
             context.log(
                 fmt::format("imdb: tokenising {} reviews (max_length {})", n, o.max_length));
           texts = tokenize_reviews(reviews, tokenizer, o.max_length);
-          if (o.cache) try {
-              write_token_cache(cache_path, key, *texts);
-            } catch (const std::exception& e) {
-              // A read-only data folder only costs the next run the tokenisation again.
-              if (context.log)
-                context.log(
-                    fmt::format("imdb: cannot write the token cache {}: {}", cache_path, e.what()));
-            }
+          if (o.cache) write_cache(cache_path, key, *texts, context);
         }
         auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));
         std::vector<int64_t> order = numpy_permutation(1, n);
