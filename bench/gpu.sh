@@ -8,18 +8,20 @@
 # Rehearsal:     bash bench/gpu.sh --rehearse   (here, on the CPU build: the same stages with tiny
 #                steps, leaving in $OUT — default /tmp/trainyard-gpu-rehearsal — exactly the files a
 #                device call does, so their layout is checked before device time is spent; about
-#                5 minutes on this 2-core machine, measured 2026-12-01)
+#                5-6 minutes on this 2-core machine, measured 2026-12-01: 4 m 58 s and 6 m 08 s)
 #
 # Stages, in order (all but study by default; name some to run only those):
-#   smoke       does the CUDA path run at all: bench/gpu/smoke.yaml — ViT and DistilBERT (2 blocks
-#               each), every precision, eager and CUDA graphs, 6 steps each under sync_debug: error
+#   smoke       does the CUDA path run at all: first the GPU tests (tests/gpu: the feed's stream
+#               runs ahead of the step, and a batch's memory is not reused while the step reads it;
+#               seconds), then bench/gpu/smoke.yaml — ViT and DistilBERT (2 blocks each), every
+#               precision, eager and CUDA graphs, 6 steps each under sync_debug: error
 #   sync        bench/gpu/sync_check.yaml: the full models under runtime.sync_debug: error, eager and
 #               CUDA-graph pairs whose losses must agree, and dynamic padding
 #   throughput  bench/gpu/{vit,distilbert}_throughput.yaml: 24 short runs (2 x 16 steps each)
 #   baselines   the same steps in PyTorch eager and Lightning Fabric on the machine's python3
 #   study       (only when named) the two studies' full 3-epoch runs on synthetic data of their sizes
 #   summary     bench/gpu/compare.py: the comparison, as summary.md
-# Every stage that runs trainyard builds it first when build-gpu/trainyard is missing.
+# Every stage that runs trainyard builds it (and the GPU tests) first when build-gpu/ lacks them.
 #
 # What comes back ($OUT, 7 files): log (everything printed), environment.txt, summary.md, trainyard.md
 # (trainyard's own report), gpu.db, logs.tar.gz (every run's logs), baselines.json. The database and
@@ -48,6 +50,7 @@ fi
 if $rehearse; then
   out=${OUT:-/tmp/trainyard-gpu-rehearsal}
   binary=build/trainyard
+  gpu_tests=build/tests/gpu/gpu_tests  # they skip on the CPU: the rehearsal checks they start
   # The same experiments on the CPU, a couple of tiny steps each (CUDA graphs and the sync check
   # need a GPU: refused on the CPU at validation, so turned off here).
   overrides=(--set runtime.accelerator=cpu --set runtime.compile=none --set runtime.sync_debug=off
@@ -55,6 +58,7 @@ if $rehearse; then
 else
   out=${OUT:-bench/results/gpu-local}
   binary=build-gpu/trainyard
+  gpu_tests=build-gpu/tests/gpu/gpu_tests
   overrides=()
 fi
 work=${WORK:-/tmp/trainyard-gpu}
@@ -67,12 +71,12 @@ start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
 
 ensure_binary() {
-  [ -x "$binary" ] && return
+  [ -x "$binary" ] && [ -x "$gpu_tests" ] && return
   stamp "build"
   if $rehearse; then
     scripts/build.sh
   else
-    bash .devdeps/build.sh -DTRAINYARD_TESTS=OFF
+    bash .devdeps/build.sh -DTRAINYARD_TESTS=OFF -DTRAINYARD_GPU_TESTS=ON
   fi
 }
 if ! $rehearse && [ -d .devdeps ]; then
@@ -108,6 +112,8 @@ cat "$out/environment.txt"
 
 if wants smoke; then
   ensure_binary
+  stamp "GPU tests (tests/gpu)"
+  "$gpu_tests" 2>&1 | tee "$work/gpu_tests.log" || true
   stamp "smoke: every precision, eager and CUDA graphs, under runtime.sync_debug: error"
   train bench/gpu/smoke.yaml
 fi
@@ -159,6 +165,11 @@ if wants summary; then
   [ -f "$out/baselines.json" ] || echo "[]" > "$out/baselines.json"
   python3 bench/gpu/compare.py "$out/gpu.db" "$out/baselines.json" > "$out/summary.md" ||
     echo "summary: compare.py failed (see above)" > "$out/summary.md"
+  if [ -f "$work/gpu_tests.log" ]; then  # the GPU tests' verdicts, from the smoke stage
+    { echo; echo "## GPU tests (tests/gpu)"; echo
+      grep -E '^\[ +(OK|FAILED|SKIPPED) +\] .* \([0-9]+ ms\)$|^\[=+\] .* ran' "$work/gpu_tests.log" | sed 's/^/    /'
+    } >> "$out/summary.md"
+  fi
   cat "$out/summary.md"
 fi
 collect

@@ -43,7 +43,8 @@ struct CudaGraphStep::State {
   int warmup;
   int eager_steps = 0;
   int64_t replays = 0;
-  bool warned_shape = false;  // "another shape, eager" said once
+  at::cuda::CUDAEvent queued, done;  // the caller's work before a step; the step's end
+  bool warned_shape = false;         // "another shape, eager" said once
   std::unique_ptr<at::cuda::CUDAGraph> graph;
   Batch inputs;                // static input buffers of the graph
   torch::Tensor logits, loss;  // static outputs
@@ -98,10 +99,9 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
   State& s = *state_;
   const c10::cuda::CUDAStream caller =
       c10::cuda::getCurrentCUDAStream(batch.inputs.device().index());
-  // The side stream starts after what the caller queued: the batch's copy and image work.
-  at::cuda::CUDAEvent queued;
-  queued.record(caller);
-  queued.block(s.stream);
+  // The side stream starts after what the caller queued, which waits for the batch (DeviceFeed).
+  s.queued.record(caller);
+  s.queued.block(s.stream);
   {
     c10::cuda::CUDAStreamGuard on_side_stream(s.stream);
     if (!s.graph && s.eager_steps >= s.warmup) {
@@ -130,9 +130,8 @@ void CudaGraphStep::run(const Batch& batch, torch::Tensor& logits, torch::Tensor
     }
   }
   // The caller's stream reads the outputs next: it waits for the step.
-  at::cuda::CUDAEvent done;
-  done.record(s.stream);
-  done.block(caller);
+  s.done.record(s.stream);
+  s.done.block(caller);
 }
 
 }  // namespace trainyard

@@ -27,6 +27,7 @@
 #include "components/weights/load_weights.h"
 #include "runner/engine/checkpoint.h"
 #include "runner/engine/cuda_graph_step.h"
+#include "runner/engine/device_feed.h"
 #include "runner/engine/engine.h"
 #include "runner/engine/meter.h"
 #include "runner/engine/sync_debug.h"
@@ -136,19 +137,23 @@ class Trainer {
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
     if (lr_tensor_.defined()) lr_tensor_.fill_(lr);  // what a captured step reads
   }
-  // The loader's next batch on the training device, with the dataset's per-batch work done.
+  // The loader's next batch on the training device, with the dataset's per-batch work done (on
+  // CUDA on the feed's own stream, overlapping the step before it).
   Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index) {
-    Batch batch = loader.next().to(device_, /*non_blocking=*/device_.is_cuda());
-    if (device_.is_cuda() && transform)
-      batch = transform(std::move(batch), loader.batch_seed(epoch, index));
-    // bf16-true and 16-true: float inputs in the parameters' dtype (autocast casts them itself).
-    if (!precision_->autocast() && batch.inputs.is_floating_point())
-      batch.inputs = batch.inputs.to(precision_->param_dtype());
-    // A CUDA graph replays one input layout: a sequence batch without padding (which the loader
-    // sends without a mask) gets its all-ones mask back, so every batch replays the graph.
-    if (graph_ && run_.model.capabilities.max_positions > 0 && !batch.attention_mask.defined())
-      batch.attention_mask = torch::ones_like(batch.inputs);
-    return batch;
+    Batch loaded = loader.next();
+    return feed_->next([&] {
+      Batch batch = loaded.to(device_, /*non_blocking=*/device_.is_cuda());
+      if (device_.is_cuda() && transform)
+        batch = transform(std::move(batch), loader.batch_seed(epoch, index));
+      // bf16-true and 16-true: float inputs in the parameters' dtype (autocast casts them itself).
+      if (!precision_->autocast() && batch.inputs.is_floating_point())
+        batch.inputs = batch.inputs.to(precision_->param_dtype());
+      // A CUDA graph replays one input layout: a sequence batch without padding (which the loader
+      // sends without a mask) gets its all-ones mask back, so every batch replays the graph.
+      if (graph_ && run_.model.capabilities.max_positions > 0 && !batch.attention_mask.defined())
+        batch.attention_mask = torch::ones_like(batch.inputs);
+      return batch;
+    });
   }
   // Whether the optimizer step after `step` optimizer steps gets a progress line.
   bool logs_after(int64_t step) const {
@@ -171,7 +176,8 @@ class Trainer {
   std::string device_name_;
   DataSplits data_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_, test_loader_;
-  int64_t train_batches_ = 0;  // per epoch, after train.limit_train_batches
+  std::unique_ptr<DeviceFeed> feed_;  // the loaders' batches onto the device
+  int64_t train_batches_ = 0;         // per epoch, after train.limit_train_batches
   ModelPtr model_;
   PrecisionPtr precision_;
   std::unique_ptr<LossScaler> scaler_;  // 16-mixed only
@@ -244,6 +250,7 @@ DeviceInfo Trainer::setup_device() {
                           static_cast<c10::DeviceIndex>(local_rank ? std::atoi(local_rank) : 0))
           : torch::Device(torch::kCPU);
   torch::manual_seed(static_cast<uint64_t>(run_.train.seed));
+  feed_ = std::make_unique<DeviceFeed>(device_);
   return device;
 }
 
