@@ -3,7 +3,11 @@
 # most 8 files come back from $OUT (flat here), 12,000 characters of output, 10 minutes a command,
 # and the machine goes back 30 s after a call (a second call starts bare and builds again).
 #
-# Here, first:   ../shared/device/pack libicu-dev libicu72 libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 libgloo-dev
+# Here, first:   ../shared/device/pack libicu-dev libicu72 libturbojpeg0-dev libturbojpeg0 libpng-dev libpng16-16 libgloo-dev zlib1g-dev zlib1g
+#                (about 35 MB of packages; FindPNG needs zlib's header. A local check of the device
+#                build — `bash .devdeps/build.sh -DCMAKE_IGNORE_PREFIX_PATH=/usr ...` with a python3
+#                that imports torch — unpacks .devdeps/root: delete it before the call, the carry
+#                holds 64 MiB)
 # Device call:   carry [".devdeps"], command: bash bench/gpu.sh   (it tees its own output to $OUT/log)
 # Rehearsal:     bash bench/gpu.sh --rehearse   (here, on the CPU build: the same stages with tiny
 #                steps, leaving in $OUT — default /tmp/trainyard-gpu-rehearsal — exactly the files a
