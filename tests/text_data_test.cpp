@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "components/builtin.h"
 #include "components/data/dataset.h"
@@ -113,15 +114,21 @@ TEST_F(ImdbTest, TokenCacheIsUsedTheSecondTime) {
   // One whose file is whole, for these inputs, but whose offsets point past its ids (TextDataset
   // would read out of bounds): ignored too, and the batches are those of a fresh tokenisation.
   const Batch fresh = again.train->get_batch({0, 1, 2, 3});
-  for (const auto& entry :
-       std::filesystem::directory_iterator(dir.path() / "aclImdb" / ".trainyard-cache")) {
-    const std::string key = SafetensorsFile(entry.path().string()).metadata().at("key");
-    std::optional<TokenizedTexts> texts =
-        read_token_cache(entry.path().string(), key, 1 << 20, 2, nullptr);
-    ASSERT_TRUE(texts);
-    texts->offsets[1] = static_cast<int64_t>(texts->ids.size()) + 1000;
-    write_token_cache(entry.path().string(), key, *texts);
-  }
+  // Rewrites every cache file, valid as a file and under its own key, with `damage` done to it.
+  auto rewrite_caches = [&](const std::function<void(TokenizedTexts&)>& damage) {
+    for (const auto& entry :
+         std::filesystem::directory_iterator(dir.path() / "aclImdb" / ".trainyard-cache")) {
+      const std::string key = SafetensorsFile(entry.path().string()).metadata().at("key");
+      std::optional<TokenizedTexts> texts =
+          read_token_cache(entry.path().string(), key, 1 << 20, 2, nullptr);
+      ASSERT_TRUE(texts);
+      damage(*texts);
+      write_token_cache(entry.path().string(), key, *texts);
+    }
+  };
+  rewrite_caches([](TokenizedTexts& texts) {
+    texts.offsets[1] = static_cast<int64_t>(texts.ids.size()) + 1000;
+  });
   log.clear();
   DataSplits rebuilt = load();
   EXPECT_NE(log[0].find("ignoring a damaged cache"), std::string::npos);
@@ -130,17 +137,11 @@ TEST_F(ImdbTest, TokenCacheIsUsedTheSecondTime) {
   EXPECT_TRUE(torch::equal(batch.inputs, fresh.inputs));
   // One whole and in range, for these inputs, but holding a review fewer than the folder: the
   // splits would index past it.
-  for (const auto& entry :
-       std::filesystem::directory_iterator(dir.path() / "aclImdb" / ".trainyard-cache")) {
-    const std::string key = SafetensorsFile(entry.path().string()).metadata().at("key");
-    std::optional<TokenizedTexts> texts =
-        read_token_cache(entry.path().string(), key, 1 << 20, 2, nullptr);
-    ASSERT_TRUE(texts);
-    texts->labels.pop_back();
-    texts->offsets.pop_back();
-    texts->ids.resize(static_cast<size_t>(texts->offsets.back()));
-    write_token_cache(entry.path().string(), key, *texts);
-  }
+  rewrite_caches([](TokenizedTexts& texts) {
+    texts.labels.pop_back();
+    texts.offsets.pop_back();
+    texts.ids.resize(static_cast<size_t>(texts.offsets.back()));
+  });
   log.clear();
   load();
   EXPECT_NE(log[0].find("holds 15 reviews, not 16"), std::string::npos) << log[0];
