@@ -174,6 +174,17 @@ TEST_F(ConfigTest, SyncDebugNeedsCuda) {
                   "set runtime.sync_debug: off or runtime.accelerator: cuda"));
   EXPECT_EQ(load(kValid, {"runtime.sync_debug=error", "runtime.accelerator=auto"}).runs.size(), 1u);
   EXPECT_TRUE(has(errors(kValid, {"runtime.sync_debug=always"}), "sync_debug"));
+  // With fp16's loss scaler, only an optimizer that steps on the device skips an overflowed step
+  // without reading the flag on the host.
+  const std::vector<std::string> fp16 = {"runtime.sync_debug=error", "runtime.accelerator=auto",
+                                         "runtime.precision=16-mixed"};
+  EXPECT_EQ(load(kValid, fp16).runs.size(), 1u);  // adam: fused
+  std::vector<std::string> with_sgd = fp16;
+  with_sgd.push_back("train.optimizer.name=sgd");
+  EXPECT_TRUE(has(errors(kValid, with_sgd), "optimizer sgd reads the loss scaler's overflow flag"));
+  with_sgd.back() = "runtime.sync_debug=warn";
+  with_sgd.push_back("train.optimizer.name=sgd");
+  EXPECT_EQ(load(kValid, with_sgd).runs.size(), 1u);  // warn shows each synchronisation instead
 }
 
 TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {

@@ -55,17 +55,19 @@ class DistributedDataParallel : public DistributedStrategy {
                           : torch::zeros({p.numel()}, p.options().dtype(reduce_dtype_)));
     }
     InFlight& bucket = in_flight_[b];
-    bucket.flat = torch::cat(parts);
+    // Divided before the sum, as PyTorch's allreduce_hook does: in a 16-bit reduce dtype a sum of
+    // loss-scaled gradients over the ranks could overflow where their average does not.
+    bucket.flat = torch::cat(parts).div_(world_size_);
     std::vector<torch::Tensor> tensors = {bucket.flat};
     bucket.work = group_->allreduce(tensors);
     count(bucket.flat);
   }
 
-  // Waits for bucket b's all-reduce and writes the average back into the gradients.
+  // Waits for bucket b's all-reduce (of gradients divided by the ranks: their average) and writes
+  // it back into the gradients.
   void finish(size_t b) {
     InFlight& bucket = in_flight_[b];
     bucket.work->wait();
-    bucket.flat.div_(world_size_);
     int64_t offset = 0;
     torch::NoGradGuard no_grad;
     for (size_t i : buckets_[b]) {

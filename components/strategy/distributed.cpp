@@ -130,7 +130,9 @@ void DistributedStrategy::broadcast(torch::Tensor& tensor) {
 
 void DistributedStrategy::launch_reduce_scatter(GradientReduction& reduction,
                                                 torch::Tensor flat_gradients, int64_t chunk_numel) {
-  reduction.gradients = std::move(flat_gradients);
+  // Divided before the sum, as PyTorch's allreduce_hook does: in a 16-bit reduce dtype a sum of
+  // loss-scaled gradients over the ranks could overflow where their average does not.
+  reduction.gradients = std::move(flat_gradients).div_(world_size_);
   reduction.chunk = torch::empty({chunk_numel}, reduction.gradients.options());
   reduction.work = group_->_reduce_scatter_base(reduction.chunk, reduction.gradients);
   count(reduction.gradients);
@@ -139,7 +141,7 @@ void DistributedStrategy::launch_reduce_scatter(GradientReduction& reduction,
 torch::Tensor DistributedStrategy::finish_reduce_scatter(GradientReduction& reduction,
                                                          c10::ScalarType dtype) {
   reduction.work->wait();
-  torch::Tensor average = reduction.chunk.div_(world_size_).to(dtype);
+  torch::Tensor average = reduction.chunk.to(dtype);
   reduction = GradientReduction();
   return average;
 }

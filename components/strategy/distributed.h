@@ -63,7 +63,8 @@ class DistributedStrategy : public Strategy {
                                                     const std::vector<FlatParameters*>& groups,
                                                     const std::vector<torch::Tensor>& model_layout);
 
-  // Starts summing `flat_gradients` across ranks into this rank's chunk (zero2 and fsdp).
+  // Starts averaging `flat_gradients` across ranks (divided by their number, then summed) into
+  // this rank's chunk (zero2 and fsdp).
   void launch_reduce_scatter(GradientReduction& reduction, torch::Tensor flat_gradients,
                              int64_t chunk_numel);
   // Waits for it; returns this rank's chunk of the average, in `dtype`.

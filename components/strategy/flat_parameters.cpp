@@ -1,5 +1,7 @@
 #include "components/strategy/flat_parameters.h"
 
+#include <c10/core/DeviceGuard.h>
+
 namespace trainyard {
 
 FlatParameters::FlatParameters(std::vector<torch::Tensor> parameters, int rank, int world_size)
@@ -62,6 +64,8 @@ void FlatParameters::allocate() {
   if (allocated_) return;
   c10::Storage storage = flat_.storage();
   const size_t bytes = static_cast<size_t>(flat_.numel()) * flat_.element_size();
+  // The CUDA allocator allocates on the current device, not the storage's: make it the storage's.
+  c10::DeviceGuard on_its_device(flat_.device());
   storage.set_data_ptr_noswap(storage.allocator()->allocate(bytes));
   storage.set_nbytes(bytes);
   allocated_ = true;

@@ -50,8 +50,10 @@ torch::Tensor Strategy::clip_grad_norm(torch::optim::Optimizer& optimizer, doubl
   torch::Tensor norm = gradient_norm(optimizer);
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> grads = optimizer_gradients(optimizer);
-  // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1.
-  if (!grads.empty()) at::_foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_max(1.0));
+  // As torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), never above 1. The
+  // factor in the gradients' dtype: CUDA's one-kernel _foreach_mul_ needs it (bf16-true, 16-true).
+  if (!grads.empty())
+    at::_foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_max(1.0).to(grads[0].scalar_type()));
   return norm;
 }
 

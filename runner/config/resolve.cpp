@@ -152,6 +152,18 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
         origin_of_key(tree, "runtime.sync_debug", fallback),
         "runtime.sync_debug checks CUDA's host synchronisations, and runtime.accelerator is cpu; "
         "set runtime.sync_debug: off or runtime.accelerator: cuda");
+  // Without a fused optimizer the loss scaler's overflow flag is read on the host to skip a step
+  // (as torch.amp.GradScaler does): one synchronisation per step, which `error` would fail at.
+  if (run.runtime.sync_debug == "error" && run.runtime.precision == "16-mixed" &&
+      !run.optimizer.capabilities.steps_on_device)
+    diagnostics.error(
+        origin_of_key(tree, "runtime.sync_debug", fallback),
+        fmt::format("runtime.sync_debug: error fails at a training step's first host "
+                    "synchronisation, and with precision 16-mixed optimizer {} reads the loss "
+                    "scaler's overflow flag on the host every step (only the fused adam and adamw "
+                    "skip an overflowed step on the device); use adam or adamw with fused: true, "
+                    "or runtime.sync_debug: warn to see each synchronisation",
+                    run.optimizer.name));
   if (!run.strategy.capabilities.multi_process && run.runtime.devices > 1)
     diagnostics.error(origin_of_key(tree, "runtime.devices", fallback),
                       fmt::format("'runtime.devices' is {}, but strategy '{}' trains on one "

@@ -139,7 +139,9 @@ class Trainer {
   }
   // The loader's next batch on the training device, with the dataset's per-batch work done (on
   // CUDA on the feed's own stream, overlapping the step before it).
-  Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index) {
+  // `training`: a batch for the training step (which a CUDA graph may replay), not for evaluation.
+  Batch fetch(DataLoader& loader, const BatchTransform& transform, int64_t epoch, int64_t index,
+              bool training) {
     Batch loaded = loader.next();
     return feed_->next([&] {
       Batch batch = loaded.to(device_, /*non_blocking=*/device_.is_cuda());
@@ -148,9 +150,12 @@ class Trainer {
       // bf16-true and 16-true: float inputs in the parameters' dtype (autocast casts them itself).
       if (!precision_->autocast() && batch.inputs.is_floating_point())
         batch.inputs = batch.inputs.to(precision_->param_dtype());
-      // A CUDA graph replays one input layout: a sequence batch without padding (which the loader
-      // sends without a mask) gets its all-ones mask back, so every batch replays the graph.
-      if (graph_ && run_.model.capabilities.max_positions > 0 && !batch.attention_mask.defined())
+      // A CUDA graph replays one input layout: a training batch of sequences without padding
+      // (which the loader sends without a mask) gets its all-ones mask back, so every batch
+      // replays the graph. Evaluation is not captured: its batches keep no mask, so attention may
+      // use its fused kernels there.
+      if (training && graph_ && run_.model.capabilities.max_positions > 0 &&
+          !batch.attention_mask.defined())
         batch.attention_mask = torch::ones_like(batch.inputs);
       return batch;
     });
@@ -249,6 +254,10 @@ DeviceInfo Trainer::setup_device() {
           ? torch::Device(torch::kCUDA,
                           static_cast<c10::DeviceIndex>(local_rank ? std::atoi(local_rank) : 0))
           : torch::Device(torch::kCPU);
+  // The rank's GPU becomes this thread's current device, as torchrun scripts set it: what is
+  // allocated by the current device rather than by a tensor's (FlatParameters' storage, pinned
+  // memory's context, NCCL) lands on it.
+  if (device_.is_cuda()) c10::cuda::set_device(device_.index());
   torch::manual_seed(static_cast<uint64_t>(run_.train.seed));
   feed_ = std::make_unique<DeviceFeed>(device_);
   return device;
@@ -476,7 +485,7 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
     {
       SyncDebugGuard no_host_waits(sync_debug_);
       const auto wait_start = Clock::now();
-      Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b);
+      Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b, /*training=*/true);
       meter_.add_data_wait(seconds_since(wait_start));
 
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
@@ -591,6 +600,9 @@ void Trainer::checkpoint(int64_t epoch, int64_t batches_done, const Accumulator&
 // Writes progress_ and the live state to <output_prefix>.state. Its time is not training time.
 void Trainer::write_state(const NamedTensors& rank_state) {
   if (context_.output_prefix.empty()) return;  // a run without files (the engine on its own)
+  // The steps queued before are training time, not the checkpoint's: wait for them first
+  // (between steps, outside runtime.sync_debug's check).
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
   const auto start = Clock::now();
   const double communicated_before = strategy_->communicated_bytes();
   progress_.train_seconds = train_seconds();
@@ -642,7 +654,7 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
   loader.start_epoch(0, batches);
   for (int64_t b = 0; b < batches; ++b) {
     check_stop();
-    Batch batch = fetch(loader, data_.eval_transform, 0, b);
+    Batch batch = fetch(loader, data_.eval_transform, 0, b, /*training=*/false);
     Precision::AutocastScope autocast(*precision_, device_.type());
     auto logits = strategy_->forward(*model_, batch);
     auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
@@ -715,13 +727,18 @@ void Trainer::watch_for_early_stop(const SplitResult& val) {
   context_.observer.on_setup({{"end_reason", reason}});
 }
 
-// Copies of the model's state. Sharded strategies hold a rank's share of the parameters: they are
-// gathered whole for the copy, so "best" weights work the same under every strategy.
+// Copies of the model's state, in host memory: a copy on the GPU would hold a second model there
+// for the rest of the run, in every rank's peak memory (and a whole one under fsdp). Sharded
+// strategies hold a rank's share of the parameters: they are gathered whole for the copy, so
+// "best" weights work the same under every strategy.
 std::vector<torch::Tensor> Trainer::snapshot_weights() {
   std::vector<torch::Tensor> weights;
+  auto host_copy = [](const torch::Tensor& t) {
+    return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  };
   strategy_->with_full_parameters(*model_, [&] {
-    for (const auto& p : model_->parameters()) weights.push_back(p.detach().clone());
-    for (const auto& b : model_->buffers()) weights.push_back(b.detach().clone());
+    for (const auto& p : model_->parameters()) weights.push_back(host_copy(p));
+    for (const auto& b : model_->buffers()) weights.push_back(host_copy(b));
   });
   return weights;
 }
