@@ -8,7 +8,8 @@
 #                build — `bash .devdeps/build.sh -DCMAKE_IGNORE_PREFIX_PATH=/usr ...` with a python3
 #                that imports torch — unpacks .devdeps/root: delete it before the call, the carry
 #                holds 64 MiB)
-# Device call:   carry [".devdeps"], command: bash bench/gpu.sh   (it tees its own output to $OUT/log)
+# Device call:   carry [".devdeps"], timeout_s 560, command: bash bench/gpu.sh   (it tees its own
+#                output to $OUT/log: do not pipe it through tee again); then give_back at once
 # Rehearsal:     bash bench/gpu.sh --rehearse   (here, on the CPU build: the same stages with tiny
 #                steps, leaving in $OUT — default /tmp/trainyard-gpu-rehearsal — exactly the files a
 #                device call does, so their layout is checked before device time is spent; about
@@ -28,20 +29,27 @@
 # Every stage that runs trainyard builds it (and the GPU tests) first when build-gpu/ lacks them.
 #
 # What comes back ($OUT, 7 files): log (everything printed), environment.txt, summary.md, trainyard.md
-# (trainyard's own report), gpu.db, logs.tar.gz (every run's logs), baselines.json. The database and
-# logs live in $WORK (default /tmp/trainyard-gpu) and are copied back after every stage, so a call
-# cut short still returns what finished.
+# (trainyard's own report), gpu.db, logs.tar.gz (every run's logs, without checkpoints),
+# baselines.json. The database and logs live in $WORK (default /dev/shm/trainyard-gpu where it has
+# 16 GiB free, else /tmp/trainyard-gpu) and are copied back after every batch, so a call cut short still
+# returns what finished.
 #
-# Plan for 15 device minutes (two calls), from what can be measured here: a cold build here takes
-# about 8 minutes on 2 cores with the tests (measured), about half without them; on the device's 16
-# cores expect 1.5-2 minutes (scaled, not measured). A smoke run here is 3 s per run on the CPU
-# (measured: 20 runs in 59 s, tiny batches); on the GPU, process start-up and CUDA initialisation
-# dominate: expect 2-4 s a run, so smoke ends within 3 minutes of the call's start. Then sync (5 full
-# model runs, about 1 minute), throughput (24 runs, about 3 minutes) and baselines (16 configurations
-# in two frameworks, about 2 minutes).
-#   Call 1 (timeout_s 540): all default stages. Should it end early, what finished is in $OUT.
-#   Call 2, when 4 minutes or more are left (timeout_s 300): `bash bench/gpu.sh study summary`, or
-#   the stages call 1 did not reach.
+# Plan for 15 device minutes, from what can be measured here: a cold build here takes about 8
+# minutes on 2 cores with the tests (measured), about half without them; on the device's 16 cores
+# expect 2-3 minutes (scaled, not measured). A smoke run here is 3 s per run on the CPU (measured:
+# 20 runs in 59 s, tiny batches); on the GPU, process start-up and CUDA initialisation dominate:
+# expect 2-4 s a run, so smoke ends 3-4 minutes into the call. Then sync (8 runs, about 1 minute),
+# throughput (24 runs, 3-5 minutes: each run also builds the full model and checkpoints at each
+# epoch's end) and baselines (12 configurations in two frameworks, about 2 minutes): about 10-13
+# minutes in all, more than one call holds. So the stages keep to a deadline (GPU_SH_SECONDS,
+# below): what does not fit is skipped or stopped cleanly, and the summary of what finished always
+# comes back.
+#   Call 1 (timeout_s 560; its start costs a minute or two more): all default stages, then
+#   give_back at once (an idle machine costs device time).
+#   Call 2 only when 4 minutes or more are left (a fresh machine builds again; fewer are refused):
+#   after a build failure (call 1 then ends within minutes and runs nothing else) the fix, or the
+#   stages call 1 did not reach, named: `GPU_SH_SECONDS=<left - 60> bash bench/gpu.sh sync summary`.
+#   The studies' full runs (`study`) fit only a session of their own.
 # Commit $OUT's files under bench/results/gpu-<date>/ with the date, GPU, driver, LibTorch, CUDA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,39 +73,74 @@ else
   gpu_tests=build-gpu/tests/gpu/gpu_tests
   overrides=()
 fi
+# In memory where there is room (16 GiB free: a container's /dev/shm may hold only 64 MB): every run
+# writes a checkpoint at each epoch's end (about 1 GB for ViT-B/16 with Adam in fp32), and a disk's
+# fsyncs would cost the call seconds a run.
+shm_free_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
+if [ -z "${WORK:-}" ] && [ -w /dev/shm ] && [ "${shm_free_kb:-0}" -gt $((16 * 1024 * 1024)) ]; then
+  WORK=/dev/shm/trainyard-gpu
+fi
 work=${WORK:-/tmp/trainyard-gpu}
 mkdir -p "$out" "$work"
 exec > >(tee "$out/log") 2>&1  # the call's output tail is cut at 12,000 characters; the log is whole
+tee_pid=$!
 db="$work/gpu.db"
 stages=${*:-smoke sync throughput baselines summary}
 wants() { [[ " $stages " == *" $1 "* ]]; }
 start=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
+# The call's time: stages stop by GPU_SH_SECONDS after the start (default 510 s: a call's
+# timeout_s of 540 or more leaves the rest for the summary and the copies). A stage with under 30 s
+# left is skipped; each trainyard batch gets --time-limit with what is left, so it stops cleanly,
+# marking the run it is in as interrupted, and what finished is collected and summarised.
+deadline=$((start + ${GPU_SH_SECONDS:-$($rehearse && echo 1500 || echo 510)}))
+seconds_left() { echo $((deadline - $(date +%s))); }
 
+# The carried Debian libraries and LibTorch's, for trainyard and the GPU tests only: python3's own
+# modules (sqlite3 in compare.py) keep the system's libraries.
+libs=""
+if ! $rehearse && [ -d .devdeps ]; then
+  site=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  libs="$PWD/.devdeps/root/usr/lib/x86_64-linux-gnu:$site/torch/lib"
+fi
+with_libs() { LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+
+# Builds trainyard and the GPU tests when they are missing. A failed build is tried once: the
+# stages that need the binary are then skipped, and the baselines and the summary still run.
+build_failed=false
 ensure_binary() {
-  [ -x "$binary" ] && [ -x "$gpu_tests" ] && return
+  $build_failed && return 1
+  [ -x "$binary" ] && [ -x "$gpu_tests" ] && return 0
   stamp "build"
   if $rehearse; then
     scripts/build.sh
   else
     bash .devdeps/build.sh -DTRAINYARD_TESTS=OFF -DTRAINYARD_GPU_TESTS=ON
-  fi
+  fi || {
+    build_failed=true
+    stamp "build failed (above): the stages that need trainyard are skipped"
+    return 1
+  }
 }
-if ! $rehearse && [ -d .devdeps ]; then
-  dev="$PWD/.devdeps/root"
-  site=$(python3 -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-  export LD_LIBRARY_PATH="$dev/usr/lib/x86_64-linux-gnu:$site/torch/lib:${LD_LIBRARY_PATH:-}"
-fi
 
 # What finished so far, back to $OUT: the database and one tarball of the logs.
 collect() {
   [ -f "$db" ] && sqlite3 "$db" ".backup '$out/gpu.db'" 2>/dev/null || { [ -f "$db" ] && cp "$db" "$out/gpu.db"; }
-  [ -d "$work/logs" ] && tar -czf "$out/logs.tar.gz" -C "$work" logs
+  # Without checkpoints: an interrupted run keeps one (about a GB), over what a call brings back.
+  [ -d "$work/logs" ] && tar -czf "$out/logs.tar.gz" --exclude='*.state' -C "$work" logs
   return 0
 }
 train() {  # train FILE: a failed run is recorded in the database; the stage goes on
-  stamp "trainyard: $1"
-  "$binary" run "$1" --db "$db" "${overrides[@]}" || true
+  local left
+  left=$(seconds_left)
+  if [ "$left" -lt 30 ]; then
+    stamp "out of time: $1 skipped"
+    return 0
+  fi
+  stamp "trainyard: $1 (--time-limit ${left}s)"
+  # timeout: a backstop, should the batch not stop at its time limit (a hung capture)
+  with_libs timeout -k 15 $((left + 30)) "$binary" run "$1" --db "$db" --time-limit "${left}s" \
+    "${overrides[@]}" || true
   collect
 }
 
@@ -110,20 +153,27 @@ train() {  # train FILE: a failed run is recorded in the database; the stage goe
   python3 -c 'import torch; print("torch:", torch.__version__, "cuda:", torch.version.cuda)' 2>/dev/null ||
     echo "torch: not importable by python3"
   command -v nvcc > /dev/null && nvcc --version | tail -1 | sed 's/^/nvcc: /'
+  python3 -c 'import importlib.metadata as m
+for name in ("lightning", "torchvision", "transformers"):
+    try:
+        print(f"{name}: {m.version(name)}")
+    except m.PackageNotFoundError:
+        print(f"{name}: not installed")' 2>/dev/null || true
+  echo "cmake: $(cmake --version 2>/dev/null | head -1)"
+  echo "c++: $(c++ --version 2>/dev/null | head -1)"
   echo "cpu: $(nproc) cores"
+  echo "work: $work"
 } > "$out/environment.txt"
 cat "$out/environment.txt"
 
-if wants smoke; then
-  ensure_binary
+if wants smoke && ensure_binary; then
   stamp "GPU tests (tests/gpu)"
-  "$gpu_tests" 2>&1 | tee "$work/gpu_tests.log" || true
+  with_libs timeout -k 10 180 "$gpu_tests" 2>&1 | tee "$work/gpu_tests.log" || true
   stamp "smoke: every precision, eager and CUDA graphs, under runtime.sync_debug: error"
   train bench/gpu/smoke.yaml
 fi
 
-if wants sync; then
-  ensure_binary
+if wants sync && ensure_binary; then
   stamp "host synchronisation check (runtime.sync_debug: error)"
   # A small CIFAR-10 in the binary format (random pixels; 200 images a file) for the real image
   # path: the CIFAR-10 reader, crop-flip and ImageNet normalisation on the GPU.
@@ -140,41 +190,56 @@ PY
   train bench/gpu/sync_check.yaml
 fi
 
-if wants throughput; then
-  ensure_binary
+if wants throughput && ensure_binary; then
   train bench/gpu/vit_throughput.yaml
   train bench/gpu/distilbert_throughput.yaml
 fi
 
-if wants study; then
-  ensure_binary
+if wants study && ensure_binary; then
   train bench/gpu/study_vit.yaml
   train bench/gpu/study_distilbert.yaml
 fi
 
-if wants baselines; then
-  stamp "baselines: PyTorch eager and Lightning Fabric"
+# After a failed build, the call ends at once: its log says why, and the device time left is for
+# the fix and a second call (the baselines alone give no ratio).
+if wants baselines && $build_failed; then
+  stamp "baselines skipped: the build failed"
+elif wants baselines && [ "$(seconds_left)" -lt 30 ]; then
+  stamp "out of time: baselines skipped"
+elif wants baselines; then
+  stamp "baselines: PyTorch eager and Lightning Fabric (at most $(seconds_left)s)"
   if $rehearse; then
     # The venv's python has the torch wheel (not Lightning: its configurations record the error).
     source scripts/env.sh
     "$TRAINYARD_PYTHON" bench/gpu/baselines.py --device cpu --quick --out "$out/baselines.json" ||
       echo "baselines: failed (see above)"
   else
-    python3 bench/gpu/baselines.py --out "$out/baselines.json"
+    # Each configuration's figures are written as it ends: a cut-short stage keeps what finished.
+    timeout -k 10 "$(seconds_left)" python3 bench/gpu/baselines.py --out "$out/baselines.json" ||
+      echo "baselines: failed or cut short (see above)"
   fi
 fi
 
 if wants summary; then
-  [ -x "$binary" ] && [ -f "$db" ] && "$binary" report --db "$db" -o "$out/trainyard.md"
+  [ -x "$binary" ] && [ -f "$db" ] && { with_libs "$binary" report --db "$db" -o "$out/trainyard.md" || true; }
   [ -f "$out/baselines.json" ] || echo "[]" > "$out/baselines.json"
-  python3 bench/gpu/compare.py "$out/gpu.db" "$out/baselines.json" > "$out/summary.md" ||
-    echo "summary: compare.py failed (see above)" > "$out/summary.md"
+  if $build_failed; then
+    echo "**The build failed**: nothing ran on the GPU; the log says why." > "$out/summary.md"
+  elif [ -f "$out/gpu.db" ]; then
+    python3 bench/gpu/compare.py "$out/gpu.db" "$out/baselines.json" > "$out/summary.md" ||
+      echo "summary: compare.py failed (see above)" > "$out/summary.md"
+  else
+    echo "No trainyard run was recorded (the stages run: $stages)." > "$out/summary.md"
+  fi
   if [ -f "$work/gpu_tests.log" ]; then  # the GPU tests' verdicts, from the smoke stage
     { echo; echo "## GPU tests (tests/gpu)"; echo
-      grep -E '^\[ +(OK|FAILED|SKIPPED) +\] .* \([0-9]+ ms\)$|^\[=+\] .* ran' "$work/gpu_tests.log" | sed 's/^/    /'
+      { grep -E '^\[ +(OK|FAILED|SKIPPED) +\] .* \([0-9]+ ms\)$|^\[=+\] .* ran' "$work/gpu_tests.log" || echo "(no verdict: see the log)"; } | sed 's/^/    /'
     } >> "$out/summary.md"
   fi
   cat "$out/summary.md"
 fi
 collect
+rm -f "$out/baselines.json.tmp"  # what a cut-short baseline left: not a result
 stamp "done; in $out: $(ls "$out" | tr '\n' ' ')"
+exec >&- 2>&-  # the log's last lines reach it before the call ends
+wait "$tee_pid" 2>/dev/null || true
