@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "common/text.h"
 
 namespace trainyard {
@@ -13,6 +15,53 @@ bool key_is_under(std::string_view key, std::string_view prefix) {
                            key[prefix.size()] == '.');
 }
 
+namespace {
+
+// The maps a YAML merge key brings in, in the order they are written (`<<: [*a, *b]`: a's keys win
+// over b's), or none when this entry is not a merge key of mappings. yaml-cpp reads a plain `<<`
+// as an ordinary key; only a quoted "<<" is meant as one.
+std::vector<YAML::Node> merged_maps(const YAML::Node& key, const YAML::Node& value) {
+  if (!key.IsScalar() || key.Scalar() != "<<" || key.Tag() != "?") return {};
+  std::vector<YAML::Node> sources;
+  if (value.IsSequence())
+    for (const YAML::Node& item : value) sources.push_back(item);
+  else
+    sources.push_back(value);
+  if (!std::all_of(sources.begin(), sources.end(), [](const YAML::Node& s) { return s.IsMap(); }))
+    return {};
+  return sources;  // (not reordered in place: assigning a YAML::Node writes into the node it refers
+                   // to)
+}
+
+// The dotted keys an entry's value writes under `path` (what flatten_into makes of it), each with
+// where its last key is written (`at`); merge keys aside: a mapping's own keys override what it
+// merges in, on purpose.
+void dotted_keys(const YAML::Node& value, const std::string& path, const Origin& at,
+                 const std::string& file, std::vector<std::pair<std::string, Origin>>& out) {
+  if (!value.IsMap() || value.size() == 0) {
+    out.emplace_back(path, at);
+    return;
+  }
+  for (auto it = value.begin(); it != value.end(); ++it)
+    if (it->first.IsScalar() && merged_maps(it->first, it->second).empty())
+      dotted_keys(it->second, path + "." + it->first.Scalar(), origin_of(it->first, file), file,
+                  out);
+}
+
+// The first of `written` (dotted key -> where its entry is) that `key` would overwrite or be
+// overwritten by (the same key, one below it, or one above it), or written.end().
+std::map<std::string, Origin>::const_iterator clash(const std::map<std::string, Origin>& written,
+                                                    const std::string& key) {
+  if (auto it = written.find(key); it != written.end()) return it;
+  for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+    if (auto it = written.find(key.substr(0, dot)); it != written.end()) return it;  // above
+  if (auto it = written.lower_bound(key + "."); it != written.end() && key_is_under(it->first, key))
+    return it;  // below
+  return written.end();
+}
+
+}  // namespace
+
 void report_duplicate_keys(const YAML::Node& node, const std::string& file,
                            Diagnostics& diagnostics) {
   if (node.IsSequence()) {
@@ -21,15 +70,30 @@ void report_duplicate_keys(const YAML::Node& node, const std::string& file,
   }
   if (!node.IsMap()) return;
   std::map<std::string, Origin> seen;
+  // The same key written two ways, "train: {epochs: 3}" and "train.epochs: 2": one would silently
+  // win over the other.
+  std::map<std::string, Origin> written;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const YAML::Node key = it->first;
     if (key.IsScalar()) {
       const Origin origin = origin_of(key, file);
       auto [first, inserted] = seen.emplace(key.Scalar(), origin);
-      if (!inserted)
+      if (!inserted) {
         diagnostics.error(origin, "key '" + key.Scalar() +
                                       "' is given twice in this mapping (first at " +
                                       to_string(first->second) + "); keep one");
+      } else if (merged_maps(key, it->second).empty()) {
+        std::vector<std::pair<std::string, Origin>> keys;
+        dotted_keys(it->second, key.Scalar(), origin, file, keys);
+        for (const auto& [k, at] : keys)
+          if (auto other = clash(written, k); other != written.end()) {
+            diagnostics.error(at, fmt::format("'{}' is also written as '{}' at {}, in the same "
+                                              "mapping; keep one",
+                                              k, other->first, to_string(other->second)));
+            break;  // one message an entry
+          }
+        for (const auto& [k, at] : keys) written.emplace(k, at);
+      }
     }
     report_duplicate_keys(it->second, file, diagnostics);
   }
@@ -93,26 +157,6 @@ std::string ConfigTree::to_yaml_text() const {
   out << to_yaml();
   return std::string(out.c_str()) + "\n";
 }
-
-namespace {
-
-// The maps a YAML merge key brings in, in the order they are written (`<<: [*a, *b]`: a's keys win
-// over b's), or none when this entry is not a merge key of mappings. yaml-cpp reads a plain `<<`
-// as an ordinary key; only a quoted "<<" is meant as one.
-std::vector<YAML::Node> merged_maps(const YAML::Node& key, const YAML::Node& value) {
-  if (!key.IsScalar() || key.Scalar() != "<<" || key.Tag() != "?") return {};
-  std::vector<YAML::Node> sources;
-  if (value.IsSequence())
-    for (const YAML::Node& item : value) sources.push_back(item);
-  else
-    sources.push_back(value);
-  if (!std::all_of(sources.begin(), sources.end(), [](const YAML::Node& s) { return s.IsMap(); }))
-    return {};
-  return sources;  // (not reordered in place: assigning a YAML::Node writes into the node it refers
-                   // to)
-}
-
-}  // namespace
 
 void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& file,
                   const std::string& prefix) {

@@ -145,25 +145,63 @@ std::string describe_yaml_value(const YAML::Node& node) {
   return "'" + node.Scalar() + "'";
 }
 
+namespace {
+
+// What the known keys have right after `path` (their next segment), or at the top when it is "".
+std::vector<std::string> keys_after(const std::string& path,
+                                    const std::vector<std::string>& known) {
+  std::vector<std::string> next;
+  for (const auto& k : known) {
+    if (!path.empty() && !(k.size() > path.size() && key_is_under(k, path))) continue;
+    const std::string segment = split(path.empty() ? k : k.substr(path.size() + 1), '.').front();
+    if (std::find(next.begin(), next.end(), segment) == next.end()) next.push_back(segment);
+  }
+  return next;
+}
+
+}  // namespace
+
 void report_unknown_keys(const ConfigTree& section, const std::vector<std::string>& known,
                          const std::string& prefix, const std::string& where,
                          Diagnostics& diagnostics) {
+  auto full = [&](const std::string& key) { return prefix.empty() ? key : prefix + "." + key; };
   std::vector<std::string> reported;
   for (const auto& [key, value] : section.entries()) {
     bool found = false;
     for (const auto& k : known) found = found || key_is_under(key, k);
     if (found) continue;
-    // "trian: {epochs: 1, seed: 2}" is one unknown key, 'trian', not two.
-    std::string head = split(key, '.').front();
-    if (std::find(reported.begin(), reported.end(), head) != reported.end()) continue;
-    reported.push_back(head);
-    std::string message =
-        fmt::format("unknown key '{}' for {}", prefix.empty() ? head : prefix + "." + head, where);
-    std::string guess = closest_match(head, known);
-    if (!guess.empty())
-      message += fmt::format(" (did you mean '{}'?)", guess);
-    else
-      message += "; known keys: " + join(known);
+    // The unknown key ends at the first segment no known key has there: in 'early_stop.patiance'
+    // it is 'patiance' (early_stop has metric, patience, min_delta), and "trian: {epochs: 1,
+    // seed: 2}" is one unknown key, 'trian', not two.
+    std::string parent;  // the segments before it, which known keys share ("" or "a.b.")
+    std::vector<std::string> choices = keys_after("", known);
+    std::string unknown;
+    for (const std::string& segment : split(key, '.')) {
+      if (std::find(choices.begin(), choices.end(), segment) == choices.end()) {
+        unknown = parent + segment;
+        break;
+      }
+      parent += segment + ".";
+      choices = keys_after(parent.substr(0, parent.size() - 1), known);
+    }
+    if (unknown.empty()) {  // a value where known keys have a mapping (early_stop: 3)
+      unknown = parent.substr(0, parent.size() - 1);
+      if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
+      reported.push_back(unknown);
+      diagnostics.error(value.key_origin, fmt::format("'{}' takes a mapping of {} (for {})",
+                                                      full(unknown), join(choices), where));
+      continue;
+    }
+    if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
+    reported.push_back(unknown);
+    std::string message = fmt::format("unknown key '{}' for {}", full(unknown), where);
+    const std::string guess = closest_match(unknown.substr(parent.size()), choices);
+    if (!guess.empty()) {
+      message += fmt::format(" (did you mean '{}'?)", parent + guess);
+    } else {
+      for (auto& choice : choices) choice = parent + choice;
+      message += "; known keys: " + join(choices);
+    }
     diagnostics.error(value.key_origin, message);
   }
 }

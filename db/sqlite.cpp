@@ -8,6 +8,8 @@
 
 #include <sqlite3.h>
 
+#include "common/error.h"
+
 namespace trainyard::sql {
 
 namespace {
@@ -21,17 +23,30 @@ std::string advice(sqlite3* db) {
     case SQLITE_READONLY:
       return "; it cannot be written (a read-only file, folder or file system): check its "
              "permissions, or record into another database with --db";
+    case SQLITE_CANTOPEN:  // to write, SQLite makes its -wal and -shm files beside it
+      return "; it cannot be written (SQLite could not open it to write: a read-only file, "
+             "folder or file system, or a folder that is gone): check its permissions, or record "
+             "into another database with --db";
     case SQLITE_IOERR:
       return "; the disk failed to read or write it (keep the database on a local disk, not a "
              "network file system)";
+    case SQLITE_NOTADB:
+      return "; --db (or $TRAINYARD_DB) names the SQLite file Trainyard records into: name an "
+             "existing Trainyard database, or a new file";
     default:
       return "";
   }
 }
 
+// A file that is not a database is the user's to fix (--db names the wrong file): a UserError.
+[[noreturn]] void raise(sqlite3* db, const std::string& message) {
+  if (db && (sqlite3_errcode(db) & 0xff) == SQLITE_NOTADB) throw UserError(message);
+  throw std::runtime_error(message);
+}
+
 [[noreturn]] void fail(sqlite3* db, const std::string& path, const std::string& what) {
-  throw std::runtime_error("database " + path + ": " + what + ": " +
-                           (db ? sqlite3_errmsg(db) : "out of memory") + advice(db));
+  raise(db, "database " + path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : "out of memory") +
+                advice(db));
 }
 
 }  // namespace
@@ -85,7 +100,7 @@ void Database::exec(const std::string& sql) {
   if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
     std::string message = error ? error : "unknown error";
     sqlite3_free(error);
-    throw std::runtime_error("database " + path_ + ": " + message + advice(db_));
+    raise(db_, "database " + path_ + ": " + message + advice(db_));
   }
 }
 

@@ -16,7 +16,7 @@
 
 namespace trainyard {
 
-BatchLock::BatchLock(const std::string& db_path) {
+BatchLock::BatchLock(const std::string& db_path, const std::string& advice) {
   const std::string path = db_path + ".lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw UserError(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
@@ -27,9 +27,12 @@ BatchLock::BatchLock(const std::string& db_path) {
     fd_ = -1;
     const std::string who = n > 0 ? trim(first_line(holder)) : "another process";
     throw UserError(fmt::format(
-        "{} is in use by another `trainyard run` ({}); one batch per database: wait for it "
-        "(`trainyard status --db {}` shows it), or record this batch in another database with --db",
-        db_path, who, db_path));
+        "{} is in use by another `trainyard run` ({}); {}", db_path, who,
+        !advice.empty() ? advice
+                        : fmt::format("one batch per database: wait for it (`trainyard status "
+                                      "--db {}` shows it), or record this batch in another "
+                                      "database with --db",
+                                      db_path)));
   }
   const std::string holder =
       fmt::format("pid {} on {}, since {}\n", getpid(), host_name(), utc_now());

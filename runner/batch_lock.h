@@ -13,8 +13,8 @@ namespace trainyard {
 class BatchLock {
  public:
   // Takes the lock of the database at `db_path`; UserError naming the holder when another process
-  // has it.
-  explicit BatchLock(const std::string& db_path);
+  // has it, followed by `advice` (what to do instead; default: a second batch's).
+  explicit BatchLock(const std::string& db_path, const std::string& advice = "");
   ~BatchLock();
   BatchLock(const BatchLock&) = delete;
   BatchLock& operator=(const BatchLock&) = delete;

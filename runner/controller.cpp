@@ -408,8 +408,9 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
     if (result.outcome != LaunchOutcome::failed || !is_transient(result.failure) ||
         attempt >= policy_.retries || stop_requested_.load())
       break;
-    log.both->warn("run failed ({}): {}; trying again ({} of {})", to_string(result.failure),
-                   first_line(result.error), attempt + 1, policy_.retries);
+    // The whole error: a crash's ends with the last lines of the rank's log.
+    log.both->warn("run failed ({}), trying again ({} of {}): {}", to_string(result.failure),
+                   attempt + 1, policy_.retries, result.error);
     store_.resume_run(run_id);
     ++summary.retried;
   }

@@ -288,6 +288,13 @@ TEST_F(BatchTest, ASecondBatchOnTheSameDatabaseRefusesNamingTheFirst) {
             std::string::npos)
       << second.output;
   EXPECT_FALSE(Store(db()).find_experiment("second"));
+  // Nor does `rm` remove a run beside it (the batch would fail it when its turn comes).
+  Result rm = trainyard("rm --db " + db() + " -e first --yes");
+  EXPECT_EQ(rm.exit_code, 2) << rm.output;
+  EXPECT_NE(rm.output.find("runs are removed only while no batch records into the database"),
+            std::string::npos)
+      << rm.output;
+  EXPECT_EQ(Store(db()).runs("first").size(), 1u);
   kill(controller, SIGKILL);
   testing::exit_code_of(controller);
   guard.pid = -1;
@@ -320,6 +327,8 @@ TEST_F(BatchTest, StatusShowsTheRunningRunAndAStaleOneAsInterrupted) {
   testing::exit_code_of(controller);
   Result gone = trainyard("status --db " + db());  // a controller of this host: known at once
   EXPECT_NE(gone.output.find("watched/long: interrupted: its controller"), std::string::npos)
+      << gone.output;
+  EXPECT_NE(gone.output.find(": 1 interrupted, 1 queued\n"), std::string::npos)  // counted so too
       << gone.output;
   {  // another host's controller, an hour quiet as far as the heartbeat says
     sql::Database raw(db());

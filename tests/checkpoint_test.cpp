@@ -79,6 +79,14 @@ sweep:
                          " --set train.resume_from=" + dir.path().string());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("has no trainer_state.json"), std::string::npos) << bad.output;
+  // A folder that does not exist is refused before any run starts: nothing is recorded.
+  const size_t recorded = store.runs().size();
+  Result missing = trainyard("run " + file + " --db " + db() +
+                             " --set train.resume_from=" + (dir.path() / "no-such.state").string());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("train.resume_from: no such folder"), std::string::npos)
+      << missing.output;
+  EXPECT_EQ(store.runs().size(), recorded);
 }
 
 // A run resumed from its best epoch tests that epoch's weights when later epochs do worse, as the

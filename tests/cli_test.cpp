@@ -343,7 +343,7 @@ TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
   }
   std::map<std::string, int> runs = {
       {"gpu/vit_throughput.yaml", 12}, {"gpu/distilbert_throughput.yaml", 12},
-      {"gpu/sync_check.yaml", 5},      {"gpu/smoke.yaml", 20},
+      {"gpu/sync_check.yaml", 8},      {"gpu/smoke.yaml", 20},
       {"gpu/study_vit.yaml", 1},       {"gpu/study_distilbert.yaml", 1}};
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(source("bench"))) {
@@ -398,6 +398,52 @@ TEST_F(CliTest, ValidateListAndHelp) {
   EXPECT_EQ(trainyard("run --bogus").exit_code, 2);
   EXPECT_EQ(trainyard("--help").exit_code, 0);
   EXPECT_EQ(trainyard("report --db " + db() + " -o x.html").exit_code, 2);  // no database yet
+}
+
+// A command line's mistakes: exit 2, the fix named, nothing written.
+TEST_F(CliTest, CommandLineMistakesNameTheFixAndWriteNothing) {
+  const std::string quickstart = source("experiments/quickstart.yaml");
+  // --db naming a file that is not a database (here an experiment file): refused, untouched, and
+  // no lock file beside it.
+  const std::string not_a_db = dir.write("notes.yaml", "name: not a database\n");
+  Result wrong_db = trainyard("run " + quickstart + " --db " + not_a_db);
+  EXPECT_EQ(wrong_db.exit_code, 2) << wrong_db.output;
+  EXPECT_NE(wrong_db.output.find("file is not a database; --db (or $TRAINYARD_DB) names the SQLite "
+                                 "file Trainyard records into"),
+            std::string::npos)
+      << wrong_db.output;
+  EXPECT_EQ(read_file(not_a_db), "name: not a database\n");
+  EXPECT_FALSE(fs::exists(not_a_db + ".lock"));
+  EXPECT_EQ(trainyard("status --db " + not_a_db).exit_code, 2);
+
+  Result zero = trainyard("run " + quickstart + " --db " + db() + " --time-limit 0s");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.output.find("leaves no time to train"), std::string::npos) << zero.output;
+  Result verbose = trainyard("run " + quickstart + " --db " + db() + " --verbose");
+  EXPECT_EQ(verbose.exit_code, 2);
+  EXPECT_NE(verbose.output.find("--verbose goes with --dry-run"), std::string::npos)
+      << verbose.output;
+  EXPECT_FALSE(fs::exists(db()));
+
+  // rm --status takes what `runs` shows: a status, or how a run failed.
+  const fs::path not_a_state = dir.path() / "empty.state";  // a folder, but no training state
+  fs::create_directories(not_a_state);
+  const std::string failing = dir.write(
+      "failing.yaml", "extends: " + quickstart +
+                          "\nname: failing\ntrain: {epochs: 1}\ndataset: {train_size: 64}\n"
+                          "report: {baseline: ok}\n"
+                          "sweep: {variants: [{name: ok}, {name: bad, set: {train.resume_from: " +
+                          not_a_state.string() + "}}]}\n");
+  EXPECT_EQ(trainyard("run " + failing + " --db " + db()).exit_code, 1);
+  Result runs = trainyard("runs --db " + db());
+  EXPECT_NE(runs.output.find("bad-input"), std::string::npos) << runs.output;
+  Result plan = trainyard("rm --db " + db() + " --status bad-input");
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("failing / bad (failed)"), std::string::npos) << plan.output;
+  EXPECT_EQ(plan.output.find("failing / ok"), std::string::npos) << plan.output;
+  Result bogus = trainyard("rm --db " + db() + " --status bad-inpt");
+  EXPECT_EQ(bogus.exit_code, 2);
+  EXPECT_NE(bogus.output.find("or a failure: bad-input"), std::string::npos) << bogus.output;
 }
 
 }  // namespace

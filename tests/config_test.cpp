@@ -187,6 +187,34 @@ TEST_F(ConfigTest, SyncDebugNeedsCuda) {
   EXPECT_EQ(load(kValid, with_sgd).runs.size(), 1u);  // warn shows each synchronisation instead
 }
 
+// A typo below a known key is named whole, with the guess from its own level.
+TEST_F(ConfigTest, UnknownNestedKeysAreNamedWhereTheyDiverge) {
+  Diagnostics nested = errors(kValid, {"train.early_stop.patiance=3"});
+  EXPECT_TRUE(has(nested,
+                  "unknown key 'train.early_stop.patiance' for section 'train' (did you "
+                  "mean 'early_stop.patience'?)"));
+  EXPECT_TRUE(has(errors(kValid, {"train.early_stop=3"}),
+                  "'train.early_stop' takes a mapping of metric, patience, min_delta"));
+  EXPECT_TRUE(has(errors(kValid, {"train.epcohs=3"}), "(did you mean 'epochs'?)"));
+}
+
+// `train: {epochs: 2}` and `train.epochs: 3` in one mapping: one would silently win.
+TEST_F(ConfigTest, AKeyWrittenNestedAndDottedInOneMappingIsAnError) {
+  Diagnostics d = errors(std::string(kValid) + "train.epochs: 3\n");
+  EXPECT_TRUE(has(d, "'train.epochs' is also written as 'train.epochs' at"));
+  EXPECT_TRUE(has(errors(std::string(kValid) + "train.optimizer: {name: sgd}\n"),
+                  "'train.optimizer.name' is also written as 'train.optimizer.name'"));
+  // Other keys of the same section, and a merge's keys overridden by the map's own, are fine.
+  EXPECT_EQ(load(std::string(kValid) + "train.seed: 3\n").runs.size(), 1u);
+  EXPECT_EQ(load(std::string(kValid) + R"(sweep:
+  variants:
+    - {name: a, set: &base {train.epochs: 1}}
+    - {name: b, set: {<<: *base, train.epochs: 3}}
+)")
+                .runs.size(),
+            2u);
+}
+
 TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
   Diagnostics d = errors("model:\n  name: toy\n  width: [1, 2\n");
   ASSERT_EQ(d.size(), 1u);

@@ -160,9 +160,11 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
   Store store(db());
   ASSERT_EQ(store.runs("resume-ddp").size(), 1u);
   EXPECT_EQ(store.runs("resume-ddp")[0].resumes, 1);
-  EXPECT_NE(testing::read_file(store.runs("resume-ddp")[0].environment.log_path)
-                .find("run failed (crashed): rank 1 was killed by signal 9"),
-            std::string::npos);
+  const std::string log = testing::read_file(store.runs("resume-ddp")[0].environment.log_path);
+  EXPECT_NE(log.find("run failed (crashed), trying again (1 of 2): rank 1 was killed by signal 9"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("-rank1.log:\n  "), std::string::npos) << log;  // with its log's last lines
 
   // Without retries: recorded as crashed; the next batch continues the same run.
   const std::string other_db = (dir.path() / "runs" / "other.db").string();  // the same logs/

@@ -48,6 +48,9 @@ void register_synthetic_text(Registry& registry) {
       .add("seed", &SyntheticTextOptions::seed, "seed of the data (fixed across runs)", at_least(0))
       .check([](const SyntheticTextOptions& o) -> std::optional<std::string> {
         if (o.min_length > o.max_length) return "min_length is greater than max_length";
+        return std::nullopt;
+      })
+      .check([](const SyntheticTextOptions& o) -> std::optional<std::string> {
         if (o.vocab_size < kFirstWord + o.num_classes + 2)
           return "vocab_size is too small for num_classes";
         return std::nullopt;

@@ -230,13 +230,14 @@ void register_vit(Registry& registry) {
       .add("attention_dropout", &VitOptions::attention_dropout, "dropout on attention weights",
            between(0, 1))
       .check([](const VitOptions& o) -> std::optional<std::string> {
-        if (o.image_size % o.patch_size != 0)
-          return "image_size " + std::to_string(o.image_size) +
-                 " is not a multiple of patch_size " + std::to_string(o.patch_size);
-        if (o.width % o.heads != 0)
-          return "width " + std::to_string(o.width) + " is not divisible by heads " +
-                 std::to_string(o.heads);
-        return std::nullopt;
+        if (o.image_size % o.patch_size == 0) return std::nullopt;
+        return "image_size " + std::to_string(o.image_size) + " is not a multiple of patch_size " +
+               std::to_string(o.patch_size);
+      })
+      .check([](const VitOptions& o) -> std::optional<std::string> {
+        if (o.width % o.heads == 0) return std::nullopt;
+        return "width " + std::to_string(o.width) + " is not divisible by heads " +
+               std::to_string(o.heads);
       });
   registry.add<ModelPtr(const ModelContext&)>(
       ComponentKind::model, "vit", "Vision Transformer; defaults are torchvision's vit_b_16",

@@ -76,7 +76,7 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
   for (const auto& item : model.named_buffers(/*recurse=*/true)) targets[item.key()] = item.value();
 
   WeightsReport report;
-  std::map<std::string, bool> filled;
+  std::map<std::string, bool> in_checkpoint;  // loaded or of another shape: not missing
   bool head_unfit = false;
   torch::NoGradGuard no_grad;
   for (const auto& entry : file.entries()) {
@@ -90,6 +90,7 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
       report.unexpected.push_back(entry.name);
       continue;
     }
+    in_checkpoint[name] = true;
     if (target->second.sizes() != c10::IntArrayRef(entry.shape)) {
       if (model.is_head(name))
         head_unfit = true;
@@ -103,11 +104,10 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
     auto source = torch::from_blob(const_cast<uint8_t*>(entry.data), entry.shape,
                                    torch::TensorOptions().dtype(torch_dtype(entry.dtype)));
     target->second.copy_(source);
-    filled[name] = true;
     ++report.loaded;
   }
   for (const auto& [name, tensor] : targets) {
-    if (filled.count(name)) continue;
+    if (in_checkpoint.count(name)) continue;
     if (model.is_head(name))
       head_unfit = true;
     else

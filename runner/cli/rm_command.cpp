@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "db/store.h"
+#include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/engine/engine.h"
@@ -67,27 +68,42 @@ int rm_command(const std::vector<std::string>& args) {
       "experiment,e", po::value(&experiment), "the runs of this experiment")(
       "variant", po::value(&variant), "the runs of this variant")(
       "status", po::value(&status),
-      "the runs of this status: queued, running, completed, failed, interrupted, skipped")(
-      "yes", "remove them (without: only say what would go)");
+      "the runs of this status: queued, running, completed, failed, interrupted, skipped; or, as "
+      "`trainyard runs` shows them, of this failure: bad-input, out-of-memory, crashed, "
+      "timed-out, error, not-started")("yes", "remove them (without: only say what would go)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   if (ids.empty() && experiment.empty() && variant.empty() && status.empty())
     throw UserError(
         "rm: say which runs: --id N, --experiment NAME, --variant NAME or --status STATUS");
   std::optional<RunStatus> wanted_status;
+  std::optional<FailureClass> wanted_failure;
   if (!status.empty()) {
+    const std::string failure_name = status == "not started" ? "not-started" : status;
     try {
       wanted_status = parse_run_status(status);
     } catch (const std::exception&) {
-      throw UserError(
-          fmt::format("rm: unknown status '{}'; one of: queued, running, completed, failed, "
-                      "interrupted, skipped",
-                      status));
+      // parse_failure_class reads what it does not know as "error": only a round trip is a name.
+      if (const FailureClass failure = parse_failure_class(failure_name);
+          failure != FailureClass::none && to_string(failure) == failure_name)
+        wanted_failure = failure;
+      else
+        throw UserError(
+            fmt::format("rm: unknown status '{}'; one of: queued, running, completed, failed, "
+                        "interrupted, skipped, or a failure: bad-input, out-of-memory, crashed, "
+                        "timed-out, error, not-started",
+                        status));
     }
   }
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
-  Store store(db_path);
+  // A batch recording into the database will start its queued runs and write their files:
+  // nothing is removed beside it.
+  Store store(db_path);  // first: a file that is not a database gets no lock file beside it
+  const BatchLock lock(db_path, fmt::format("runs are removed only while no batch records into "
+                                            "the database: wait for it to end (`trainyard status "
+                                            "--db {}` shows it), or stop it first",
+                                            db_path));
   if (!experiment.empty()) store.experiment_named(experiment);  // as `runs -e` and `report -e` say
 
   const std::set<int64_t> id_set(ids.begin(), ids.end());
@@ -96,6 +112,7 @@ int rm_command(const std::vector<std::string>& args) {
     if (!id_set.empty() && !id_set.count(run.id)) continue;
     if (!variant.empty() && run.variant != variant) continue;
     if (wanted_status && run.status != *wanted_status) continue;
+    if (wanted_failure && run.failure != *wanted_failure) continue;
     if (run.status == RunStatus::running)
       throw UserError(fmt::format("rm: run {} is running (pid {} on {}); stop it first", run.id,
                                   run.pid, run.host));

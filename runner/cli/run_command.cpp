@@ -150,11 +150,17 @@ int run_command(const std::vector<std::string>& args) {
   std::optional<double> limit_seconds;
   if (!time_limit.empty()) {
     limit_seconds = parse_duration(time_limit);
-    if (!limit_seconds || *limit_seconds <= 0)
+    if (!limit_seconds)
       throw UserError(
           fmt::format("run: --time-limit '{}' is not a duration; write it as 9h, 90m, 1h30m or 45s",
                       time_limit));
+    if (*limit_seconds <= 0)
+      throw UserError(fmt::format(
+          "run: --time-limit '{}' leaves no time to train; give a duration over 0, e.g. 45s",
+          time_limit));
   }
+  if (vm.count("verbose") && !vm.count("dry-run"))
+    throw UserError("run: --verbose goes with --dry-run (it prints every run's whole config)");
   if (node.multi_node() && (node.master_port < 1 || node.master_port > 65535))
     throw UserError(
         "run: a multi-node run needs --master-port P (a free port on node 0, the same on every "
@@ -176,9 +182,10 @@ int run_command(const std::vector<std::string>& args) {
   fs::path db(db_path);
   if (db.has_parent_path()) fs::create_directories(db.parent_path());
   // Only node 0 records the runs; other nodes keep their bookkeeping in memory, and their logs.
+  // The database first: a file that is not one is refused before a lock file is made beside it.
+  Store store(node.node_rank == 0 ? db_path : ":memory:");
   std::optional<BatchLock> lock;
   if (node.node_rank == 0) lock.emplace(db_path);  // one batch per database
-  Store store(node.node_rank == 0 ? db_path : ":memory:");
   if (node.multi_node())
     fmt::print(stderr, "node {} of {} (ranks meet at {}:{}){}\n", node.node_rank, node.nnodes,
                node.master_addr, node.master_port,

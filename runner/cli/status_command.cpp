@@ -76,6 +76,11 @@ std::string describe_slurm(const RunRecord& run, const SlurmRunRecord& task,
   return text;
 }
 
+// A run marked running that nobody runs any more: its controller is gone, or went silent.
+bool lost(const RunRecord& run) {
+  return controller_gone(run) || seconds_since(run.heartbeat_at) > kStaleHeartbeatSeconds;
+}
+
 std::string describe_running(const RunRecord& run) {
   const double quiet = seconds_since(run.heartbeat_at);
   if (controller_gone(run))
@@ -112,6 +117,9 @@ int status_command(const std::vector<std::string>& args) {
     if (run.status == RunStatus::failed && run.failure != FailureClass::none)
       label += fmt::format(" ({})", to_string(run.failure));
     if (run.failure == FailureClass::not_started) label = "not started";
+    // Counted as its line below describes it.
+    if (run.status == RunStatus::running && !slurm.count(run.id) && lost(run))
+      label = to_string(RunStatus::interrupted);
     const bool unfinished = run.status == RunStatus::running || run.status == RunStatus::queued;
     if (unfinished && slurm.count(run.id))
       submitted.push_back(run);

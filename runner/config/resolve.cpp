@@ -129,6 +129,14 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
         "train.resume_from and model.weights both say where the weights come from; the training "
         "state folder holds them: remove model.weights");
   check_model_against_data(run, tree, fallback, diagnostics);
+  // Found here, a wrong folder fails no run: the engine reads what is in it when the run starts.
+  std::error_code ec;
+  if (!run.train.resume_from.empty() && !std::filesystem::is_directory(run.train.resume_from, ec))
+    diagnostics.error(origin_of_key(tree, "train.resume_from", fallback),
+                      fmt::format("train.resume_from: no such folder '{}'; name a training-state "
+                                  "folder that train.save_state wrote (<run>.state beside the "
+                                  "run's log), or remove the key",
+                                  run.train.resume_from));
   if (!runtime_ok) return;
   // In float16 parameters Adam's default eps (1e-8) rounds to 0, and the first step divides zero by
   // zero.
