@@ -128,6 +128,9 @@ bool better_choice(const RunRecord& candidate, const RunRecord& chosen) {
   return candidate.status == RunStatus::completed || chosen.status != RunStatus::completed;
 }
 
+// A config value as the differences show it: an empty string is "" (not nothing after the colon).
+std::string shown(const std::string& value) { return value.empty() ? "\"\"" : value; }
+
 // "train.epochs: 1 (the file: 3)" for each key in which `run_yaml` differs from `file_yaml`.
 std::vector<std::string> differences(const std::string& run_yaml, const std::string& file_yaml) {
   const auto run = flat_config(run_yaml), file = flat_config(file_yaml);
@@ -135,12 +138,13 @@ std::vector<std::string> differences(const std::string& run_yaml, const std::str
   for (const auto& [key, value] : run) {
     auto it = file.find(key);
     if (it == file.end())
-      out.push_back(fmt::format("{}: {} (not in the file)", key, value));
+      out.push_back(fmt::format("{}: {} (not in the file)", key, shown(value)));
     else if (it->second != value)
-      out.push_back(fmt::format("{}: {} (the file: {})", key, value, it->second));
+      out.push_back(fmt::format("{}: {} (the file: {})", key, shown(value), shown(it->second)));
   }
   for (const auto& [key, value] : file)
-    if (!run.count(key)) out.push_back(fmt::format("{}: not set (the file: {})", key, value));
+    if (!run.count(key))
+      out.push_back(fmt::format("{}: not set (the file: {})", key, shown(value)));
   return out;
 }
 
@@ -227,7 +231,7 @@ void compare_with_baseline(ExperimentReport& section) {
     const auto mine = flat_config(row.config_yaml), base = flat_config(baseline->config_yaml);
     for (const auto& [key, value] : mine) {
       auto it = base.find(key);
-      if (it == base.end() || it->second != value) row.differs.push_back(key + ": " + value);
+      if (it == base.end() || it->second != value) row.differs.push_back(key + ": " + shown(value));
     }
   }
   auto train = [](const VariantRow& row) -> std::optional<Spread> {

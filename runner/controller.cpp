@@ -231,7 +231,8 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
   if (int orphans = store_.mark_orphaned_runs_interrupted())
     console_.line(
         fmt::format("{} left unfinished by an earlier trainyard process marked "
-                    "interrupted: they continue from their checkpoints",
+                    "interrupted: each continues from its checkpoint, or from the start if it "
+                    "left none",
                     plural(orphans, "run")));
   // Every node must launch the same runs in the same order; only node 0 knows what completed
   // (or was interrupted) before.

@@ -220,6 +220,12 @@ TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_NE(d.items()[0].message.find("YAML syntax error"), std::string::npos);
   EXPECT_GT(d.items()[0].origin.line, 0);
+  // yaml-cpp does not say when a tab indents a line: the message does.
+  Diagnostics tabs = errors("model:\n  name: toy\ntrain:\n\tepochs: 2\n");
+  ASSERT_EQ(tabs.size(), 1u);
+  EXPECT_NE(tabs.items()[0].message.find("line 4 indents with a tab, which YAML does not allow"),
+            std::string::npos)
+      << tabs.items()[0].message;
 }
 
 TEST_F(ConfigTest, MissingAndUnreadableFiles) {

@@ -50,6 +50,19 @@ class ReportTest : public ::testing::Test {
   int64_t experiment = 0;
 };
 
+// An empty value reads as "" in a difference, not as nothing after the colon.
+TEST_F(ReportTest, AnEmptyValueInADifferenceIsShownQuoted) {
+  add_run_of("fp32", 0, RunStatus::completed, 40, 0.5, "model: {weights: ''}\n", "h-old");
+  CurrentExperiments current = [](const ExperimentRecord&) {
+    return CurrentExperiment{.variants = {{"fp32", "h-new", "model: {weights: w.safetensors}\n"}}};
+  };
+  const Report report = build_report(store, "", current);
+  const auto& section = report.experiments[0];
+  ASSERT_EQ(section.other_runs.size(), 1u);
+  EXPECT_EQ(section.other_runs[0].differences,
+            (std::vector<std::string>{"model.weights: \"\" (the file: w.safetensors)"}));
+}
+
 // With the file's current configurations, a row is the run of exactly that configuration — not the
 // newer smoke test — and a variant nothing ran yet shows as not run; other configurations are
 // listed apart with the keys in which they differ.

@@ -106,7 +106,7 @@ std::vector<Section> sections() {
         {"grid", "map", "", "",
          "dotted key -> list of values; every combination, times every variant "
          "(grid: {train.batch_size: [16, 32]})"},
-        {"repeats", "int", "1", "[1 to 1000]",
+        {"repeats", "int", "1", "1 to 1000",
          "runs of every variant, with seeds train.seed, train.seed + 1, ...; the report shows "
          "their median and min-max"}}},
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #include <fmt/format.h>
@@ -38,6 +39,24 @@ void merge_layer(ConfigTree& base, const ConfigTree& over) {
 }
 
 namespace {
+
+// yaml-cpp's message for a tab in the indentation ("illegal map value", ...) does not say so: the
+// first line that indents with one, for the syntax error's message.
+std::string tab_indent_hint(const std::string& text) {
+  int line = 1;
+  for (size_t start = 0; start < text.size(); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const size_t first = text.find_first_not_of(' ', start);
+    if (first < end && text[first] == '\t')
+      return fmt::format(
+          "; line {} indents with a tab, which YAML does not allow: indent with "
+          "spaces",
+          line);
+    start = end + 1;
+  }
+  return "";
+}
 
 // What an experiment file may ask of the reader: a script-generated file of a million lines or a
 // thousand nested levels is a mistake, refused with the limit rather than read into memory or
@@ -118,11 +137,13 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
       return tree;
     }
   }
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   YAML::Node root;
   try {
-    root = YAML::Load(in);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    diagnostics.error({file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg);
+    diagnostics.error({file, e.mark.line + 1, e.mark.column + 1},
+                      "YAML syntax error: " + e.msg + tab_indent_hint(text));
     return tree;
   }
   if (root.IsNull()) return tree;  // an empty file is an empty config
