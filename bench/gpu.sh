@@ -76,7 +76,7 @@ fi
 # In memory where there is room (16 GiB free: a container's /dev/shm may hold only 64 MB): every run
 # writes a checkpoint at each epoch's end (about 1 GB for ViT-B/16 with Adam in fp32), and a disk's
 # fsyncs would cost the call seconds a run.
-shm_free_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
+shm_free_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }' || true)
 if [ -z "${WORK:-}" ] && [ -w /dev/shm ] && [ "${shm_free_kb:-0}" -gt $((16 * 1024 * 1024)) ]; then
   WORK=/dev/shm/trainyard-gpu
 fi

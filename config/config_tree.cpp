@@ -71,32 +71,39 @@ void report_duplicate_keys(const YAML::Node& node, const std::string& file,
   if (!node.IsMap()) return;
   std::map<std::string, Origin> seen;
   // The same key written two ways, "train: {epochs: 3}" and "train.epochs: 2": one would silently
-  // win over the other.
-  std::map<std::string, Origin> written;
+  // win over the other. Only entries whose keys begin alike can clash: grouped by the first
+  // segment, so a file with no dotted keys costs nothing more.
+  std::map<std::string, std::vector<std::pair<YAML::Node, YAML::Node>>> by_head;
   for (auto it = node.begin(); it != node.end(); ++it) {
     const YAML::Node key = it->first;
-    if (key.IsScalar()) {
-      const Origin origin = origin_of(key, file);
-      auto [first, inserted] = seen.emplace(key.Scalar(), origin);
-      if (!inserted) {
-        diagnostics.error(origin, "key '" + key.Scalar() +
-                                      "' is given twice in this mapping (first at " +
-                                      to_string(first->second) + "); keep one");
-      } else if (merged_maps(key, it->second).empty()) {
-        std::vector<std::pair<std::string, Origin>> keys;
-        dotted_keys(it->second, key.Scalar(), origin, file, keys);
-        for (const auto& [k, at] : keys)
-          if (auto other = clash(written, k); other != written.end()) {
-            diagnostics.error(at, fmt::format("'{}' is also written as '{}' at {}, in the same "
-                                              "mapping; keep one",
-                                              k, other->first, to_string(other->second)));
-            break;  // one message an entry
-          }
-        for (const auto& [k, at] : keys) written.emplace(k, at);
-      }
-    }
-    report_duplicate_keys(it->second, file, diagnostics);
+    if (!key.IsScalar()) continue;
+    const Origin origin = origin_of(key, file);
+    auto [first, inserted] = seen.emplace(key.Scalar(), origin);
+    if (!inserted)
+      diagnostics.error(origin, "key '" + key.Scalar() +
+                                    "' is given twice in this mapping (first at " +
+                                    to_string(first->second) + "); keep one");
+    else if (merged_maps(key, it->second).empty())
+      by_head[key.Scalar().substr(0, key.Scalar().find('.'))].emplace_back(key, it->second);
   }
+  for (const auto& [head, entries] : by_head) {
+    if (entries.size() < 2) continue;
+    std::map<std::string, Origin> written;  // dotted key -> where its last key is written
+    for (const auto& [key, value] : entries) {
+      std::vector<std::pair<std::string, Origin>> keys;
+      dotted_keys(value, key.Scalar(), origin_of(key, file), file, keys);
+      for (const auto& [k, at] : keys)
+        if (auto other = clash(written, k); other != written.end()) {
+          diagnostics.error(at, fmt::format("'{}' is also written as '{}' at {}, in the same "
+                                            "mapping; keep one",
+                                            k, other->first, to_string(other->second)));
+          break;  // one message an entry
+        }
+      for (const auto& [k, at] : keys) written.emplace(k, at);
+    }
+  }
+  for (auto it = node.begin(); it != node.end(); ++it)
+    report_duplicate_keys(it->second, file, diagnostics);
 }
 
 Origin origin_of(const YAML::Node& node, const std::string& file) {
@@ -105,15 +112,29 @@ Origin origin_of(const YAML::Node& node, const std::string& file) {
   return {file, mark.line + 1, mark.column + 1};
 }
 
+bool ConfigTree::overlaps(const std::string& key) const {
+  if (keys_.count(key)) return true;
+  for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
+    if (keys_.count(key.substr(0, dot))) return true;  // a key above it
+  const auto below = keys_.lower_bound(key + ".");
+  return below != keys_.end() && key_is_under(*below, key);
+}
+
 void ConfigTree::erase(const std::string& key) {
   std::erase_if(entries_, [&](const auto& entry) { return key_is_under(entry.first, key); });
+  std::erase_if(keys_, [&](const std::string& k) { return key_is_under(k, key); });
 }
 
 void ConfigTree::set(const std::string& key, ConfigValue value) {
-  std::erase_if(entries_, [&](const auto& entry) {
-    return key_is_under(entry.first, key) || key_is_under(key, entry.first);
-  });
+  if (overlaps(key)) {  // rare: the scan only when something is replaced
+    auto replaced = [&](const std::string& k) {
+      return key_is_under(k, key) || key_is_under(key, k);
+    };
+    std::erase_if(entries_, [&](const auto& entry) { return replaced(entry.first); });
+    std::erase_if(keys_, replaced);
+  }
   entries_.emplace_back(key, std::move(value));
+  keys_.insert(key);
 }
 
 const ConfigValue* ConfigTree::find(std::string_view key) const {
@@ -126,7 +147,7 @@ ConfigTree ConfigTree::subtree(std::string_view prefix) const {
   ConfigTree out;
   for (const auto& [k, v] : entries_) {
     if (k.size() > prefix.size() && key_is_under(k, prefix))
-      out.entries_.emplace_back(k.substr(prefix.size() + 1), v);
+      out.set(k.substr(prefix.size() + 1), v);
   }
   return out;
 }

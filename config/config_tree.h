@@ -4,6 +4,7 @@
 // from.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,7 +45,7 @@ class ConfigTree {
   void set(const std::string& key, ConfigValue value);
   void erase(const std::string& key);  // the key and everything below it
 
-  const ConfigValue* find(std::string_view key) const;
+  const ConfigValue* find(std::string_view key) const;  // (linear: a tree is read a key at a time)
   bool empty() const { return entries_.empty(); }
   const std::vector<std::pair<std::string, ConfigValue>>& entries() const { return entries_; }
 
@@ -59,7 +60,12 @@ class ConfigTree {
   std::string to_yaml_text() const;
 
  private:
-  std::vector<std::pair<std::string, ConfigValue>> entries_;
+  // True when `key`, a key below it or a key above it is set: what set() must replace. In
+  // O(depth log n) from `keys_`, so flattening a large file is not quadratic.
+  bool overlaps(const std::string& key) const;
+
+  std::vector<std::pair<std::string, ConfigValue>> entries_;  // in the order they were set
+  std::set<std::string> keys_;                                // the same keys, sorted
 };
 
 // Flattens a YAML mapping read from `file` (maps recurse; scalars, sequences and nulls are

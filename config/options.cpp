@@ -176,15 +176,17 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
     std::string parent;  // the segments before it, which known keys share ("" or "a.b.")
     std::vector<std::string> choices = keys_after("", known);
     std::string unknown;
+    bool diverged = false;
     for (const std::string& segment : split(key, '.')) {
       if (std::find(choices.begin(), choices.end(), segment) == choices.end()) {
         unknown = parent + segment;
+        diverged = true;
         break;
       }
       parent += segment + ".";
       choices = keys_after(parent.substr(0, parent.size() - 1), known);
     }
-    if (unknown.empty()) {  // a value where known keys have a mapping (early_stop: 3)
+    if (!diverged) {  // a value where known keys have a mapping (early_stop: 3)
       unknown = parent.substr(0, parent.size() - 1);
       if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
       reported.push_back(unknown);
@@ -195,7 +197,14 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
     if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
     reported.push_back(unknown);
     std::string message = fmt::format("unknown key '{}' for {}", full(unknown), where);
-    const std::string guess = closest_match(unknown.substr(parent.size()), choices);
+    std::string guess = closest_match(unknown.substr(parent.size()), choices);
+    if (guess.empty()) {  // a dot for an underscore or the reverse: early_stop_patience
+      std::vector<std::string> below;
+      for (const auto& k : known)
+        if (k.size() > parent.size() && k.starts_with(parent))
+          below.push_back(k.substr(parent.size()));
+      guess = closest_match(key.substr(parent.size()), below);
+    }
     if (!guess.empty()) {
       message += fmt::format(" (did you mean '{}'?)", parent + guess);
     } else {

@@ -182,6 +182,12 @@ TEST_F(ConfigTest, SyncDebugNeedsCuda) {
   std::vector<std::string> with_sgd = fp16;
   with_sgd.push_back("train.optimizer.name=sgd");
   EXPECT_TRUE(has(errors(kValid, with_sgd), "optimizer sgd reads the loss scaler's overflow flag"));
+  // A mistake in the optimizer's own options is that mistake alone (its capabilities are unknown).
+  std::vector<std::string> bad_adam = fp16;
+  bad_adam.push_back("train.optimizer.betas=0.9");
+  Diagnostics only_betas = errors(kValid, bad_adam);
+  EXPECT_EQ(only_betas.size(), 1u);
+  EXPECT_TRUE(has(only_betas, "betas"));
   with_sgd.back() = "runtime.sync_debug=warn";
   with_sgd.push_back("train.optimizer.name=sgd");
   EXPECT_EQ(load(kValid, with_sgd).runs.size(), 1u);  // warn shows each synchronisation instead
@@ -196,6 +202,9 @@ TEST_F(ConfigTest, UnknownNestedKeysAreNamedWhereTheyDiverge) {
   EXPECT_TRUE(has(errors(kValid, {"train.early_stop=3"}),
                   "'train.early_stop' takes a mapping of metric, patience, min_delta"));
   EXPECT_TRUE(has(errors(kValid, {"train.epcohs=3"}), "(did you mean 'epochs'?)"));
+  EXPECT_TRUE(has(errors(kValid, {"train.early_stop_patience=3"}),
+                  "(did you mean 'early_stop.patience'?)"));
+  EXPECT_TRUE(has(errors(kValid, {"train.=3"}), "unknown key 'train.'"));
 }
 
 // `train: {epochs: 2}` and `train.epochs: 3` in one mapping: one would silently win.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -100,10 +101,13 @@ int rm_command(const std::vector<std::string>& args) {
   // A batch recording into the database will start its queued runs and write their files:
   // nothing is removed beside it.
   Store store(db_path);  // first: a file that is not a database gets no lock file beside it
-  const BatchLock lock(db_path, fmt::format("runs are removed only while no batch records into "
-                                            "the database: wait for it to end (`trainyard status "
-                                            "--db {}` shows it), or stop it first",
-                                            db_path));
+  // Removing, not listing: only while no batch records into the database.
+  std::optional<BatchLock> lock;
+  if (vm.count("yes"))
+    lock.emplace(db_path, fmt::format("runs are removed only while no batch records into the "
+                                      "database: wait for it to end (`trainyard status --db {}` "
+                                      "shows it), or stop it first",
+                                      db_path));
   if (!experiment.empty()) store.experiment_named(experiment);  // as `runs -e` and `report -e` say
 
   const std::set<int64_t> id_set(ids.begin(), ids.end());

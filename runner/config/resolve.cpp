@@ -56,7 +56,7 @@ Origin origin_of_key(const ConfigTree& tree, const char* key, const Origin& fall
 // runtime.compile: cuda-graphs captures forward, backward and the optimizer step as one graph:
 // every part must run on the device without the host. What cannot is refused here, with the fix.
 void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
-                       Diagnostics& diagnostics) {
+                       bool optimizer_ok, Diagnostics& diagnostics) {
   auto refuse = [&](const char* key, const std::string& why) {
     diagnostics.error(origin_of_key(tree, key, fallback), "runtime.compile: cuda-graphs " + why);
   };
@@ -69,7 +69,7 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
                        run.strategy.name));
   if (run.train.grad_accum != 1)
     refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
-  if (!run.optimizer.capabilities.steps_on_device)
+  if (optimizer_ok && !run.optimizer.capabilities.steps_on_device)
     refuse("train.optimizer.name",
            "needs the fused adam or adamw (their steps and learning rate stay on the device)");
   // Captured at one batch's shape after warm-up steps at others, the graph would replay few
@@ -116,9 +116,9 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
 
 // The rules that span sections: combinations that cannot work, refused with the fix. `runtime_ok`:
 // the runtime section (precision, strategy, ...) resolved without a problem, so its rules can be
-// checked.
+// checked; `optimizer_ok`: the optimizer's did, so its capabilities are known.
 void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
-                        bool runtime_ok, Diagnostics& diagnostics) {
+                        bool runtime_ok, bool optimizer_ok, Diagnostics& diagnostics) {
   if (run.train.epochs == 0 && run.train.resume_from.empty() && run.weights.weights.empty())
     diagnostics.error(origin_of_key(tree, "train.epochs", fallback),
                       "train.epochs: 0 tests given weights without training; set model.weights (or "
@@ -154,7 +154,8 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
                     eps_value, run.optimizer.name));
   }
   if (run.runtime.compile == "cuda-graphs")
-    check_cuda_graphs(run, tree, origin_of_key(tree, "runtime.compile", fallback), diagnostics);
+    check_cuda_graphs(run, tree, origin_of_key(tree, "runtime.compile", fallback), optimizer_ok,
+                      diagnostics);
   if (run.runtime.sync_debug != "off" && run.runtime.accelerator == "cpu")
     diagnostics.error(
         origin_of_key(tree, "runtime.sync_debug", fallback),
@@ -162,7 +163,7 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
         "set runtime.sync_debug: off or runtime.accelerator: cuda");
   // Without a fused optimizer the loss scaler's overflow flag is read on the host to skip a step
   // (as torch.amp.GradScaler does): one synchronisation per step, which `error` would fail at.
-  if (run.runtime.sync_debug == "error" && run.runtime.precision == "16-mixed" &&
+  if (run.runtime.sync_debug == "error" && run.runtime.precision == "16-mixed" && optimizer_ok &&
       !run.optimizer.capabilities.steps_on_device)
     diagnostics.error(
         origin_of_key(tree, "runtime.sync_debug", fallback),
@@ -199,7 +200,10 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   run.train = train_option_set().decode(tree.subtree("train"), "train", "section 'train'", fallback,
                                         diagnostics, {"optimizer", "scheduler"});
   resolved.merge(train_option_set().encode(run.train, "train", fallback));
+  const size_t before_optimizer = diagnostics.size();
   resolve_component(tree, optimizer, registry, fallback, run.optimizer, resolved, diagnostics);
+  // The optimizer's capabilities are known only when its section resolved.
+  const bool optimizer_ok = diagnostics.size() == before_optimizer;
   resolve_component(tree, scheduler, registry, fallback, run.scheduler, resolved, diagnostics);
 
   const size_t before_runtime = diagnostics.size();
@@ -211,7 +215,7 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   if (runtime_ok)
     lookup_component(registry, ComponentKind::precision, run.runtime.precision, "runtime.precision",
                      origin_of_key(tree, "runtime.precision", fallback), diagnostics);
-  check_combinations(run, tree, fallback, runtime_ok, diagnostics);
+  check_combinations(run, tree, fallback, runtime_ok, optimizer_ok, diagnostics);
   return resolved;
 }
 
