@@ -95,6 +95,11 @@ stamp() { echo "[$(( $(date +%s) - start ))s] $*"; }
 # marking the run it is in as interrupted, and what finished is collected and summarised.
 deadline=$((start + ${GPU_SH_SECONDS:-$($rehearse && echo 1500 || echo 510)}))
 seconds_left() { echo $((deadline - $(date +%s))); }
+time_for() {  # time_for WHAT: whether 30 s or more are left for it; says so when not
+  [ "$(seconds_left)" -ge 30 ] && return 0
+  stamp "out of time: $1 skipped"
+  return 1
+}
 
 # The carried Debian libraries and LibTorch's, for trainyard and the GPU tests only: python3's own
 # modules (sqlite3 in compare.py) keep the system's libraries.
@@ -131,12 +136,9 @@ collect() {
   return 0
 }
 train() {  # train FILE: a failed run is recorded in the database; the stage goes on
+  time_for "$1" || return 0
   local left
   left=$(seconds_left)
-  if [ "$left" -lt 30 ]; then
-    stamp "out of time: $1 skipped"
-    return 0
-  fi
   stamp "trainyard: $1 (--time-limit ${left}s)"
   # timeout: a backstop, should the batch not stop at its time limit (a hung capture)
   with_libs timeout -k 15 $((left + 30)) "$binary" run "$1" --db "$db" --time-limit "${left}s" \
@@ -204,9 +206,7 @@ fi
 # the fix and a second call (the baselines alone give no ratio).
 if wants baselines && $build_failed; then
   stamp "baselines skipped: the build failed"
-elif wants baselines && [ "$(seconds_left)" -lt 30 ]; then
-  stamp "out of time: baselines skipped"
-elif wants baselines; then
+elif wants baselines && time_for baselines; then
   stamp "baselines: PyTorch eager and Lightning Fabric (at most $(seconds_left)s)"
   if $rehearse; then
     # The venv's python has the torch wheel (not Lightning: its configurations record the error).

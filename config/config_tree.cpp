@@ -48,16 +48,23 @@ void dotted_keys(const YAML::Node& value, const std::string& path, const Origin&
                   out);
 }
 
-// The first of `written` (dotted key -> where its entry is) that `key` would overwrite or be
-// overwritten by (the same key, one below it, or one above it), or written.end().
-std::map<std::string, Origin>::const_iterator clash(const std::map<std::string, Origin>& written,
-                                                    const std::string& key) {
-  if (auto it = written.find(key); it != written.end()) return it;
+const std::string& key_of(const std::string& key) { return key; }
+template <class Value>
+const std::string& key_of(const std::pair<const std::string, Value>& entry) {
+  return entry.first;
+}
+
+// The first of the sorted dotted keys `keys` (a set, or a map by key) that `key` would overwrite
+// or be overwritten by — the same key, one above it or one below it — or keys.end(). In
+// O(depth log n).
+template <class SortedKeys>
+typename SortedKeys::const_iterator overlapping(const SortedKeys& keys, const std::string& key) {
+  if (auto it = keys.find(key); it != keys.end()) return it;
   for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
-    if (auto it = written.find(key.substr(0, dot)); it != written.end()) return it;  // above
-  if (auto it = written.lower_bound(key + "."); it != written.end() && key_is_under(it->first, key))
+    if (auto it = keys.find(key.substr(0, dot)); it != keys.end()) return it;  // above
+  if (auto it = keys.lower_bound(key + "."); it != keys.end() && key_is_under(key_of(*it), key))
     return it;  // below
-  return written.end();
+  return keys.end();
 }
 
 }  // namespace
@@ -71,7 +78,7 @@ void report_duplicate_keys(const YAML::Node& node, const std::string& file,
   if (!node.IsMap()) return;
   std::map<std::string, Origin> seen;
   // The same key written two ways, "train: {epochs: 3}" and "train.epochs: 2": one would silently
-  // win over the other. Only entries whose keys begin alike can clash: grouped by the first
+  // win over the other. Only entries whose keys begin alike can overlap: grouped by the first
   // segment, so a file with no dotted keys costs nothing more.
   std::map<std::string, std::vector<std::pair<YAML::Node, YAML::Node>>> by_head;
   for (auto it = node.begin(); it != node.end(); ++it) {
@@ -93,7 +100,7 @@ void report_duplicate_keys(const YAML::Node& node, const std::string& file,
       std::vector<std::pair<std::string, Origin>> keys;
       dotted_keys(value, key.Scalar(), origin_of(key, file), file, keys);
       for (const auto& [k, at] : keys)
-        if (auto other = clash(written, k); other != written.end()) {
+        if (auto other = overlapping(written, k); other != written.end()) {
           diagnostics.error(at, fmt::format("'{}' is also written as '{}' at {}, in the same "
                                             "mapping; keep one",
                                             k, other->first, to_string(other->second)));
@@ -113,11 +120,7 @@ Origin origin_of(const YAML::Node& node, const std::string& file) {
 }
 
 bool ConfigTree::overlaps(const std::string& key) const {
-  if (keys_.count(key)) return true;
-  for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1))
-    if (keys_.count(key.substr(0, dot))) return true;  // a key above it
-  const auto below = keys_.lower_bound(key + ".");
-  return below != keys_.end() && key_is_under(*below, key);
+  return overlapping(keys_, key) != keys_.end();
 }
 
 void ConfigTree::erase(const std::string& key) {

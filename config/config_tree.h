@@ -60,8 +60,8 @@ class ConfigTree {
   std::string to_yaml_text() const;
 
  private:
-  // True when `key`, a key below it or a key above it is set: what set() must replace. In
-  // O(depth log n) from `keys_`, so flattening a large file is not quadratic.
+  // True when `key`, a key below it or a key above it is set: what set() must replace. Found in
+  // `keys_`, so flattening a large file is not quadratic.
   bool overlaps(const std::string& key) const;
 
   std::vector<std::pair<std::string, ConfigValue>> entries_;  // in the order they were set

@@ -186,16 +186,15 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
       parent += segment + ".";
       choices = keys_after(parent.substr(0, parent.size() - 1), known);
     }
+    // Not diverged: the whole key is known, and known keys go on below it.
+    if (!diverged) unknown = parent.substr(0, parent.size() - 1);
+    if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
+    reported.push_back(unknown);
     if (!diverged) {  // a value where known keys have a mapping (early_stop: 3)
-      unknown = parent.substr(0, parent.size() - 1);
-      if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
-      reported.push_back(unknown);
       diagnostics.error(value.key_origin, fmt::format("'{}' takes a mapping of {} (for {})",
                                                       full(unknown), join(choices), where));
       continue;
     }
-    if (std::find(reported.begin(), reported.end(), unknown) != reported.end()) continue;
-    reported.push_back(unknown);
     std::string message = fmt::format("unknown key '{}' for {}", full(unknown), where);
     std::string guess = closest_match(unknown.substr(parent.size()), choices);
     if (guess.empty()) {  // a dot for an underscore or the reverse: early_stop_patience

@@ -98,10 +98,9 @@ int rm_command(const std::vector<std::string>& args) {
   }
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
-  // A batch recording into the database will start its queued runs and write their files:
-  // nothing is removed beside it.
   Store store(db_path);  // first: a file that is not a database gets no lock file beside it
-  // Removing, not listing: only while no batch records into the database.
+  // A batch recording into the database would start its queued runs and write their files: runs
+  // are removed (listing them is fine) only while no batch holds its lock.
   std::optional<BatchLock> lock;
   if (vm.count("yes"))
     lock.emplace(db_path, fmt::format("runs are removed only while no batch records into the "
