@@ -126,6 +126,8 @@ bool ConfigTree::overlaps(const std::string& key) const {
 void ConfigTree::erase(const std::string& key) {
   std::erase_if(entries_, [&](const auto& entry) { return key_is_under(entry.first, key); });
   std::erase_if(keys_, [&](const std::string& k) { return key_is_under(k, key); });
+  std::erase_if(mapping_origins_,
+                [&](const auto& entry) { return key_is_under(entry.first, key); });
 }
 
 void ConfigTree::set(const std::string& key, ConfigValue value) {
@@ -152,11 +154,27 @@ ConfigTree ConfigTree::subtree(std::string_view prefix) const {
     if (k.size() > prefix.size() && key_is_under(k, prefix))
       out.set(k.substr(prefix.size() + 1), v);
   }
+  for (const auto& [k, origin] : mapping_origins_)
+    if (k.size() > prefix.size() && key_is_under(k, prefix))
+      out.mapping_origins_[k.substr(prefix.size() + 1)] = origin;
   return out;
 }
 
 void ConfigTree::merge(const ConfigTree& over) {
   for (const auto& [k, v] : over.entries_) set(k, v);
+  for (const auto& [k, origin] : over.mapping_origins_) mapping_origins_[k] = origin;
+}
+
+void ConfigTree::set_mapping_origin(const std::string& key, const Origin& origin) {
+  mapping_origins_[key] = origin;
+}
+
+Origin ConfigTree::key_origin(const std::string& key, const ConfigValue& leaf) const {
+  auto it = mapping_origins_.find(key);
+  // Another file's mapping of that name (an `extends` layer) is not where this leaf is written.
+  if (it == mapping_origins_.end() || it->second.file != leaf.key_origin.file)
+    return leaf.key_origin;
+  return it->second;
 }
 
 YAML::Node ConfigTree::to_yaml() const {
@@ -198,6 +216,7 @@ void flatten_into(ConfigTree& tree, const YAML::Node& map, const std::string& fi
     std::string full = prefix.empty() ? key : prefix + "." + key;
     const YAML::Node value = it->second;  // a copy: `it->` yields a temporary proxy
     if (value.IsMap() && value.size() > 0) {
+      tree.set_mapping_origin(full, origin_of(it->first, file));
       flatten_into(tree, value, file, full);
     } else {
       // An empty value or an empty map is recorded as null, at the key's own position.

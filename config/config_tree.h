@@ -4,6 +4,7 @@
 // from.
 #pragma once
 
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -55,6 +56,12 @@ class ConfigTree {
   // Every entry of `over`, set on top of this tree.
   void merge(const ConfigTree& over);
 
+  // Where a key that holds a mapping is written ("trian:" above "trian.epochs: 3"), so a
+  // misspelt section is reported at its own line rather than its first child's. Recorded by
+  // flatten_into; falls back to the leaf's own key when none was recorded from the leaf's file.
+  void set_mapping_origin(const std::string& key, const Origin& origin);
+  Origin key_origin(const std::string& key, const ConfigValue& leaf) const;
+
   // Nested YAML, in key order: what is stored with a run and printed by --dry-run.
   YAML::Node to_yaml() const;
   std::string to_yaml_text() const;
@@ -66,6 +73,7 @@ class ConfigTree {
 
   std::vector<std::pair<std::string, ConfigValue>> entries_;  // in the order they were set
   std::set<std::string> keys_;                                // the same keys, sorted
+  std::map<std::string, Origin> mapping_origins_;             // keys that hold mappings
 };
 
 // Flattens a YAML mapping read from `file` (maps recurse; scalars, sequences and nulls are

@@ -145,6 +145,12 @@ std::string describe_yaml_value(const YAML::Node& node) {
   return "'" + node.Scalar() + "'";
 }
 
+const ConfigValue* first_below(const ConfigTree& section, const std::string& key) {
+  for (const auto& [k, value] : section.entries())
+    if (k.size() > key.size() && key_is_under(k, key)) return &value;
+  return nullptr;
+}
+
 namespace {
 
 // What the known keys have right after `path` (their next segment), or at the top when it is "".
@@ -195,6 +201,7 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
                                                       full(unknown), join(choices), where));
       continue;
     }
+    const Origin at = section.key_origin(unknown, value);  // "trian:", not its first child
     std::string message = fmt::format("unknown key '{}' for {}", full(unknown), where);
     std::string guess = closest_match(unknown.substr(parent.size()), choices);
     if (guess.empty()) {  // a dot for an underscore or the reverse: early_stop_patience
@@ -210,7 +217,7 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
       for (auto& choice : choices) choice = parent + choice;
       message += "; known keys: " + join(choices);
     }
-    diagnostics.error(value.key_origin, message);
+    diagnostics.error(at, message);
   }
 }
 

@@ -130,6 +130,9 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
                          const std::string& prefix, const std::string& where,
                          Diagnostics& diagnostics);
 
+// The first entry of `section` strictly below `key` ("epochs.value" below "epochs"), or nullptr.
+const ConfigValue* first_below(const ConfigTree& section, const std::string& key);
+
 template <class Opts>
 class OptionSet {
  public:
@@ -138,6 +141,10 @@ class OptionSet {
     Field field;
     field.info = {key, type_name<T>(), "", rule.describe(), std::move(help)};
     field.required = rule.required;
+    {  // what a value must be, for "takes one value" messages
+      T unused{};
+      decode_value(YAML::Node(YAML::NodeType::Map), unused, field.expected);
+    }
     field.decode = [member, rule](Opts& opts, const ConfigValue& value, const std::string& name,
                                   Diagnostics& diagnostics) {
       std::string expected;
@@ -189,6 +196,13 @@ class OptionSet {
     for (const auto& field : fields_) {
       const ConfigValue* value = section.find(field.info.key);
       std::string name = prefix.empty() ? field.info.key : prefix + "." + field.info.key;
+      // A mapping where the option takes one value ("epochs: {value: 3}") flattens to keys below
+      // the option's: say so, or the value would be silently ignored.
+      if (const ConfigValue* below = first_below(section, field.info.key)) {
+        diagnostics.error(below->key_origin,
+                          "'" + name + "' must be " + field.expected + ", got a mapping");
+        continue;
+      }
       if (value == nullptr || value->node.IsNull()) {
         if (field.required)
           diagnostics.error(value ? value->origin : section_origin,
@@ -227,6 +241,7 @@ class OptionSet {
   struct Field {
     OptionInfo info;
     bool required = false;
+    std::string expected;  // "an integer", "a list of strings"
     std::function<void(Opts&, const ConfigValue&, const std::string&, Diagnostics&)> decode;
     std::function<YAML::Node(const Opts&)> encode;
   };

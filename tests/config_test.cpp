@@ -91,6 +91,25 @@ TEST_F(ConfigTest, UnknownTopLevelSection) {
   EXPECT_TRUE(has(d, "did you mean 'train'"));
 }
 
+TEST_F(ConfigTest, MisspeltSectionIsReportedAtItsOwnLine) {
+  // Not at its first child's line: "trian:" is the mistake, not "epochs: 1" below it.
+  const std::string text = std::string(kValid) + "trian:\n  epochs: 1\n  seed: 2\n";
+  const int trian_line = static_cast<int>(std::count(kValid, kValid + strlen(kValid), '\n')) + 1;
+  Diagnostics d = errors(text);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(has(d, "unknown key 'trian'"));
+  EXPECT_EQ(d.items()[0].origin.line, trian_line);
+  EXPECT_EQ(d.items()[0].origin.column, 1);
+
+  std::string nested = kValid;  // one level down: train.early_stpo
+  nested.replace(nested.find("  epochs: 2"), 11, "  epochs: 2\n  early_stpo:\n    patience: 3");
+  d = errors(nested);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_TRUE(has(d, "unknown key 'train.early_stpo'"));
+  EXPECT_EQ(d.items()[0].origin.line, 10);
+  EXPECT_EQ(d.items()[0].origin.column, 3);
+}
+
 TEST_F(ConfigTest, WrongTypeOutOfRangeAndUnknownEnumAreAllReportedAtOnce) {
   std::string text = kValid;
   text.replace(text.find("epochs: 2"), 9, "epochs: -1");
@@ -108,6 +127,14 @@ TEST_F(ConfigTest, FloatGivenForAnIntegerIsATypeError) {
   std::string text = kValid;
   text.replace(text.find("epochs: 2"), 9, "epochs: 1.5");
   EXPECT_TRUE(has(errors(text), "'train.epochs' must be an integer, got '1.5'"));
+}
+
+TEST_F(ConfigTest, MappingWhereAValueBelongsIsAnError) {
+  // Flattened, "epochs: {value: 3}" is a key below 'train.epochs': it must not be skipped as
+  // known and leave the default in place.
+  std::string text = kValid;
+  text.replace(text.find("epochs: 2"), 9, "epochs: {value: 3}");
+  EXPECT_TRUE(has(errors(text), "'train.epochs' must be an integer, got a mapping"));
 }
 
 TEST_F(ConfigTest, QuotedNumberIsAString) {

@@ -53,11 +53,8 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   experiment.report = report_option_set().decode(
       tree.subtree("report"), "report", "section 'report'", file_origin(file), diagnostics);
 
-  ConfigTree base;
-  for (const auto& [key, value] : tree.entries())
-    if (!key_is_under(key, "sweep") && !key_is_under(key, "report") && key != "name" &&
-        key != "description")
-      base.set(key, value);
+  ConfigTree base = tree;  // the run's sections, with where each of their keys is written
+  for (const char* key : {"sweep", "report", "name", "description"}) base.erase(key);
 
   const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
   std::vector<Variant> variants =
