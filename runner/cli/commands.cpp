@@ -53,12 +53,13 @@ int validate_command(const std::vector<std::string>& args) {
   options.add_options()("help,h", "show this help")(
       "max-runs", po::value(&max_runs), "refuse a file of more runs than this (default 5000)")(
       "set", po::value(&overrides)->composing(),
-      "override a key in every file: --set train.epochs=1")("file", po::value(&files),
-                                                            "experiment files");
+      "override a key in every file: --set train.epochs=1");
+  po::options_description arguments;
+  arguments.add_options()("file", po::value(&files), "experiment files");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
-  if (!parse_command_line(args, options, positional, vm)) return kExitOk;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
   if (files.empty()) throw UserError("validate: name at least one experiment file");
   int failures = 0;
   for (const auto& file : files) {
@@ -129,11 +130,13 @@ int list_command(const std::vector<std::string>& args) {
       "trainyard list [WHAT] [options]\n  WHAT: a component kind (model, dataset, optimizer, "
       "scheduler, precision, strategy), a section (train, runtime, report, sweep) or metrics");
   std::string filter;
-  options.add_options()("help,h", "show this help")("what", po::value(&filter), "what to list");
+  options.add_options()("help,h", "show this help");
+  po::options_description arguments;
+  arguments.add_options()("what", po::value(&filter), "what to list");
   po::positional_options_description positional;
   positional.add("what", 1);
   po::variables_map vm;
-  if (!parse_command_line(args, options, positional, vm)) return kExitOk;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
 
   const Registry& registry = builtin_registry();
   std::vector<std::string> names;

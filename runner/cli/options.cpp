@@ -12,10 +12,13 @@ namespace trainyard {
 bool parse_command_line(const std::vector<std::string>& args,
                         const boost::program_options::options_description& options,
                         const boost::program_options::positional_options_description& positional,
-                        boost::program_options::variables_map& vm) {
+                        boost::program_options::variables_map& vm,
+                        const boost::program_options::options_description& arguments) {
   namespace po = boost::program_options;
+  po::options_description everything;
+  everything.add(options).add(arguments);
   try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    po::store(po::command_line_parser(args).options(everything).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UserError(fmt::format("{}\n{}", e.what(), [&] {

@@ -127,11 +127,13 @@ int run_command(const std::vector<std::string>& args) {
       "address of node 0, where ranks meet (default 127.0.0.1)")(
       "master-port", po::value(&node.master_port),
       "port on node 0 where ranks meet; run i of the batch uses master-port + i (required with "
-      "--nnodes > 1)")("file", po::value(&files)->composing(), "experiment files");
+      "--nnodes > 1)");
+  po::options_description arguments;
+  arguments.add_options()("file", po::value(&files)->composing(), "experiment files");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
-  if (!parse_command_line(args, options, positional, vm)) return kExitOk;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
   if (files.empty())
     throw UserError(
         "run: name one or more experiment files, e.g. trainyard run experiments/quickstart.yaml "

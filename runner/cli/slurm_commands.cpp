@@ -172,12 +172,13 @@ int submit_command(const std::vector<std::string>& args) {
       "sbatch-arg", po::value(&slurm.sbatch_args)->composing(),
       "one more #SBATCH line, e.g. --sbatch-arg=--mem=64G (repeatable)")(
       "force", "submit runs whose config already completed")(
-      "dry-run", "print the sbatch scripts and what would be submitted; submits nothing")(
-      "file", po::value(&files)->composing(), "experiment files");
+      "dry-run", "print the sbatch scripts and what would be submitted; submits nothing");
+  po::options_description arguments;
+  arguments.add_options()("file", po::value(&files)->composing(), "experiment files");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
-  if (!parse_command_line(args, options, positional, vm)) return kExitOk;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
   if (!vm.count("slurm"))
     throw UserError(
         "submit: say where: --slurm (the one scheduler trainyard submits to); to train on this "
