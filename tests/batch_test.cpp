@@ -165,11 +165,12 @@ TEST_F(BatchTest, OutOfMemoryIsClassifiedAndNeverRetried) {
 TEST_F(BatchTest, ADivergedRunIsRecordedAndTheBatchGoesOn) {
   const std::string file = experiment(
       "diverges",
-      "sweep: {variants: [{name: nan, set: {train.optimizer: {name: sgd, lr: 1e30}}}, {name: "
-      "fine}]}\n");
+      "sweep: {variants: [{name: huge-lr, set: {train.optimizer: {name: adam, lr: 1e30}, "
+      "train.log_every: 2}}, {name: fine}]}\n");
   Result result = trainyard("run " + file + " --db " + db());
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("train loss nan"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("-nan"), std::string::npos) << result.output;  // one spelling
   EXPECT_NE(result.output.find("2 completed"), std::string::npos) << result.output;
   Store store(db());
   const auto runs = store.runs("diverges");

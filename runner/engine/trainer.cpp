@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -42,6 +43,14 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A figure read to the host. A NaN comes back without its sign: a diverged loss or gradient norm
+// is often a NaN with the sign bit set, which fmt prints as "-nan", and "nan" and "-nan" in one
+// log read as two different failures.
+double host_value(const torch::Tensor& scalar) {
+  const double value = scalar.item<double>();
+  return std::isnan(value) ? std::numeric_limits<double>::quiet_NaN() : value;
+}
+
 struct SplitResult {
   double loss = 0;
   double accuracy = 0;
@@ -60,8 +69,7 @@ struct Accumulator {
   }
   SplitResult result() const {
     if (samples == 0) return {};
-    return {loss_sum.item<double>() / samples,
-            static_cast<double>(correct.item<int64_t>()) / samples};
+    return {host_value(loss_sum) / samples, static_cast<double>(correct.item<int64_t>()) / samples};
   }
   torch::Tensor loss_sum, correct;
   int64_t samples = 0;
@@ -545,9 +553,9 @@ void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm,
 // allowed here, outside the sync check; the interval's ms per step then count the device's time.
 void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                            Clock::time_point epoch_start) {
-  const double loss_value = loss.item<double>();
+  const double loss_value = host_value(loss);
   const std::string norm =
-      grad_norm_.defined() ? fmt::format(" grad norm {:.3g}", grad_norm_.item<double>()) : "";
+      grad_norm_.defined() ? fmt::format(" grad norm {:.3g}", host_value(grad_norm_)) : "";
   const double ms_per_step = meter_.ms_per_step_since_last(step_);
   const double elapsed = seconds_since(run_start_);
   const double eta = elapsed / static_cast<double>(step_ - start_step_) *
