@@ -137,6 +137,23 @@ TEST_F(ConfigTest, MappingWhereAValueBelongsIsAnError) {
   EXPECT_TRUE(has(errors(text), "'train.epochs' must be an integer, got a mapping"));
 }
 
+TEST_F(ConfigTest, AProblemOfSomeVariantsNamesThem) {
+  const std::string text = std::string(kValid) +
+                           "sweep:\n  variants:\n    - name: a\n    - name: b\n      set: "
+                           "{train.optimizer: {name: sgd, lr: 0.1}}\n    - name: c\n";
+  Diagnostics d = errors(text, {"train.optimizer.momentum=0.9", "train.bogus=1"});
+  ASSERT_EQ(d.size(), 3u) << d.format();
+  EXPECT_TRUE(has(d,
+                  "variants 'a', 'c': unknown key 'train.optimizer.momentum' for optimizer "
+                  "'adam'"))
+      << d.format();
+  EXPECT_TRUE(has(d, "variant 'b': unknown key 'train.optimizer.momentum' for optimizer 'sgd'"))
+      << d.format();
+  // Every variant's problem is said once, as it is.
+  EXPECT_TRUE(has(d, "unknown key 'train.bogus' for section 'train'")) << d.format();
+  EXPECT_FALSE(has(d, "variants 'a', 'b', 'c'")) << d.format();
+}
+
 TEST_F(ConfigTest, QuotedNumberIsAString) {
   std::string text = kValid;
   text.replace(text.find("epochs: 2"), 9, "epochs: \"2\"");

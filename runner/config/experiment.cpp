@@ -3,6 +3,7 @@
 // checked.
 #include "runner/config/experiment.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
@@ -24,6 +25,62 @@ const std::vector<std::string> kTopLevelKeys = {
     "extends", "name", "description", "model", "dataset", "train", "runtime", "sweep", "report"};
 
 std::string stem_of(const std::string& file) { return fs::path(file).stem().string(); }
+
+// The problems found resolving each variant, with the variants each was found in. One of every
+// variant, or one written in a variant's own `set`, is said as it is, once: its place says where
+// it is. One of only some variants at a shared place (the base sections, --set) says which, or
+// "--set train.optimizer.beta9=1" would be reported twice without a word of why (once for the
+// variants on adam, once for those on adamw).
+class VariantProblems {
+ public:
+  void add(const Diagnostics& found, const Variant& variant) {
+    for (const auto& item : found.items()) {
+      auto same = [&](const Problem& p) {
+        return p.message == item.message && to_string(p.origin) == to_string(item.origin);
+      };
+      auto it = std::find_if(problems_.begin(), problems_.end(), same);
+      if (it == problems_.end())
+        it = problems_.insert(problems_.end(), {item.origin, item.message});
+      it->in_own_set = it->in_own_set || written_in(variant.overrides, item.origin);
+      if (std::find(it->variants.begin(), it->variants.end(), variant.name) == it->variants.end())
+        it->variants.push_back(variant.name);
+    }
+  }
+
+  void report(size_t variant_count, Diagnostics& diagnostics) const {
+    for (const auto& p : problems_) {
+      if (p.in_own_set || p.variants.size() == variant_count) {
+        diagnostics.error(p.origin, p.message);
+        continue;
+      }
+      const size_t shown = std::min<size_t>(p.variants.size(), 3);
+      std::vector<std::string> names;
+      for (size_t i = 0; i < shown; ++i) names.push_back("'" + p.variants[i] + "'");
+      std::string which = join(names);
+      if (p.variants.size() > shown)
+        which += fmt::format(" and {} more", p.variants.size() - shown);
+      diagnostics.error(p.origin, fmt::format("variant{} {}: {}", p.variants.size() == 1 ? "" : "s",
+                                              which, p.message));
+    }
+  }
+
+ private:
+  struct Problem {
+    Origin origin;
+    std::string message;
+    std::vector<std::string> variants;
+    bool in_own_set = false;  // written in a variant's `set`: its place names the variant
+  };
+
+  static bool written_in(const ConfigTree& overrides, const Origin& at) {
+    auto same_line = [&](const Origin& o) { return o.file == at.file && o.line == at.line; };
+    for (const auto& [key, value] : overrides.entries())
+      if (same_line(value.origin) || same_line(value.key_origin)) return true;
+    return false;
+  }
+
+  std::vector<Problem> problems_;
+};
 
 }  // namespace
 
@@ -59,6 +116,7 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
   std::vector<Variant> variants =
       expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
+  VariantProblems variant_problems;
   for (const auto& variant : variants) {
     ConfigTree run_tree = base;
     merge_layer(run_tree, variant.overrides);
@@ -71,15 +129,19 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
       ConfigTree repeat_tree = run_tree;
       if (r > 0)  // the variant's own seed, then the next ones
         repeat_tree.set("train.seed", {YAML::Node(seed + r), file_origin(file), file_origin(file)});
-      const size_t errors_before = diagnostics.size();
-      ConfigTree resolved = resolve_run(repeat_tree, registry, file, run, diagnostics);
+      Diagnostics found;
+      ConfigTree resolved = resolve_run(repeat_tree, registry, file, run, found);
       if (r == 0) seed = run.train.seed;
       run.config_yaml = resolved.to_yaml_text();
       run.config_hash = run_identity_hash(resolved);
       experiment.runs.push_back(std::move(run));
-      if (diagnostics.size() > errors_before) break;  // the other repeats say the same
+      if (!found.empty()) {  // the other repeats say the same
+        variant_problems.add(found, variant);
+        break;
+      }
     }
   }
+  variant_problems.report(variants.size(), diagnostics);
 
   const std::string& baseline = experiment.report.baseline;
   if (!baseline.empty()) {
