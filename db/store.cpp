@@ -287,6 +287,21 @@ std::string utc_now() {
   return buffer;
 }
 
+double seconds_since(const std::string& timestamp) {
+  std::tm tm{};
+  if (timestamp.empty() || !strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return -1;
+  return std::difftime(std::time(nullptr), timegm(&tm));
+}
+
+bool controller_gone(const RunRecord& run) {
+  return run.host == host_name() && run.pid > 0 && !process_alive(run.pid);
+}
+
+bool run_is_lost(const RunRecord& run) {
+  return run.status == RunStatus::running &&
+         (controller_gone(run) || seconds_since(run.heartbeat_at) > kStaleHeartbeatSeconds);
+}
+
 std::string run_files_stem(const RunRecord& run) {
   const std::string& log = run.environment.log_path;
   const std::string suffix = ".log";

@@ -254,6 +254,15 @@ class Store {
 // ".state" are added; "" before it started.
 std::string run_files_stem(const RunRecord& run);
 
+// A run marked running that nobody runs any more: its controller was of this host and its process
+// is gone (known at once), or its heartbeat is over kStaleHeartbeatSeconds old (a controller
+// that died without a word, on any host). Not for a Slurm task's run: Slurm says what became of it.
+bool controller_gone(const RunRecord& run);
+bool run_is_lost(const RunRecord& run);
+
+// Seconds since a timestamp of utc_now()'s form; negative when it cannot be read.
+double seconds_since(const std::string& timestamp);
+
 // "2026-11-30T13:35:15Z"
 std::string utc_now();
 std::string host_name();

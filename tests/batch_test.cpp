@@ -343,6 +343,18 @@ TEST_F(BatchTest, StatusShowsTheRunningRunAndAStaleOneAsInterrupted) {
   EXPECT_NE(stale.output.find("watched/long: interrupted: no heartbeat for"), std::string::npos)
       << stale.output;
   EXPECT_EQ(trainyard("status --db " + (dir.path() / "none.db").string()).exit_code, 2);
+  Result runs = trainyard("runs --db " + db());  // runs and rm take it for what status shows
+  EXPECT_NE(runs.output.find("long                     interrupted"), std::string::npos)
+      << runs.output;
+  // rm takes the lost run for what status shows: interrupted, and removable.
+  Result plan = trainyard("rm --db " + db() + " --status interrupted");
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("watched / long (interrupted)"), std::string::npos) << plan.output;
+  Result removed = trainyard("rm --db " + db() + " --status interrupted --yes");
+  EXPECT_EQ(removed.exit_code, 0) << removed.output;
+  const auto left = Store(db()).runs("watched");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].variant, "next");
 }
 
 // A controller killed after it named a run's files (and wrote its config beside them) but before it

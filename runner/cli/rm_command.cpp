@@ -114,12 +114,17 @@ int rm_command(const std::vector<std::string>& args) {
   for (const auto& run : store.runs(experiment)) {
     if (!id_set.empty() && !id_set.count(run.id)) continue;
     if (!variant.empty() && run.variant != variant) continue;
-    if (wanted_status && run.status != *wanted_status) continue;
+    // A run still marked running whose controller is gone is interrupted in all but name, as
+    // `trainyard status` shows it: matched and listed as such, and removable.
+    const bool lost = run_is_lost(run) && !store.slurm_run(run.id);
+    const RunStatus status_now = lost ? RunStatus::interrupted : run.status;
+    if (wanted_status && status_now != *wanted_status) continue;
     if (wanted_failure && run.failure != *wanted_failure) continue;
-    if (run.status == RunStatus::running)
+    if (status_now == RunStatus::running)
       throw UserError(fmt::format("rm: run {} is running (pid {} on {}); stop it first", run.id,
                                   run.pid, run.host));
     chosen.push_back(run);
+    chosen.back().status = status_now;
   }
   if (chosen.empty()) {
     fmt::print("rm: no run matches; nothing to remove\n");

@@ -5,10 +5,6 @@
 // host and its process is gone) — `trainyard run` again continues it. Runs submitted to Slurm
 // show their job's state (one squeue call for all, and one sacct call when accounting is on),
 // after their records are collected.
-#include <signal.h>
-
-#include <cerrno>
-#include <ctime>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -27,19 +23,6 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Seconds since a store timestamp ("2026-11-30T13:35:15Z"); negative when it cannot be read.
-double seconds_since(const std::string& timestamp) {
-  std::tm tm{};
-  if (timestamp.empty() || !strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return -1;
-  return std::difftime(std::time(nullptr), timegm(&tm));
-}
-
-// A controller of this host whose process is gone: known at once, without waiting for staleness.
-bool controller_gone(const RunRecord& run) {
-  if (run.host != host_name() || run.pid <= 0) return false;
-  return kill(static_cast<pid_t>(run.pid), 0) != 0 && errno == ESRCH;
-}
 
 std::string describe_progress(const RunRecord& run) {
   const RunProgress p = RunProgress::from_json(run.progress);
@@ -74,11 +57,6 @@ std::string describe_slurm(const RunRecord& run, const SlurmRunRecord& task,
       run.status == RunStatus::running && quiet >= 0)
     text += fmt::format("; heartbeat {} ago", format_duration(quiet));
   return text;
-}
-
-// A run marked running that nobody runs any more: its controller is gone, or went silent.
-bool lost(const RunRecord& run) {
-  return controller_gone(run) || seconds_since(run.heartbeat_at) > kStaleHeartbeatSeconds;
 }
 
 std::string describe_running(const RunRecord& run) {
@@ -118,7 +96,7 @@ int status_command(const std::vector<std::string>& args) {
       label += fmt::format(" ({})", to_string(run.failure));
     if (run.failure == FailureClass::not_started) label = "not started";
     // Counted as its line below describes it.
-    if (run.status == RunStatus::running && !slurm.count(run.id) && lost(run))
+    if (run.status == RunStatus::running && !slurm.count(run.id) && run_is_lost(run))
       label = to_string(RunStatus::interrupted);
     const bool unfinished = run.status == RunStatus::running || run.status == RunStatus::queued;
     if (unfinished && slurm.count(run.id))
