@@ -145,10 +145,16 @@ std::string describe_yaml_value(const YAML::Node& node) {
   return "'" + node.Scalar() + "'";
 }
 
-const ConfigValue* first_below(const ConfigTree& section, const std::string& key) {
+bool report_mapping_for_value(const ConfigTree& section, const std::string& key,
+                              const std::string& name, const std::string& expected,
+                              Diagnostics& diagnostics) {
   for (const auto& [k, value] : section.entries())
-    if (k.size() > key.size() && key_is_under(k, key)) return &value;
-  return nullptr;
+    if (k.size() > key.size() && key_is_under(k, key)) {
+      diagnostics.error(section.key_origin(key, value),
+                        "'" + name + "' must be " + expected + ", got a mapping");
+      return true;
+    }
+  return false;
 }
 
 namespace {

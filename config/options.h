@@ -130,8 +130,12 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
                          const std::string& prefix, const std::string& where,
                          Diagnostics& diagnostics);
 
-// The first entry of `section` strictly below `key` ("epochs.value" below "epochs"), or nullptr.
-const ConfigValue* first_below(const ConfigTree& section, const std::string& key);
+// A mapping written where `key` takes one value ("epochs: {value: 3}") flattens to keys below
+// it, which a check for unknown keys takes as known: reports "'<name>' must be <expected>, got a
+// mapping" and returns true when `section` has any, or the value would be silently ignored.
+bool report_mapping_for_value(const ConfigTree& section, const std::string& key,
+                              const std::string& name, const std::string& expected,
+                              Diagnostics& diagnostics);
 
 template <class Opts>
 class OptionSet {
@@ -196,13 +200,8 @@ class OptionSet {
     for (const auto& field : fields_) {
       const ConfigValue* value = section.find(field.info.key);
       std::string name = prefix.empty() ? field.info.key : prefix + "." + field.info.key;
-      // A mapping where the option takes one value ("epochs: {value: 3}") flattens to keys below
-      // the option's: say so, or the value would be silently ignored.
-      if (const ConfigValue* below = first_below(section, field.info.key)) {
-        diagnostics.error(below->key_origin,
-                          "'" + name + "' must be " + field.expected + ", got a mapping");
+      if (report_mapping_for_value(section, field.info.key, name, field.expected, diagnostics))
         continue;
-      }
       if (value == nullptr || value->node.IsNull()) {
         if (field.required)
           diagnostics.error(value ? value->origin : section_origin,

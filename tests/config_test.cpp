@@ -137,6 +137,16 @@ TEST_F(ConfigTest, MappingWhereAValueBelongsIsAnError) {
   EXPECT_TRUE(has(errors(text), "'train.epochs' must be an integer, got a mapping"));
 }
 
+TEST_F(ConfigTest, MappingWhereASweepOrTopLevelValueBelongsIsAnError) {
+  EXPECT_TRUE(has(errors(std::string(kValid) + "sweep:\n  variants: {name: a}\n"),
+                  "'sweep.variants' must be a non-empty list of {name, set}, got a mapping"));
+  EXPECT_TRUE(has(errors(std::string(kValid) + "sweep:\n  repeats: {n: 3}\n"),
+                  "'sweep.repeats' must be a whole number from 1 to 1000, got a mapping"));
+  std::string named = kValid;
+  named.replace(0, named.find('\n'), "name: {x: 1}");
+  EXPECT_TRUE(has(errors(named), "'name' must be a non-empty string, got a mapping"));
+}
+
 TEST_F(ConfigTest, AProblemOfSomeVariantsNamesThem) {
   const std::string text = std::string(kValid) +
                            "sweep:\n  variants:\n    - name: a\n    - name: b\n      set: "

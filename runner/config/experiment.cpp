@@ -99,6 +99,7 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   experiment.file = file;
   experiment.name = stem_of(file);
   for (const char* key : {"name", "description"}) {
+    report_mapping_for_value(tree, key, key, "a non-empty string", diagnostics);
     if (const ConfigValue* value = tree.find(key)) {
       std::string expected, text;
       if (!decode_value(value->node, text, expected) || text.empty())

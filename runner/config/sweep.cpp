@@ -25,6 +25,8 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
                                   int64_t max_runs, int64_t repeats) {
   report_unknown_keys(sweep, {"variants", "grid", "repeats"}, "sweep", "section 'sweep'",
                       diagnostics);
+  report_mapping_for_value(sweep, "variants", "sweep.variants", "a non-empty list of {name, set}",
+                           diagnostics);
   std::vector<Variant> variants;
   std::set<std::string> names;
   if (const ConfigValue* list = sweep.find("variants")) {
@@ -131,6 +133,9 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
 }
 
 int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics) {
+  if (report_mapping_for_value(sweep, "repeats", "sweep.repeats", "a whole number from 1 to 1000",
+                               diagnostics))
+    return 1;
   const ConfigValue* value = sweep.find("repeats");
   if (!value) return 1;
   int64_t repeats = 0;
