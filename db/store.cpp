@@ -297,11 +297,6 @@ bool controller_gone(const RunRecord& run) {
   return run.host == host_name() && run.pid > 0 && !process_alive(run.pid);
 }
 
-bool run_is_lost(const RunRecord& run) {
-  return run.status == RunStatus::running &&
-         (controller_gone(run) || seconds_since(run.heartbeat_at) > kStaleHeartbeatSeconds);
-}
-
 std::string run_files_stem(const RunRecord& run) {
   const std::string& log = run.environment.log_path;
   const std::string suffix = ".log";
@@ -743,6 +738,12 @@ std::vector<RunRecord> Store::runs(const std::string& experiment) {
   std::vector<RunRecord> out;
   while (s.step()) out.push_back(read_run(s));
   return out;
+}
+
+bool Store::is_lost(const RunRecord& run) {
+  return run.status == RunStatus::running &&
+         (controller_gone(run) || seconds_since(run.heartbeat_at) > kStaleHeartbeatSeconds) &&
+         !slurm_run(run.id);
 }
 
 std::optional<RunRecord> Store::run(int64_t run_id) {

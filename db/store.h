@@ -235,6 +235,11 @@ class Store {
   // Runs, oldest first; of one experiment when `experiment` is not empty.
   std::vector<RunRecord> runs(const std::string& experiment = "");
   std::optional<RunRecord> run(int64_t run_id);
+  // A run marked running that nobody runs any more, which `status`, `runs` and `rm` take as
+  // interrupted: its controller is gone (controller_gone) or its heartbeat is over
+  // kStaleHeartbeatSeconds old (a controller that died without a word, on any host). Never a
+  // Slurm task's run: Slurm says what became of it.
+  bool is_lost(const RunRecord& run);
   // Removes the runs and everything recorded of them (metrics, attributes, params), in one
   // transaction; an experiment left without runs goes too. Their files are the caller's.
   void remove_runs(const std::vector<int64_t>& run_ids);
@@ -254,11 +259,9 @@ class Store {
 // ".state" are added; "" before it started.
 std::string run_files_stem(const RunRecord& run);
 
-// A run marked running that nobody runs any more: its controller was of this host and its process
-// is gone (known at once), or its heartbeat is over kStaleHeartbeatSeconds old (a controller
-// that died without a word, on any host). Not for a Slurm task's run: Slurm says what became of it.
+// A run's controller was of this host and its process is gone: known at once, without waiting for
+// its heartbeat to go stale.
 bool controller_gone(const RunRecord& run);
-bool run_is_lost(const RunRecord& run);
 
 // Seconds since a timestamp of utc_now()'s form; negative when it cannot be read.
 double seconds_since(const std::string& timestamp);

@@ -228,7 +228,7 @@ int runs_command(const std::vector<std::string>& args) {
       return it == metrics.end() ? fallback : format_metric(*find_metric(key), it->second);
     };
     std::string status = to_string(run.status);
-    if (run_is_lost(run) && !store.slurm_run(run.id))  // as `trainyard status` shows it
+    if (store.is_lost(run))  // as `trainyard status` shows it
       status = to_string(RunStatus::interrupted);
     if (run.failure != FailureClass::none && run.failure != FailureClass::interrupted)
       status = run.failure == FailureClass::not_started ? "not started" : to_string(run.failure);

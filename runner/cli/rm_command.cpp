@@ -116,8 +116,7 @@ int rm_command(const std::vector<std::string>& args) {
     if (!variant.empty() && run.variant != variant) continue;
     // A run still marked running whose controller is gone is interrupted in all but name, as
     // `trainyard status` shows it: matched and listed as such, and removable.
-    const bool lost = run_is_lost(run) && !store.slurm_run(run.id);
-    const RunStatus status_now = lost ? RunStatus::interrupted : run.status;
+    const RunStatus status_now = store.is_lost(run) ? RunStatus::interrupted : run.status;
     if (wanted_status && status_now != *wanted_status) continue;
     if (wanted_failure && run.failure != *wanted_failure) continue;
     if (status_now == RunStatus::running)

@@ -96,8 +96,7 @@ int status_command(const std::vector<std::string>& args) {
       label += fmt::format(" ({})", to_string(run.failure));
     if (run.failure == FailureClass::not_started) label = "not started";
     // Counted as its line below describes it.
-    if (run.status == RunStatus::running && !slurm.count(run.id) && run_is_lost(run))
-      label = to_string(RunStatus::interrupted);
+    if (store.is_lost(run)) label = to_string(RunStatus::interrupted);
     const bool unfinished = run.status == RunStatus::running || run.status == RunStatus::queued;
     if (unfinished && slurm.count(run.id))
       submitted.push_back(run);
