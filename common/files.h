@@ -1,13 +1,23 @@
-// File-system helpers the standard library cannot be trusted with in a program linked against
-// LibTorch: libtorch.so exports its own copy of std::filesystem::remove_all, which jumps to a null
-// pointer when called from our binaries (ARCHITECTURE.md, "LibTorch's std::filesystem").
+// File-system helpers: a file written whole or not at all, and removal of a folder tree, which the
+// standard library cannot be trusted with in a program linked against LibTorch: libtorch.so
+// exports its own copy of std::filesystem::remove_all, which jumps to a null pointer when called
+// from our binaries (ARCHITECTURE.md, "LibTorch's std::filesystem").
 #pragma once
 
+#include <functional>
+#include <ostream>
 #include <string>
 
 namespace trainyard {
 
 // Removes a file or a folder with everything in it; true when it is gone (or never was).
 bool remove_tree(const std::string& path);
+
+// Writes `path` whole or not at all: `write` fills "<path>.tmp", which is then renamed over `path`,
+// so a reader never sees half a file, whenever the writer dies. std::runtime_error naming the file
+// when it cannot be written.
+void write_file_atomically(const std::string& path,
+                           const std::function<void(std::ostream&)>& write);
+void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace trainyard

@@ -22,6 +22,10 @@ std::vector<std::string> split(std::string_view text, char separator);
 
 // `text` without leading and trailing spaces and tabs.
 std::string trim(std::string_view text);
+// `text` without the whitespace (newlines too) around it: what a command printed.
+std::string strip(std::string_view text);
+// `text` with ASCII letters in lower case.
+std::string lower(std::string text);
 
 // Human-readable durations and sizes: "2m 05s", "1.2 GiB".
 std::string format_duration(double seconds);  // "42 ms", "4.2s", "2m 05s", "3h 07m"

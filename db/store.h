@@ -1,8 +1,14 @@
 // The results store: experiments, runs, per-epoch and final metrics, in one SQLite file.
 //
-// Contract: one writer — the controller process (`trainyard run`); workers never open it. Reports
-// and `trainyard runs` only read. The schema is versioned (PRAGMA user_version) and migrated
-// forward on open; the journal is WAL so readers never block the writer.
+// Who writes: the controller (`trainyard run`: the runs, epochs, heartbeats), `submit` (queued
+// Slurm runs), `collect` (the array tasks' records; `runs`, `status` and `report` collect first,
+// so they write too, unless the file cannot be written, when they read it as it is), `cancel` (a
+// submission's mark) and `rm`. Workers and Slurm array tasks never open it: they report through
+// the controller's pipe or a records file (db/run_events.h). The batch lock (runner/batch_lock.h)
+// serialises what must not overlap — one `run` per database, `submit` beside it, and `rm`'s
+// removal; every write is one SQLite transaction, and SQLite's lock (10 s busy wait) orders
+// writers that take no batch lock (collect, cancel). The schema is versioned (PRAGMA
+// user_version) and migrated forward on open; the journal is WAL so readers never block a writer.
 #pragma once
 
 #include <cstdint>

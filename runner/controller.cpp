@@ -15,6 +15,7 @@
 
 #include "common/files.h"
 #include "common/json_numbers.h"
+#include "common/process.h"
 #include "common/text.h"
 #include "runner/engine/engine.h"
 #include "runner/launcher.h"
@@ -99,17 +100,6 @@ class RunReporter : public RunObserver {
   BatchConsole& console_;
   Clock::time_point last_write_ = Clock::now();
 };
-
-std::string command_output(const std::string& command) {
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[256];
-    while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
-    pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
 
 std::string safe_file_name(const std::string& text) {
   std::string out;
@@ -205,13 +195,13 @@ int BatchSummary::exit_code() const {
 }
 
 std::string git_revision_of(const std::string& path) {
-  fs::path dir = fs::absolute(path).parent_path();
-  std::string quoted = "'" + dir.string() + "'";
-  std::string revision = command_output("git -C " + quoted + " rev-parse --short HEAD 2>/dev/null");
+  const std::string dir = fs::absolute(path).parent_path().string();
+  const CommandOutput head = run_program({"git", "-C", dir, "rev-parse", "--short", "HEAD"});
+  std::string revision = head.exit_code == 0 ? strip(head.out) : "";
   if (revision.empty()) return "";
-  if (!command_output("git -C " + quoted + " status --porcelain --untracked-files=no 2>/dev/null")
-           .empty())
-    revision += "-dirty";
+  const CommandOutput changes =
+      run_program({"git", "-C", dir, "status", "--porcelain", "--untracked-files=no"});
+  if (changes.exit_code == 0 && !strip(changes.out).empty()) revision += "-dirty";
   return revision;
 }
 

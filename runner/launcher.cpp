@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/process.h"
 #include "runner/worker_messages.h"
 
 namespace trainyard {
@@ -45,13 +46,6 @@ int free_port() {
     port = ntohs(address.sin_port);
   if (fd >= 0) close(fd);
   return port;
-}
-
-std::string self_executable() {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) throw std::runtime_error("cannot find the trainyard executable (/proc/self/exe)");
-  return std::string(path, static_cast<size_t>(n));
 }
 
 std::string last_lines(const std::string& path, size_t count) {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/process.h"  // run_program, shell_quote: what the Slurm calls are made with
 #include "db/store.h"
 
 namespace trainyard {
@@ -87,15 +88,6 @@ struct SlurmJobState {
 std::map<std::string, SlurmJobState> parse_squeue(const std::string& output);
 std::map<std::string, SlurmJobState> parse_sacct(const std::string& output);
 
-// What a command printed and how it ended.
-struct CommandOutput {
-  int exit_code = -1;  // -1: it could not be started
-  std::string out;
-  std::string err;
-};
-// Runs argv (no shell) and waits.
-CommandOutput run_program(const std::vector<std::string>& argv);
-
 // The states of `job_ids` (array tasks, "1234_7") from one squeue call and, when accounting is on,
 // one sacct call; `accounting` says whether sacct answered. Jobs Slurm no longer lists are absent.
 // nullopt when squeue cannot be run (Slurm is not installed here, or its controller is down).
@@ -127,11 +119,5 @@ CollectSummary collect_slurm(Store& store);
 // The failure class and message of a run whose job ended without the run saying how.
 std::pair<FailureClass, std::string> failure_from_slurm(const std::optional<SlurmJobState>& job,
                                                         bool started, bool accounting);
-
-// `text` without the whitespace (newlines too) around it: what a command printed.
-std::string strip(std::string_view text);
-
-// 'text' for a POSIX shell.
-std::string shell_quote(const std::string& text);
 
 }  // namespace trainyard

@@ -55,8 +55,31 @@ while IFS= read -r file; do
   done < <(grep -n '^#include "' "$file" || true)
 done < <(git ls-files --cached --others --exclude-standard -- 'common/*' 'config/*' 'components/*' 'db/*' 'reports/*' 'runner/*' | grep -E '\.(h|cpp)$')
 
+# The public API (ARCHITECTURE.md, "Public API", the one list of it): the headers a component built
+# outside this tree includes. Each must exist and include only public headers, so that the set
+# installs whole and nothing internal leaks through it.
+mapfile -t public < <(sed -n '/^## Public API/,/^## /p' ARCHITECTURE.md | grep -oE '^- `[^`]+\.h`' | sed -E 's/^- `(.*)`$/\1/')
+if [ ${#public[@]} -eq 0 ]; then
+  echo "ARCHITECTURE.md: no '## Public API' section listing headers as '- \`path.h\`'"
+  failures=$((failures + 1))
+fi
+for header in "${public[@]}"; do
+  if [ ! -f "$header" ]; then
+    echo "ARCHITECTURE.md: public header $header does not exist"
+    failures=$((failures + 1))
+    continue
+  fi
+  while IFS=: read -r line include; do
+    target=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$include")
+    if [[ " ${public[*]} " != *" $target "* ]]; then
+      echo "$header:$line: a public header includes $target, which is not public (ARCHITECTURE.md, Public API)"
+      failures=$((failures + 1))
+    fi
+  done < <(grep -n '^#include "' "$header" || true)
+done
+
 if [ "$failures" -gt 0 ]; then
-  echo "layering: $failures include(s) against the layer order"
+  echo "layering: $failures problem(s): includes against the layer order or the public API"
   exit 1
 fi
-echo "layering: ok"
+echo "layering: ok (${#public[@]} public headers)"

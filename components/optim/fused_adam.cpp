@@ -69,21 +69,25 @@ torch::Tensor& FusedAdam::learning_rate_tensor(const torch::Device& device) {
   return lr_tensor_;
 }
 
-std::vector<torch::Tensor> FusedAdam::state_tensors() const {
-  std::vector<torch::Tensor> tensors;
-  for (const auto& [impl, m] : moments_)
-    tensors.insert(tensors.end(), {m.exp_avg, m.exp_avg_sq, m.step});
-  return tensors;
-}
-
-std::optional<FusedAdam::Moments> FusedAdam::moments(const torch::Tensor& parameter) const {
+ParameterState FusedAdam::parameter_state(const torch::Tensor& parameter) const {
   auto it = moments_.find(parameter.unsafeGetTensorImpl());
-  if (it == moments_.end()) return std::nullopt;
-  return it->second;
+  if (it == moments_.end()) return {};
+  const Moments& m = it->second;
+  return {{"exp_avg", m.exp_avg}, {"exp_avg_sq", m.exp_avg_sq}, {"step", m.step}};
 }
 
-void FusedAdam::set_moments(const torch::Tensor& parameter, Moments moments) {
-  moments_[parameter.unsafeGetTensorImpl()] = std::move(moments);
+void FusedAdam::set_parameter_state(const torch::Tensor& p, const ParameterState& state) {
+  if (state.empty()) return;
+  require_state(state, {"exp_avg", "exp_avg_sq", "step"});
+  moments_[p.unsafeGetTensorImpl()] = {
+      state.at("exp_avg").to(p.options()), state.at("exp_avg_sq").to(p.options()),
+      state.at("step").to(p.options().dtype(torch::kFloat)).reshape({})};
+}
+
+double FusedAdam::state_bytes() const {
+  double bytes = 0;
+  for (const auto& [impl, m] : moments_) bytes += tensor_bytes({m.exp_avg, m.exp_avg_sq, m.step});
+  return bytes;
 }
 
 }  // namespace trainyard

@@ -15,7 +15,7 @@
 
 namespace trainyard {
 
-class FusedAdam : public torch::optim::Optimizer, public DeviceStepping {
+class FusedAdam : public torch::optim::Optimizer, public Optimizer, public DeviceStepping {
  public:
   // decoupled_weight_decay: AdamW (decay applied to the weights) rather than Adam (L2 added to the
   // gradient). amsgrad is not supported.
@@ -32,17 +32,17 @@ class FusedAdam : public torch::optim::Optimizer, public DeviceStepping {
   // replay (the group's lr, a double, would be frozen into the graph).
   torch::Tensor& learning_rate_tensor(const torch::Device& device) override;
 
-  // Every moment and step count held, for memory accounting.
-  std::vector<torch::Tensor> state_tensors() const;
-
-  // One parameter's moments and step count (checkpoints); empty before its first step.
-  struct Moments {
-    torch::Tensor exp_avg, exp_avg_sq, step;  // step: float32 scalar on the parameter's device
-  };
-  std::optional<Moments> moments(const torch::Tensor& parameter) const;
-  void set_moments(const torch::Tensor& parameter, Moments moments);
+  // trainyard::Optimizer: "exp_avg", "exp_avg_sq" and "step" (a float32 scalar on the
+  // parameter's device) per parameter, as LibTorch's Adam names them.
+  torch::optim::Optimizer& libtorch() override { return *this; }
+  ParameterState parameter_state(const torch::Tensor& parameter) const override;
+  void set_parameter_state(const torch::Tensor& parameter, const ParameterState& state) override;
+  double state_bytes() const override;
 
  private:
+  struct Moments {
+    torch::Tensor exp_avg, exp_avg_sq, step;
+  };
   bool decoupled_;
   torch::Tensor lr_tensor_;
   std::unordered_map<c10::TensorImpl*, Moments> moments_;

@@ -57,6 +57,84 @@ Capabilities fused_capabilities(const Opts& o) {
   return Capabilities{.steps_on_device = o.fused};
 }
 
+torch::Tensor step_tensor(int64_t step) { return torch::tensor(static_cast<float>(step)); }
+
+// LibTorch's optimizers keep state by the parameter's TensorImpl, created at its first step.
+template <class State>
+const State* libtorch_state(const torch::optim::Optimizer& optimizer,
+                            const torch::Tensor& parameter) {
+  auto it = optimizer.state().find(parameter.unsafeGetTensorImpl());
+  return it == optimizer.state().end() ? nullptr : dynamic_cast<const State*>(it->second.get());
+}
+
+// LibTorch's Adam or AdamW (the unfused path), whose state per parameter is State.
+template <class Impl, class State>
+class LibTorchAdam final : public Optimizer {
+ public:
+  template <class Options>
+  LibTorchAdam(const Parameters& parameters, const Options& options) : impl_(parameters, options) {}
+  torch::optim::Optimizer& libtorch() override { return impl_; }
+
+  ParameterState parameter_state(const torch::Tensor& p) const override {
+    const State* s = libtorch_state<State>(impl_, p);
+    if (s == nullptr) return {};
+    return {{"exp_avg", s->exp_avg()},
+            {"exp_avg_sq", s->exp_avg_sq()},
+            {"step", step_tensor(s->step())}};
+  }
+  void set_parameter_state(const torch::Tensor& p, const ParameterState& state) override {
+    if (state.empty()) return;
+    require_state(state, {"exp_avg", "exp_avg_sq", "step"});
+    auto s = std::make_unique<State>();
+    s->exp_avg(state.at("exp_avg").to(p.options()));
+    s->exp_avg_sq(state.at("exp_avg_sq").to(p.options()));
+    s->step(static_cast<int64_t>(state.at("step").item<float>()));
+    impl_.state()[p.unsafeGetTensorImpl()] = std::move(s);
+  }
+  double state_bytes() const override {
+    double bytes = 0;
+    for (const auto& [key, state] : impl_.state()) {
+      const auto& s = static_cast<const State&>(*state);
+      bytes += tensor_bytes({s.exp_avg(), s.exp_avg_sq(), s.max_exp_avg_sq()});
+    }
+    return bytes;
+  }
+
+ private:
+  Impl impl_;
+};
+
+// LibTorch's SGD: a momentum buffer per parameter when momentum > 0, nothing otherwise.
+class LibTorchSgd final : public Optimizer {
+ public:
+  LibTorchSgd(const Parameters& parameters, const torch::optim::SGDOptions& options)
+      : impl_(parameters, options) {}
+  torch::optim::Optimizer& libtorch() override { return impl_; }
+
+  ParameterState parameter_state(const torch::Tensor& p) const override {
+    const auto* s = libtorch_state<torch::optim::SGDParamState>(impl_, p);
+    if (s == nullptr || !s->momentum_buffer().defined()) return {};
+    return {{"momentum_buffer", s->momentum_buffer()}};
+  }
+  void set_parameter_state(const torch::Tensor& p, const ParameterState& state) override {
+    if (state.empty()) return;
+    require_state(state, {"momentum_buffer"});
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(state.at("momentum_buffer").to(p.options()));
+    impl_.state()[p.unsafeGetTensorImpl()] = std::move(s);
+  }
+  double state_bytes() const override {
+    double bytes = 0;
+    for (const auto& [key, state] : impl_.state())
+      bytes +=
+          tensor_bytes({static_cast<const torch::optim::SGDParamState&>(*state).momentum_buffer()});
+    return bytes;
+  }
+
+ private:
+  torch::optim::SGD impl_;
+};
+
 }  // namespace
 
 void register_optimizers(Registry& registry) {
@@ -72,10 +150,11 @@ void register_optimizers(Registry& registry) {
                                                               .weight_decay(o.weight_decay),
                                                           /*decoupled_weight_decay=*/false));
         return OptimizerPtr(
-            std::make_unique<torch::optim::Adam>(parameters, torch::optim::AdamOptions(o.lr)
-                                                                 .betas({o.beta1, o.beta2})
-                                                                 .eps(o.eps)
-                                                                 .weight_decay(o.weight_decay)));
+            std::make_unique<LibTorchAdam<torch::optim::Adam, torch::optim::AdamParamState>>(
+                parameters, torch::optim::AdamOptions(o.lr)
+                                .betas({o.beta1, o.beta2})
+                                .eps(o.eps)
+                                .weight_decay(o.weight_decay)));
       },
       fused_capabilities<AdamOptions>);
   registry.add<OptimizerPtr(const Parameters&)>(
@@ -89,7 +168,9 @@ void register_optimizers(Registry& registry) {
         if (o.fused)
           return OptimizerPtr(
               std::make_unique<FusedAdam>(parameters, options, /*decoupled_weight_decay=*/true));
-        return OptimizerPtr(std::make_unique<torch::optim::AdamW>(parameters, options));
+        return OptimizerPtr(
+            std::make_unique<LibTorchAdam<torch::optim::AdamW, torch::optim::AdamWParamState>>(
+                parameters, options));
       },
       fused_capabilities<AdamWOptions>);
   OptionSet<SgdOptions> sgd;
@@ -105,10 +186,10 @@ void register_optimizers(Registry& registry) {
       ComponentKind::optimizer, "sgd", "stochastic gradient descent with optional momentum", sgd,
       [](const SgdOptions& o, const Parameters& parameters) {
         return OptimizerPtr(
-            std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(o.lr)
-                                                                .momentum(o.momentum)
-                                                                .nesterov(o.nesterov)
-                                                                .weight_decay(o.weight_decay)));
+            std::make_unique<LibTorchSgd>(parameters, torch::optim::SGDOptions(o.lr)
+                                                          .momentum(o.momentum)
+                                                          .nesterov(o.nesterov)
+                                                          .weight_decay(o.weight_decay)));
       });
 }
 
@@ -132,94 +213,10 @@ double tensor_bytes(const std::vector<torch::Tensor>& tensors) {
   return bytes;
 }
 
-double optimizer_state_bytes(const torch::optim::Optimizer& optimizer) {
-  if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer))
-    return tensor_bytes(fused->state_tensors());
-  double bytes = 0;
-  for (const auto& [key, state] : optimizer.state()) {
-    if (const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(state.get()))
-      bytes += tensor_bytes({adam->exp_avg(), adam->exp_avg_sq(), adam->max_exp_avg_sq()});
-    else if (const auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(state.get()))
-      bytes += tensor_bytes({adamw->exp_avg(), adamw->exp_avg_sq(), adamw->max_exp_avg_sq()});
-    else if (const auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(state.get()))
-      bytes += tensor_bytes({sgd->momentum_buffer()});
-  }
-  return bytes;
-}
-
-namespace {
-
-// LibTorch's optimizers keep state by the parameter's TensorImpl, created at the first step.
-template <class State>
-const State* libtorch_state(const torch::optim::Optimizer& optimizer,
-                            const torch::Tensor& parameter) {
-  auto it = optimizer.state().find(parameter.unsafeGetTensorImpl());
-  return it == optimizer.state().end() ? nullptr : dynamic_cast<const State*>(it->second.get());
-}
-
-torch::Tensor step_tensor(int64_t step) { return torch::tensor(static_cast<float>(step)); }
-
-template <class State>
-ParameterState adam_state(const State& s) {
-  return {
-      {"exp_avg", s.exp_avg()}, {"exp_avg_sq", s.exp_avg_sq()}, {"step", step_tensor(s.step())}};
-}
-
-template <class State>
-void set_adam_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
-                    const ParameterState& state) {
-  auto s = std::make_unique<State>();
-  s->exp_avg(state.at("exp_avg").to(p.options()));
-  s->exp_avg_sq(state.at("exp_avg_sq").to(p.options()));
-  s->step(static_cast<int64_t>(state.at("step").item<float>()));
-  optimizer.state()[p.unsafeGetTensorImpl()] = std::move(s);
-}
-
-}  // namespace
-
-ParameterState parameter_state(const torch::optim::Optimizer& optimizer,
-                               const torch::Tensor& parameter) {
-  if (const auto* fused = dynamic_cast<const FusedAdam*>(&optimizer)) {
-    auto m = fused->moments(parameter);
-    if (!m) return {};
-    return {{"exp_avg", m->exp_avg}, {"exp_avg_sq", m->exp_avg_sq}, {"step", m->step}};
-  }
-  if (const auto* s = libtorch_state<torch::optim::AdamParamState>(optimizer, parameter))
-    return adam_state(*s);
-  if (const auto* s = libtorch_state<torch::optim::AdamWParamState>(optimizer, parameter))
-    return adam_state(*s);
-  if (const auto* s = libtorch_state<torch::optim::SGDParamState>(optimizer, parameter))
-    return s->momentum_buffer().defined()
-               ? ParameterState{{"momentum_buffer", s->momentum_buffer()}}
-               : ParameterState{};
-  return {};
-}
-
-void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& p,
-                         const ParameterState& state) {
-  if (state.empty()) return;
-  auto require = [&](std::initializer_list<const char*> keys) {
-    for (const char* key : keys)
-      if (!state.count(key))
-        throw UserError(fmt::format("optimizer state without '{}' for this optimizer", key));
-  };
-  if (auto* fused = dynamic_cast<FusedAdam*>(&optimizer)) {
-    require({"exp_avg", "exp_avg_sq", "step"});
-    fused->set_moments(p,
-                       {state.at("exp_avg").to(p.options()), state.at("exp_avg_sq").to(p.options()),
-                        state.at("step").to(p.options().dtype(torch::kFloat)).reshape({})});
-  } else if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) {
-    require({"exp_avg", "exp_avg_sq", "step"});
-    set_adam_state<torch::optim::AdamWParamState>(optimizer, p, state);
-  } else if (dynamic_cast<torch::optim::Adam*>(&optimizer)) {
-    require({"exp_avg", "exp_avg_sq", "step"});
-    set_adam_state<torch::optim::AdamParamState>(optimizer, p, state);
-  } else if (dynamic_cast<torch::optim::SGD*>(&optimizer)) {
-    require({"momentum_buffer"});
-    auto s = std::make_unique<torch::optim::SGDParamState>();
-    s->momentum_buffer(state.at("momentum_buffer").to(p.options()));
-    optimizer.state()[p.unsafeGetTensorImpl()] = std::move(s);
-  }
+void require_state(const ParameterState& state, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (!state.count(name))
+      throw UserError(fmt::format("optimizer state without '{}' for this optimizer", name));
 }
 
 }  // namespace trainyard

@@ -1,5 +1,6 @@
 // Optimizers by name: adam, adamw, sgd — LibTorch's implementations with their options declared
-// once here.
+// once here — and `Optimizer`, what every registered optimizer builds: LibTorch's step together
+// with its state for checkpoints.
 #pragma once
 
 #include <map>
@@ -14,8 +15,34 @@
 
 namespace trainyard {
 
-using OptimizerPtr = std::unique_ptr<torch::optim::Optimizer>;
 using Parameters = std::vector<torch::Tensor>;
+
+// An optimizer's state for one of its parameters, by the optimizer's own names ("exp_avg",
+// "exp_avg_sq", "step" for Adam; "momentum_buffer" for SGD). Empty before its first step.
+// Checkpoints store it per parameter, so it outlives the optimizer object and the world size.
+using ParameterState = std::map<std::string, torch::Tensor>;
+
+// What every registered optimizer builds: LibTorch's optimizer (parameter groups, step,
+// zero_grad) and its state — read, written and sized. The state is part of the product, not found
+// by the engine: an optimizer checkpointed without its state would continue as a different run,
+// so one that cannot say its state does not compile. tests/optimizer_state_test.cpp round-trips
+// every registered optimizer's state bit for bit.
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual torch::optim::Optimizer& libtorch() = 0;
+  const torch::optim::Optimizer& libtorch() const {
+    return const_cast<Optimizer*>(this)->libtorch();
+  }
+  // One parameter's state; empty before its first step.
+  virtual ParameterState parameter_state(const torch::Tensor& parameter) const = 0;
+  // Restores what parameter_state returned (possibly moved to another device or layout); an
+  // empty state leaves the parameter as before its first step. UserError for missing names.
+  virtual void set_parameter_state(const torch::Tensor& parameter, const ParameterState& state) = 0;
+  // Bytes of the whole state (moments, momentum buffers, step counts), for the memory figures.
+  virtual double state_bytes() const = 0;
+};
+using OptimizerPtr = std::unique_ptr<Optimizer>;
 
 // What an optimizer that steps on the device (Capabilities::steps_on_device) offers the engine:
 // a step skipped on the device's own overflow flag, and a learning rate read from a device tensor,
@@ -43,17 +70,10 @@ void register_optimizers(Registry& registry);
 
 // Bytes of the tensors' elements (undefined tensors count 0).
 double tensor_bytes(const std::vector<torch::Tensor>& tensors);
-// Bytes of `optimizer`'s state: moments, momentum buffers, step counts.
-double optimizer_state_bytes(const torch::optim::Optimizer& optimizer);
 
-// The optimizer's state for one of its parameters, by name: "exp_avg", "exp_avg_sq", "step" (Adam,
-// AdamW; step is a 0-dim float tensor) or "momentum_buffer" (SGD). Empty before its first step.
-// Checkpoints store it per parameter, so it outlives the optimizer object and the world size.
-using ParameterState = std::map<std::string, torch::Tensor>;
-ParameterState parameter_state(const torch::optim::Optimizer& optimizer,
-                               const torch::Tensor& parameter);
-void set_parameter_state(torch::optim::Optimizer& optimizer, const torch::Tensor& parameter,
-                         const ParameterState& state);
+// `state` has every one of `names`; otherwise UserError naming the first missing one (for
+// Optimizer::set_parameter_state).
+void require_state(const ParameterState& state, std::initializer_list<const char*> names);
 
 // The learning rate every parameter group is set to (schedulers scale it per step).
 double base_learning_rate(const ConfigTree& optimizer_options);

@@ -155,12 +155,12 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     return model_layout_to_chunks(model, groups(), whole);
   }
 
-  TrainingStateBytes state_bytes(Model&, const torch::optim::Optimizer& optimizer) const override {
+  TrainingStateBytes state_bytes(Model&, const Optimizer& optimizer) const override {
     std::vector<torch::Tensor> shards;
     for (const auto& unit : units_)
       if (unit.flat) shards.push_back(unit.shard);
     const double bytes = tensor_bytes(shards);
-    return {bytes, bytes, optimizer_state_bytes(optimizer)};
+    return {bytes, bytes, optimizer.state_bytes()};
   }
 
  private:

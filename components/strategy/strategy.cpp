@@ -61,10 +61,9 @@ void Strategy::step(torch::optim::Optimizer& optimizer, const torch::Tensor& fou
   step_unless_overflowed(optimizer, found_inf);
 }
 
-TrainingStateBytes Strategy::state_bytes(Model& model,
-                                         const torch::optim::Optimizer& optimizer) const {
+TrainingStateBytes Strategy::state_bytes(Model& model, const Optimizer& optimizer) const {
   const double parameters = tensor_bytes(model.parameters());
-  return {parameters, parameters, optimizer_state_bytes(optimizer)};  // a gradient per parameter
+  return {parameters, parameters, optimizer.state_bytes()};  // a gradient per parameter
 }
 
 void step_unless_overflowed(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {

@@ -15,6 +15,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "components/models/model.h"
+#include "components/optim/optimizers.h"
 #include "components/registry.h"
 
 namespace trainyard {
@@ -55,8 +56,7 @@ class Strategy {
   // Calls `fn` while every parameter of the model is whole on this rank (to copy, restore or save
   // weights); what `fn` writes into them is kept.
   virtual void with_full_parameters(Model& model, const std::function<void()>& fn) { fn(); }
-  virtual TrainingStateBytes state_bytes(Model& model,
-                                         const torch::optim::Optimizer& optimizer) const;
+  virtual TrainingStateBytes state_bytes(Model& model, const Optimizer& optimizer) const;
 
   // Checkpoints store optimizer state per model parameter, whole, so that any strategy and world
   // size can resume it. to_model_layout takes tensors laid out like optimizer_parameters() (this

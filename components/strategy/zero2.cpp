@@ -91,12 +91,10 @@ class ZeroStage2 : public DistributedStrategy {
     return model_layout_to_chunks(model, groups(), whole);
   }
 
-  TrainingStateBytes state_bytes(Model& model,
-                                 const torch::optim::Optimizer& optimizer) const override {
+  TrainingStateBytes state_bytes(Model& model, const Optimizer& optimizer) const override {
     std::vector<torch::Tensor> chunks;
     for (const auto& bucket : buckets_) chunks.push_back(bucket.chunk);
-    return {tensor_bytes(model.parameters()), tensor_bytes(chunks),
-            optimizer_state_bytes(optimizer)};
+    return {tensor_bytes(model.parameters()), tensor_bytes(chunks), optimizer.state_bytes()};
   }
 
  private:

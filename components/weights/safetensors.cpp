@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace trainyard {
 
@@ -213,18 +214,13 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  write_file_atomically(path, [&](std::ostream& out) {
     uint64_t length = text.size();
     for (int i = 0; i < 8; ++i) out.put(static_cast<char>((length >> (8 * i)) & 0xff));
     out << text;
     for (const auto& t : tensors)
       out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
-    if (!out) throw std::runtime_error("cannot write " + temporary);
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename " + temporary + " to " + path);
+  });
 }
 
 }  // namespace trainyard

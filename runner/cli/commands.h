@@ -1,6 +1,11 @@
 // The subcommands of `trainyard`, as a table: name, one-line summary, handler. `trainyard help`
 // and the usage text are generated from it. Each handler parses its own options and returns the
 // process exit code; errors it cannot handle propagate to main().
+//
+// Two executables share the table. `trainyard` holds the commands that build no component (runs,
+// status, rm, collect, cancel) and starts without LibTorch; for the others it links
+// engine_forward.cpp, whose handlers exec `trainyard-engine` beside it with the same arguments.
+// `trainyard-engine` links every handler, the components and LibTorch.
 #pragma once
 
 #include <functional>
@@ -20,6 +25,9 @@ struct Command {
 };
 
 const std::vector<Command>& commands();
+
+// The executable that runs the commands resolving components, beside `trainyard`.
+inline constexpr const char* kEngineExecutable = "trainyard-engine";
 
 int run_command(const std::vector<std::string>& args);
 int validate_command(const std::vector<std::string>& args);

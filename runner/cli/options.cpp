@@ -1,5 +1,6 @@
 #include "runner/cli/options.h"
 
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -32,6 +33,12 @@ bool parse_command_line(const std::vector<std::string>& args,
     return false;
   }
   return true;
+}
+
+std::string log_dir_of(const std::string& db_path) {
+  const std::filesystem::path db(db_path);
+  const std::filesystem::path logs = db.has_parent_path() ? db.parent_path() / "logs" : "logs";
+  return std::filesystem::absolute(logs).string();
 }
 
 }  // namespace trainyard

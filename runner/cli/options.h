@@ -18,4 +18,7 @@ bool parse_command_line(const std::vector<std::string>& args,
                         boost::program_options::variables_map& vm,
                         const boost::program_options::options_description& arguments = {});
 
+// The folder of the runs' logs and files for the database at `db_path`: logs/ beside it, absolute.
+std::string log_dir_of(const std::string& db_path);
+
 }  // namespace trainyard

@@ -194,8 +194,7 @@ int run_command(const std::vector<std::string>& args) {
                node.node_rank == 0 ? "" : "; node 0 records the runs");
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  std::string log_dir =
-      fs::absolute(db.has_parent_path() ? db.parent_path() / "logs" : fs::path("logs")).string();
+  const std::string log_dir = log_dir_of(db_path);
   // --time-limit: when it passes, the batch stops as on Ctrl-C, and says why.
   std::atomic<bool> time_limit_reached{false};
   std::jthread time_keeper;

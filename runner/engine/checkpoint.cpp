@@ -106,8 +106,8 @@ std::vector<NamedTensors> gather_rank_states(Strategy& strategy, const NamedTens
 }  // namespace
 
 void save_training_state(const std::string& dir, Model& model, Strategy& strategy,
-                         torch::optim::Optimizer& optimizer, const LossScaler* scaler,
-                         const TrainerState& state, const std::vector<torch::Tensor>& best_weights,
+                         Optimizer& optimizer, const LossScaler* scaler, const TrainerState& state,
+                         const std::vector<torch::Tensor>& best_weights,
                          const NamedTensors& rank_state) {
   const bool writer = strategy.rank() == 0;
   const std::string staged = checkpoint_staging_dir(dir);
@@ -130,10 +130,10 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
 
   // The optimizer's state, each kind ("exp_avg", ...) gathered whole per parameter.
   NamedTensors tensors;
-  const auto parameters = optimizer_parameters(optimizer);
+  const auto parameters = optimizer_parameters(optimizer.libtorch());
   const auto names = parameter_names(model);
   std::vector<ParameterState> states;
-  for (const auto& p : parameters) states.push_back(parameter_state(optimizer, p));
+  for (const auto& p : parameters) states.push_back(optimizer.parameter_state(p));
   if (!states.empty() && !states[0].empty()) {
     for (const auto& [kind, unused] : states[0]) {
       std::vector<torch::Tensor> shards;
@@ -180,7 +180,7 @@ void load_model_state(const std::string& dir, Model& model) {
 }
 
 void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy,
-                          torch::optim::Optimizer& optimizer, LossScaler* scaler) {
+                          Optimizer& optimizer, LossScaler* scaler) {
   const std::string path = in(dir, kOptimizerStateFile);
   std::map<std::string, torch::Tensor> tensors = load_tensors(path);
   const auto model_parameters = model.parameters();
@@ -190,7 +190,7 @@ void load_optimizer_state(const std::string& dir, Model& model, Strategy& strate
   const std::string first = names.empty() ? "" : names[0] + "/";
   for (const auto& [name, tensor] : tensors)
     if (!first.empty() && name.rfind(first, 0) == 0) kinds.push_back(name.substr(first.size()));
-  const auto parameters = optimizer_parameters(optimizer);
+  const auto parameters = optimizer_parameters(optimizer.libtorch());
   std::vector<ParameterState> states(parameters.size());
   for (const auto& kind : kinds) {
     std::vector<torch::Tensor> whole;
@@ -209,7 +209,7 @@ void load_optimizer_state(const std::string& dir, Model& model, Strategy& strate
     for (size_t i = 0; i < parameters.size(); ++i) states[i][kind] = shards[i];
   }
   for (size_t i = 0; i < parameters.size(); ++i)
-    set_parameter_state(optimizer, parameters[i], states[i]);
+    optimizer.set_parameter_state(parameters[i], states[i]);
   if (scaler) {
     std::map<std::string, torch::Tensor> scaler_state;
     for (const char* name : {"scale", "growth_tracker", "skipped"}) {

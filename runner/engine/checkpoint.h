@@ -38,8 +38,8 @@ namespace trainyard {
 // whole) may be empty. `rank_state`: this rank's tensors (same names and shapes on every rank),
 // gathered to rank 0 and stored per rank.
 void save_training_state(const std::string& dir, Model& model, Strategy& strategy,
-                         torch::optim::Optimizer& optimizer, const LossScaler* scaler,
-                         const TrainerState& state, const std::vector<torch::Tensor>& best_weights,
+                         Optimizer& optimizer, const LossScaler* scaler, const TrainerState& state,
+                         const std::vector<torch::Tensor>& best_weights,
                          const NamedTensors& rank_state);
 
 // read_trainer_state and has_training_state: trainer_state.h.
@@ -47,7 +47,7 @@ void save_training_state(const std::string& dir, Model& model, Strategy& strateg
 void load_model_state(const std::string& dir, Model& model);
 // After the optimizer is built: its state, and the loss scaler's. Collective.
 void load_optimizer_state(const std::string& dir, Model& model, Strategy& strategy,
-                          torch::optim::Optimizer& optimizer, LossScaler* scaler);
+                          Optimizer& optimizer, LossScaler* scaler);
 // The best validation epoch's weights (parameters then buffers), or nothing when the live ones are.
 std::vector<torch::Tensor> load_best_weights(const std::string& dir, Model& model);
 // Every rank's tensors of save_training_state's `rank_state`, by rank; empty for an older folder.

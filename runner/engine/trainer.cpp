@@ -142,7 +142,7 @@ class Trainer {
     if (stop_requested()) throw Interrupted();
   }
   void set_learning_rate(double lr) {
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+    for (auto& group : optimizer_->libtorch().param_groups()) group.options().set_lr(lr);
     if (lr_tensor_.defined()) lr_tensor_.fill_(lr);  // what a captured step reads
   }
   // The loader's next batch on the training device, with the dataset's per-batch work done (on
@@ -394,7 +394,7 @@ void Trainer::setup_cuda_graph() {
   if (run_.runtime.compile != "cuda-graphs") return;
   // Validation ensured a CUDA device, one process, whole steps and an optimizer stepping on the
   // device.
-  DeviceStepping* on_device = device_stepping(*optimizer_);
+  DeviceStepping* on_device = device_stepping(optimizer_->libtorch());
   if (!device_.is_cuda() || !on_device)
     throw std::logic_error(
         "cuda-graphs without a CUDA device or an optimizer that steps on the device");
@@ -539,12 +539,13 @@ void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm,
       train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
   strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
   if (!step_now) return;
-  if (scaler_) scaler_->unscale(*optimizer_);  // true gradients before clipping and the step
+  if (scaler_)
+    scaler_->unscale(optimizer_->libtorch());  // true gradients before clipping and the step
   if (train.clip_grad_norm > 0)
-    grad_norm_ = strategy_->clip_grad_norm(*optimizer_, train.clip_grad_norm);
+    grad_norm_ = strategy_->clip_grad_norm(optimizer_->libtorch(), train.clip_grad_norm);
   else if (measure_norm)
-    grad_norm_ = strategy_->gradient_norm(*optimizer_);
-  strategy_->step(*optimizer_,
+    grad_norm_ = strategy_->gradient_norm(optimizer_->libtorch());
+  strategy_->step(optimizer_->libtorch(),
                   scaler_ ? scaler_->found_inf() : torch::Tensor());  // skipped on overflow
   if (scaler_) scaler_->update();
 }

@@ -1,0 +1,25 @@
+// Processes: running a program and reading what it printed, quoting for a shell, and this
+// program's own executable.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trainyard {
+
+// What a command printed and how it ended.
+struct CommandOutput {
+  int exit_code = -1;  // -1: it could not be started; 128 + N: killed by signal N
+  std::string out;
+  std::string err;
+};
+// Runs argv (no shell; argv[0] looked up in PATH), stdin from /dev/null, and waits.
+CommandOutput run_program(const std::vector<std::string>& argv);
+
+// 'text' for a POSIX shell.
+std::string shell_quote(const std::string& text);
+
+// The running executable's path (/proc/self/exe); std::runtime_error when it cannot be read.
+std::string self_executable();
+
+}  // namespace trainyard

@@ -1,0 +1,225 @@
+// `trainyard validate`, `list` and `report`: the reading commands that resolve components against
+// the registry (experiment files, the options of every component), so they run in
+// trainyard-engine, which holds the components and LibTorch (ARCHITECTURE.md, "Executables").
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include "common/files.h"
+#include "common/metrics.h"
+#include "common/text.h"
+#include "components/builtin.h"
+#include "reports/report.h"
+#include "runner/cli/commands.h"
+#include "runner/cli/options.h"
+#include "runner/config/experiment.h"
+#include "runner/slurm.h"
+
+namespace trainyard {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+int validate_command(const std::vector<std::string>& args) {
+  po::options_description options("trainyard validate FILE... [options]");
+  std::vector<std::string> files, overrides;
+  int64_t max_runs = kDefaultMaxRuns;
+  options.add_options()("help,h", "show this help")(
+      "max-runs", po::value(&max_runs), "refuse a file of more runs than this (default 5000)")(
+      "set", po::value(&overrides)->composing(),
+      "override a key in every file: --set train.epochs=1");
+  po::options_description arguments;
+  arguments.add_options()("file", po::value(&files), "experiment files");
+  po::positional_options_description positional;
+  positional.add("file", -1);
+  po::variables_map vm;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
+  if (files.empty()) throw UserError("validate: name at least one experiment file");
+  int failures = 0;
+  for (const auto& file : files) {
+    try {
+      Experiment experiment = load_experiment(file, overrides, builtin_registry(), max_runs);
+      fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
+                 experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
+    } catch (const ConfigError& e) {
+      fmt::print(stderr, "{}\n", e.what());
+      ++failures;
+    }
+  }
+  return failures ? kExitUserError : kExitOk;
+}
+
+namespace {
+
+void print_options(const std::vector<OptionInfo>& options) {
+  for (const auto& option : options)
+    fmt::print("      {:<20} {:<7} {:<10} {}{}\n", option.key, option.type,
+               option.default_value.empty() ? "-" : option.default_value, option.help,
+               option.rule.empty() ? "" : " [" + option.rule + "]");
+}
+
+// The sections of an experiment file that are not components: their options, declared once.
+struct Section {
+  const char* name;
+  const char* help;
+  std::vector<OptionInfo> options;
+};
+
+std::vector<Section> sections() {
+  return {
+      {"train", "how a run trains; train.optimizer and train.scheduler name components",
+       train_option_set().describe()},
+      {"runtime", "where and how a run executes; runtime.strategy names a component",
+       runtime_option_set().describe()},
+      {"report", "how the experiment's section of a report looks", report_option_set().describe()},
+      {"sweep",
+       "the variants to compare",
+       {{"variants", "list", "", "",
+         "named variants: [{name: bf16, set: {runtime.precision: bf16-mixed}}, ...]; each sets "
+         "dotted "
+         "keys of model, dataset, train, runtime"},
+        {"grid", "map", "", "",
+         "dotted key -> list of values; every combination, times every variant "
+         "(grid: {train.batch_size: [16, 32]})"},
+        {"repeats", "int", "1", "1 to 1000",
+         "runs of every variant, with seeds train.seed, train.seed + 1, ...; the report shows "
+         "their median and min-max"}}},
+  };
+}
+
+void print_metrics() {
+  fmt::print("metrics (the keys of the database, the console and the reports)\n");
+  for (const auto& metric : metric_vocabulary())
+    fmt::print("  {:<32} {:<18} {:<7} {}\n", metric.key, describe_unit(metric.unit),
+               metric.scope == MetricScope::epoch   ? "epoch"
+               : metric.scope == MetricScope::final ? "final"
+                                                    : "derived",
+               metric.help);
+}
+
+}  // namespace
+
+int list_command(const std::vector<std::string>& args) {
+  po::options_description options(
+      "trainyard list [WHAT] [options]\n  WHAT: a component kind (model, dataset, optimizer, "
+      "scheduler, precision, strategy), a section (train, runtime, report, sweep) or metrics");
+  std::string filter;
+  options.add_options()("help,h", "show this help");
+  po::options_description arguments;
+  arguments.add_options()("what", po::value(&filter), "what to list");
+  po::positional_options_description positional;
+  positional.add("what", 1);
+  po::variables_map vm;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
+
+  const Registry& registry = builtin_registry();
+  std::vector<std::string> names;
+  for (auto kind : all_component_kinds()) names.push_back(to_string(kind));
+  // The plural names the same kind: `list models`, `list strategies`.
+  for (const auto& name : names)
+    if (filter == name + "s" ||
+        (name.back() == 'y' && filter == name.substr(0, name.size() - 1) + "ies"))
+      filter = name;
+  for (const auto& section : sections()) names.push_back(section.name);
+  names.push_back("metrics");
+  if (!filter.empty() && std::find(names.begin(), names.end(), filter) == names.end()) {
+    std::string guess = closest_match(filter, names);
+    throw UserError(fmt::format("list: unknown kind '{}'{}; kinds: {}", filter,
+                                guess.empty() ? "" : " (did you mean '" + guess + "'?)",
+                                join(names)));
+  }
+  auto wanted = [&](const std::string& name) { return filter.empty() || filter == name; };
+  for (auto kind : all_component_kinds()) {
+    if (!wanted(to_string(kind))) continue;
+    std::string heading = to_string(kind);
+    heading = heading.back() == 'y' ? heading.substr(0, heading.size() - 1) + "ies" : heading + "s";
+    fmt::print("{}\n", heading);
+    for (const auto* entry : registry.entries(kind)) {
+      fmt::print("  {:<18} {}\n", entry->name, entry->help);
+      print_options(entry->options);
+    }
+    if (kind == ComponentKind::model) {
+      fmt::print("  every model also takes:\n");
+      print_options(weights_option_set().describe());
+    }
+    fmt::print("\n");
+  }
+  for (const auto& section : sections()) {
+    if (!wanted(section.name)) continue;
+    fmt::print("section {}: {}\n", section.name, section.help);
+    print_options(section.options);
+    fmt::print("\n");
+  }
+  if (wanted("metrics")) print_metrics();
+  return kExitOk;
+}
+
+namespace {
+
+// What an experiment's file resolves to now (no overrides): the report's rows are those runs.
+CurrentExperiment current_experiment(const ExperimentRecord& record) {
+  CurrentExperiment current;
+  if (!fs::exists(record.file)) {
+    current.problem = "the experiment file is gone";
+    return current;
+  }
+  try {
+    Experiment experiment = load_experiment(record.file, {}, builtin_registry());
+    if (experiment.name != record.name) {
+      current.problem = fmt::format("the file now names experiment '{}'", experiment.name);
+      return current;
+    }
+    for (const auto& run : experiment.runs)
+      current.variants.push_back({.variant = run.variant,
+                                  .config_hash = run.config_hash,
+                                  .config_yaml = run.config_yaml,
+                                  .repeat = run.repeat});
+  } catch (const UserError& e) {
+    current.problem = "the file no longer validates (trainyard validate shows why)";
+  }
+  return current;
+}
+
+}  // namespace
+
+int report_command(const std::vector<std::string>& args) {
+  po::options_description options(
+      "trainyard report -o FILE [options]\n  FILE's extension picks the format: .html, .md or "
+      ".csv");
+  std::string db_path = default_database_path(), experiment, output;
+  options.add_options()("help,h", "show this help")(
+      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
+      "experiment,e", po::value(&experiment), "only this experiment")(
+      "output,o", po::value(&output), "output file (.html, .md or .csv)");
+  po::variables_map vm;
+  if (!parse_command_line(args, options, {}, vm)) return kExitOk;
+  if (output.empty()) throw UserError("report: name the output file with -o, e.g. -o report.html");
+  std::string extension = fs::path(output).extension().string();
+  if (extension != ".html" && extension != ".htm" && extension != ".md" && extension != ".csv")
+    throw UserError(
+        fmt::format("report: cannot tell the format of '{}'; use .html, .md or .csv", output));
+  const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first
+  Store& store = *open.store;
+  Report report = build_report(store, experiment, current_experiment);
+  report.output_dir = fs::absolute(output).parent_path().string();
+  std::string text = extension == ".md"    ? render_markdown(report)
+                     : extension == ".csv" ? render_csv(report)
+                                           : render_html(report);
+  fs::path parent = fs::path(output).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  try {
+    write_file_atomically(output, text);  // never a half-written report
+  } catch (const std::runtime_error& e) {
+    throw UserError(fmt::format("report: {}", e.what()));
+  }
+  fmt::print("report: {} ({} experiment{})\n", fs::absolute(output).string(),
+             report.experiments.size(), report.experiments.size() == 1 ? "" : "s");
+  return kExitOk;
+}
+
+}  // namespace trainyard
