@@ -1,7 +1,8 @@
-// Processes: running a program and reading what it printed, quoting for a shell, and this
-// program's own executable.
+// Processes: running a program and reading what it printed, quoting for a shell, this process (its
+// executable, host and user), and whether another one lives.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,12 @@ std::string shell_quote(const std::string& text);
 
 // The running executable's path (/proc/self/exe); std::runtime_error when it cannot be read.
 std::string self_executable();
+
+// This machine's host name, and the user this process runs as (the uid when it has no name).
+std::string host_name();
+std::string user_name();
+
+// True when process `pid` of this host exists (also when it is another user's).
+bool process_alive(int64_t pid);
 
 }  // namespace trainyard

@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/json_numbers.h"
+#include "common/process.h"
 
 namespace trainyard {
 

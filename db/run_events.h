@@ -12,27 +12,28 @@
 #include <optional>
 #include <string>
 
+#include "db/run_records.h"
 #include "db/store.h"
 
 namespace trainyard {
 
-class RunEventWriter {
+class RunEventWriter : public RunRecords {
  public:
   // Opens `path` for appending, creating it; a last line that a killed task left half-written is
   // cut off first (no collector has taken it in: it never ended with a newline).
   explicit RunEventWriter(std::string path);
-  ~RunEventWriter();
+  ~RunEventWriter() override;
   RunEventWriter(const RunEventWriter&) = delete;
   RunEventWriter& operator=(const RunEventWriter&) = delete;
 
   // `job`: the Slurm job ("1234_7") the task runs as.
   void started(const RunEnvironment& environment, const std::string& job);
   void resumed(const std::string& job);
-  void attributes(const std::map<std::string, std::string>& attributes);
-  void epoch(int64_t epoch, const std::map<std::string, double>& values);
-  void heartbeat(const std::optional<RunProgress>& progress);
-  void completed(const std::map<std::string, double>& metrics);
-  void ended(RunStatus status, const std::string& error, FailureClass failure);
+  void attributes(const std::map<std::string, std::string>& attributes) override;
+  void epoch(int64_t epoch, const std::map<std::string, double>& values) override;
+  void heartbeat(const std::optional<RunProgress>& progress) override;
+  void completed(const std::map<std::string, double>& metrics) override;
+  void ended(RunStatus status, const std::string& error, FailureClass failure) override;
   // The task asked Slurm to run it again (its `restarts`-th requeue): the run waits, queued.
   void requeued(int restarts);
 

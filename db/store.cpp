@@ -1,14 +1,8 @@
 #include "db/store.h"
 
-#include <pwd.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -16,117 +10,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/json_numbers.h"
+#include "common/process.h"
 #include "common/text.h"
 
 namespace trainyard {
 
 namespace {
-
-// Each entry moves the schema from version i to i + 1. Never edit a released entry: add one.
-const char* const kMigrations[] = {
-    // 1: experiments, runs, metrics.
-    R"sql(
-    CREATE TABLE experiments (
-      id INTEGER PRIMARY KEY,
-      name TEXT NOT NULL UNIQUE,
-      file TEXT NOT NULL,
-      description TEXT NOT NULL DEFAULT '',
-      report_yaml TEXT NOT NULL DEFAULT '',
-      created_at TEXT NOT NULL
-    );
-    CREATE TABLE runs (
-      id INTEGER PRIMARY KEY,
-      experiment_id INTEGER NOT NULL REFERENCES experiments(id),
-      variant TEXT NOT NULL,
-      position INTEGER NOT NULL,
-      config_yaml TEXT NOT NULL,
-      config_hash TEXT NOT NULL,
-      status TEXT NOT NULL CHECK (status IN
-        ('queued', 'running', 'completed', 'failed', 'interrupted', 'skipped')),
-      precision TEXT NOT NULL,
-      strategy TEXT NOT NULL,
-      devices INTEGER NOT NULL,
-      queued_at TEXT NOT NULL,
-      started_at TEXT,
-      ended_at TEXT,
-      host TEXT NOT NULL DEFAULT '',
-      pid INTEGER NOT NULL DEFAULT 0,
-      git_revision TEXT NOT NULL DEFAULT '',
-      torch_version TEXT NOT NULL DEFAULT '',
-      device_name TEXT NOT NULL DEFAULT '',
-      log_path TEXT NOT NULL DEFAULT '',
-      error TEXT NOT NULL DEFAULT ''
-    );
-    CREATE INDEX runs_by_config ON runs(experiment_id, config_hash, status);
-    CREATE TABLE epoch_metrics (
-      run_id INTEGER NOT NULL REFERENCES runs(id),
-      epoch INTEGER NOT NULL,
-      key TEXT NOT NULL,
-      value REAL NOT NULL,
-      PRIMARY KEY (run_id, epoch, key)
-    );
-    CREATE TABLE final_metrics (
-      run_id INTEGER NOT NULL REFERENCES runs(id),
-      key TEXT NOT NULL,
-      value REAL NOT NULL,
-      PRIMARY KEY (run_id, key)
-    );
-    )sql",
-    // 2: facts about a run known once it is set up (the dtypes actually used, ...).
-    R"sql(
-    CREATE TABLE run_attributes (
-      run_id INTEGER NOT NULL REFERENCES runs(id),
-      key TEXT NOT NULL,
-      value TEXT NOT NULL,
-      PRIMARY KEY (run_id, key)
-    );
-    )sql",
-    // 3: a run's unique id (its files are named by it: run ids restart in every database), and its
-    // resolved config flat, one row per dotted key (MLflow's params), for SQL to group by.
-    R"sql(
-    ALTER TABLE runs ADD COLUMN uid TEXT NOT NULL DEFAULT '';
-    CREATE TABLE run_params (
-      run_id INTEGER NOT NULL REFERENCES runs(id),
-      key TEXT NOT NULL,
-      value TEXT NOT NULL,
-      PRIMARY KEY (run_id, key)
-    );
-    CREATE INDEX run_params_by_key ON run_params(key, value);
-    )sql",
-    // 4: overnight batches: how many times a run was continued from its checkpoint, why it failed
-    // (a class: retried or not), the controller's heartbeat and the run's progress for `trainyard
-    // status`, and which repeat of its variant it is (sweep.repeats).
-    R"sql(
-    ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE runs ADD COLUMN failure_class TEXT NOT NULL DEFAULT '';
-    ALTER TABLE runs ADD COLUMN heartbeat_at TEXT NOT NULL DEFAULT '';
-    ALTER TABLE runs ADD COLUMN progress TEXT NOT NULL DEFAULT '';
-    ALTER TABLE runs ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;
-    )sql",
-    // 5: Slurm: submissions, and which array task trains which run, with how much of the task's
-    // records file (<stem>.events.jsonl) the store has taken in.
-    R"sql(
-    CREATE TABLE submissions (
-      id INTEGER PRIMARY KEY,
-      folder TEXT NOT NULL DEFAULT '',
-      created_at TEXT NOT NULL,
-      host TEXT NOT NULL,
-      report_job TEXT NOT NULL DEFAULT '',
-      cancelled INTEGER NOT NULL DEFAULT 0,
-      user TEXT NOT NULL DEFAULT ''
-    );
-    CREATE TABLE slurm_runs (
-      run_id INTEGER PRIMARY KEY REFERENCES runs(id),
-      submission_id INTEGER NOT NULL REFERENCES submissions(id),
-      job_id TEXT NOT NULL,
-      stem TEXT NOT NULL,
-      events_offset INTEGER NOT NULL DEFAULT 0
-    );
-    )sql",
-};
-static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
 // 12 hex digits from the system's entropy source: unique enough that two runs anywhere never share
 // one (and the controller checks that no file of the name exists before writing).
@@ -137,11 +29,6 @@ std::string new_run_uid() {
   std::snprintf(text, sizeof text, "%012llx",
                 static_cast<unsigned long long>(bits & 0xffffffffffffULL));
   return text;
-}
-
-bool process_alive(int64_t pid) {
-  if (pid <= 0) return false;
-  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
 const char* const kRunColumns =
@@ -278,21 +165,6 @@ RunProgress RunProgress::from_json(const std::string& text) {
   return p;
 }
 
-std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
-
-double seconds_since(const std::string& timestamp) {
-  std::tm tm{};
-  if (timestamp.empty() || !strptime(timestamp.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return -1;
-  return std::difftime(std::time(nullptr), timegm(&tm));
-}
-
 bool controller_gone(const RunRecord& run) {
   return run.host == host_name() && run.pid > 0 && !process_alive(run.pid);
 }
@@ -303,17 +175,6 @@ std::string run_files_stem(const RunRecord& run) {
   if (log.size() <= suffix.size() || log.compare(log.size() - suffix.size(), suffix.size(), suffix))
     return "";
   return log.substr(0, log.size() - suffix.size());
-}
-
-std::string host_name() {
-  char buffer[256] = {};
-  gethostname(buffer, sizeof buffer - 1);
-  return buffer;
-}
-
-std::string user_name() {
-  if (const passwd* entry = getpwuid(getuid())) return entry->pw_name;
-  return std::to_string(getuid());
 }
 
 Store::Store(const std::string& path, sql::Access access)
@@ -341,31 +202,6 @@ Store::Store(const std::string& path, sql::Access access)
       if (!locked || attempt >= 500) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-  }
-}
-
-int Store::schema_version() {
-  auto s = db_.prepare("PRAGMA user_version");
-  s.step();
-  return static_cast<int>(s.column_int(0));
-}
-
-void Store::migrate() {
-  int version = schema_version();
-  if (version > kSchemaVersion)
-    throw std::runtime_error("database " + path() + " has schema version " +
-                             std::to_string(version) + ", newer than this trainyard's (" +
-                             std::to_string(kSchemaVersion) + "); use a newer trainyard");
-  while (version < kSchemaVersion) {
-    // Under the write lock, read the version again: another process opening the same new database
-    // (a report, `trainyard runs`) may have migrated it since the first read.
-    sql::Transaction transaction(db_);
-    version = schema_version();
-    if (version >= kSchemaVersion) break;
-    db_.exec(kMigrations[version]);
-    db_.exec("PRAGMA user_version = " + std::to_string(version + 1));
-    transaction.commit();
-    ++version;
   }
 }
 
@@ -599,97 +435,6 @@ void Store::record_heartbeat(int64_t run_id, const std::optional<RunProgress>& p
 void Store::mark_requeued(int64_t run_id, const std::string& at) {
   db_.prepare("UPDATE runs SET status = 'queued', progress = '', heartbeat_at = ? WHERE id = ?")
       .bind(1, at_or_now(at))
-      .bind(2, run_id)
-      .run();
-}
-
-int64_t Store::create_submission() {
-  db_.prepare("INSERT INTO submissions (created_at, host, user) VALUES (?, ?, ?)")
-      .bind(1, utc_now())
-      .bind(2, host_name())
-      .bind(3, user_name())
-      .run();
-  return db_.last_insert_id();
-}
-
-void Store::set_submission_folder(int64_t submission_id, const std::string& folder) {
-  db_.prepare("UPDATE submissions SET folder = ? WHERE id = ?")
-      .bind(1, folder)
-      .bind(2, submission_id)
-      .run();
-}
-
-void Store::set_report_job(int64_t submission_id, const std::string& job_id) {
-  db_.prepare("UPDATE submissions SET report_job = ? WHERE id = ?")
-      .bind(1, job_id)
-      .bind(2, submission_id)
-      .run();
-}
-
-void Store::mark_submission_cancelled(int64_t submission_id) {
-  db_.prepare("UPDATE submissions SET cancelled = 1 WHERE id = ?").bind(1, submission_id).run();
-}
-
-std::vector<SubmissionRecord> Store::submissions() {
-  auto s = db_.prepare(
-      "SELECT id, folder, created_at, host, report_job, cancelled, user FROM submissions ORDER BY "
-      "id");
-  std::vector<SubmissionRecord> out;
-  while (s.step())
-    out.push_back({.id = s.column_int(0),
-                   .folder = s.column_text(1),
-                   .created_at = s.column_text(2),
-                   .host = s.column_text(3),
-                   .report_job = s.column_text(4),
-                   .cancelled = s.column_int(5) != 0,
-                   .user = s.column_text(6)});
-  return out;
-}
-
-void Store::assign_slurm_job(int64_t run_id, int64_t submission_id, const std::string& job_id,
-                             const std::string& stem) {
-  db_.prepare(
-         "INSERT INTO slurm_runs (run_id, submission_id, job_id, stem) VALUES (?, ?, ?, ?) "
-         "ON CONFLICT (run_id) DO UPDATE SET submission_id = excluded.submission_id, "
-         "job_id = excluded.job_id, events_offset = CASE WHEN stem = excluded.stem THEN "
-         "events_offset ELSE 0 END, stem = excluded.stem")
-      .bind(1, run_id)
-      .bind(2, submission_id)
-      .bind(3, job_id)
-      .bind(4, stem)
-      .run();
-}
-
-namespace {
-const char* const kSlurmRunColumns = "run_id, submission_id, job_id, stem, events_offset";
-SlurmRunRecord read_slurm_run(const sql::Statement& s) {
-  return {.run_id = s.column_int(0),
-          .submission_id = s.column_int(1),
-          .job_id = s.column_text(2),
-          .stem = s.column_text(3),
-          .events_offset = s.column_int(4)};
-}
-}  // namespace
-
-std::vector<SlurmRunRecord> Store::slurm_runs() {
-  auto s =
-      db_.prepare(std::string("SELECT ") + kSlurmRunColumns + " FROM slurm_runs ORDER BY run_id");
-  std::vector<SlurmRunRecord> out;
-  while (s.step()) out.push_back(read_slurm_run(s));
-  return out;
-}
-
-std::optional<SlurmRunRecord> Store::slurm_run(int64_t run_id) {
-  auto s =
-      db_.prepare(std::string("SELECT ") + kSlurmRunColumns + " FROM slurm_runs WHERE run_id = ?");
-  s.bind(1, run_id);
-  if (!s.step()) return std::nullopt;
-  return read_slurm_run(s);
-}
-
-void Store::set_events_offset(int64_t run_id, int64_t offset) {
-  db_.prepare("UPDATE slurm_runs SET events_offset = ? WHERE run_id = ?")
-      .bind(1, offset)
       .bind(2, run_id)
       .run();
 }

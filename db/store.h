@@ -269,12 +269,4 @@ std::string run_files_stem(const RunRecord& run);
 // its heartbeat to go stale.
 bool controller_gone(const RunRecord& run);
 
-// Seconds since a timestamp of utc_now()'s form; negative when it cannot be read.
-double seconds_since(const std::string& timestamp);
-
-// "2026-11-30T13:35:15Z"
-std::string utc_now();
-std::string host_name();
-std::string user_name();  // of this process
-
 }  // namespace trainyard

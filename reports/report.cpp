@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/text.h"
 #include "config/config_tree.h"

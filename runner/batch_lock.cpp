@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/process.h"
 #include "common/text.h"
 #include "db/store.h"
 

@@ -8,8 +8,6 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/base_sink.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
@@ -19,87 +17,14 @@
 #include "common/text.h"
 #include "runner/engine/engine.h"
 #include "runner/launcher.h"
+#include "runner/run_plan.h"
+#include "runner/run_reporter.h"
 
 namespace trainyard {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// Forwards a logger's lines to the batch console (above its status line).
-class ConsoleSink : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  explicit ConsoleSink(BatchConsole& console) : console_(console) {}
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& message) override {
-    spdlog::memory_buf_t formatted;
-    formatter_->format(message, formatted);
-    std::string text = fmt::to_string(formatted);
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    console_.line(text);
-  }
-  void flush_() override {}
-
- private:
-  BatchConsole& console_;
-};
-
-// A run's two logs: `file` is its log file; `both` also writes to the console.
-struct RunLog {
-  std::shared_ptr<spdlog::logger> file, both;
-};
-
-RunLog run_log(const std::string& name, const std::string& path, bool append,
-               BatchConsole& console) {
-  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/!append);
-  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
-  auto screen = std::make_shared<ConsoleSink>(console);
-  screen->set_pattern("[%H:%M:%S] %v");
-  RunLog log{std::make_shared<spdlog::logger>(name + "/file", file),
-             std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{screen, file})};
-  log.file->flush_on(spdlog::level::info);
-  log.both->flush_on(spdlog::level::info);
-  return log;
-}
-
-// What a run reports, into the store (each epoch's metrics as they arrive, so a run that dies later
-// keeps its history; a heartbeat and its progress for `trainyard status`), its log and the console.
-class RunReporter : public RunObserver {
- public:
-  RunReporter(Store& store, int64_t run_id, RunLog log, BatchConsole& console)
-      : store_(store), run_id_(run_id), log_(std::move(log)), console_(console) {
-    store_.record_heartbeat(run_id_, std::nullopt);
-  }
-  void on_log(const std::string& line) override { log_.both->info(line); }
-  void on_setup(const std::map<std::string, std::string>& attributes) override {
-    store_.record_attributes(run_id_, attributes);
-  }
-  void on_epoch(int64_t epoch, const MetricValues& values) override {
-    store_.record_epoch(run_id_, epoch, values);
-  }
-  void on_progress(const TrainingProgress& p) override {
-    log_.file->info(p.line);
-    console_.progress(p);
-    if (Clock::now() - last_write_ < std::chrono::seconds(2)) return;  // the store, not every line
-    store_.record_heartbeat(run_id_, run_progress_of(p));
-    last_write_ = Clock::now();
-  }
-  // Without progress (evaluating, a long first step) the heartbeat still says the run is alive.
-  void on_tick() override {
-    if (Clock::now() - last_write_ < std::chrono::seconds(kHeartbeatSeconds)) return;
-    store_.record_heartbeat(run_id_, std::nullopt);
-    last_write_ = Clock::now();
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  Store& store_;
-  int64_t run_id_;
-  RunLog log_;
-  BatchConsole& console_;
-  Clock::time_point last_write_ = Clock::now();
-};
 
 std::string safe_file_name(const std::string& text) {
   std::string out;
@@ -273,52 +198,56 @@ std::string Controller::not_started_reason(const BatchSummary& summary) const {
 void Controller::plan(const Experiment& experiment, int first_ordinal, bool force,
                       std::vector<Planned>& queue, BatchSummary& summary) {
   const int64_t experiment_id = record_experiment(store_, experiment);
+  const std::map<std::string, ConfigHistory> histories = read_histories(store_, experiment.name);
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     const std::string name = experiment.name + "/" + run.variant;
-    const QueuedRun queued = queued_run(run, i);
-    if (auto done = store_.find_completed_run(experiment_id, run.config_hash); done && !force) {
-      // A controller killed between recording the run and removing its checkpoint left it.
-      if (!run.train.save_state)
-        if (auto record = store_.run(*done); record && !run_files_stem(*record).empty())
-          remove_checkpoint(checkpoint_dir(run_files_stem(*record)));
-      console_.line(fmt::format("= {}: already completed as run {}; skipped (--force reruns it)",
-                                name, *done));
-      ++summary.already_completed;
-      continue;
-    }
-    std::string reason = resolve_device(run.runtime).unavailable_reason;
-    if (reason.empty() && node_.node_rank > 0 && !run.strategy.capabilities.multi_process)
-      reason = fmt::format("strategy {} trains on one device: node 0 runs it", run.strategy.name);
-    if (!reason.empty()) {
-      int64_t id = store_.queue_run(experiment_id, queued);
-      store_.end_run(id, RunStatus::skipped, reason);
-      console_.line(fmt::format("- {}: skipped: {}", name, reason));
-      ++summary.skipped;
-      continue;
-    }
-    // An interrupted run of this config (or one that crashed) goes on under its own id: one run
-    // per config, whatever happened to it overnight — unless --force asks for a new one. Not across
-    // nodes: the other nodes cannot know which runs node 0 continues.
-    if (!force && !node_.multi_node())
-      if (auto resumable = store_.find_resumable_run(experiment_id, run.config_hash)) {
-        // A Slurm run may be requeued in Slurm right now; training it here too would have two
-        // processes write one run's files.
-        if (const auto task = store_.slurm_run(resumable->id)) {
-          console_.line(fmt::format(
-              "= {}: run {} was submitted to Slurm (job {}); `trainyard submit` continues it", name,
-              resumable->id, task->job_id));
-          continue;
-        }
-        store_.requeue_run(resumable->id);
-        // One that never started has nothing to continue: it starts, under its id.
-        const bool started = !resumable->environment.log_path.empty();
-        queue.push_back(
-            {&experiment, &run, resumable->id, started, first_ordinal + static_cast<int>(i)});
-        continue;
+    const int ordinal = first_ordinal + static_cast<int>(i);
+    PlanContext context{.scheduler = Scheduler::this_machine,
+                        .force = force,
+                        .multi_node = node_.multi_node(),
+                        .unavailable = resolve_device(run.runtime).unavailable_reason};
+    if (context.unavailable.empty() && node_.node_rank > 0 &&
+        !run.strategy.capabilities.multi_process)
+      context.unavailable =
+          fmt::format("strategy {} trains on one device: node 0 runs it", run.strategy.name);
+    const auto history = histories.find(run.config_hash);
+    const RunPlan plan =
+        plan_run(history == histories.end() ? ConfigHistory{} : history->second, context);
+    switch (plan.fate) {
+      case RunFate::already_completed:
+        // A controller killed between recording the run and removing its checkpoint left it.
+        if (!run.train.save_state && !run_files_stem(*plan.run).empty())
+          remove_checkpoint(checkpoint_dir(run_files_stem(*plan.run)));
+        console_.line(fmt::format("= {}: already completed as run {}; skipped (--force reruns it)",
+                                  name, plan.run->id));
+        ++summary.already_completed;
+        break;
+      case RunFate::unavailable: {
+        const int64_t id = store_.queue_run(experiment_id, queued_run(run, i));
+        store_.end_run(id, RunStatus::skipped, plan.reason);
+        console_.line(fmt::format("- {}: skipped: {}", name, plan.reason));
+        ++summary.skipped;
+        break;
       }
-    queue.push_back({&experiment, &run, store_.queue_run(experiment_id, queued), false,
-                     first_ordinal + static_cast<int>(i)});
+      case RunFate::with_slurm:
+        // Slurm may requeue it at any moment: training it here too would have two processes write
+        // one run's files.
+        console_.line(fmt::format(
+            "= {}: run {} was submitted to Slurm (job {}); `trainyard submit` continues it", name,
+            plan.run->id, plan.slurm_job));
+        break;
+      case RunFate::continues:
+        store_.requeue_run(plan.run->id);
+        // One that never started has nothing to continue: it starts, under its id.
+        queue.push_back(
+            {&experiment, &run, plan.run->id, !plan.run->environment.log_path.empty(), ordinal});
+        break;
+      case RunFate::starts:
+        queue.push_back({&experiment, &run, store_.queue_run(experiment_id, queued_run(run, i)),
+                         false, ordinal});
+        break;
+    }
   }
 }
 
@@ -363,11 +292,13 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
     remove_checkpoint(state_dir);  // one an earlier start could not have used: it had no log
     std::ofstream(config_path) << run.config_yaml;  // what every rank reads
   }
-  RunLog log = run_log(run.variant, log_path, /*append=*/continues, console_);
+  RunLog log = open_run_log(run.variant, log_path, /*append=*/continues, console_sink(console_));
   if (!continues)
     log.both->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name,
                    run.variant, run.config_hash);
-  RunReporter reporter(store_, run_id, log, console_);
+  StoreRunRecords records(store_, run_id);
+  records.heartbeat(std::nullopt);
+  RunReporter reporter(records, log, &console_, std::chrono::seconds(2));
   // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:
   // said, since their times then measure the machine, not the strategy. (More CUDA devices than
   // the machine has is a skip, decided when planning.)
@@ -392,9 +323,7 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
     const std::string position = continues || attempt > 0 ? checkpoint_position(state_dir) : "";
     spec.continue_from = position.empty() ? "" : state_dir;
     if (continues || attempt > 0)
-      log.both->info(
-          "run {} continues from {}", run_id,
-          position.empty() ? "the start (it left no checkpoint)" : "its checkpoint at " + position);
+      log.both->info("run {} continues from {}", run_id, continues_from(position));
     result = launch_run(spec, reporter, stop_requested_);
     if (result.outcome != LaunchOutcome::failed || !is_transient(result.failure) ||
         attempt >= policy_.retries || stop_requested_.load())
@@ -405,30 +334,25 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
     store_.resume_run(run_id);
     ++summary.retried;
   }
+  const bool time_up = result.outcome == LaunchOutcome::interrupted && policy_.time_limit_reached &&
+                       policy_.time_limit_reached->load();
+  record_outcome(
+      result,
+      {.run_id = run_id,
+       .save_state = run.train.save_state,
+       .state_dir = state_dir,
+       .interrupted_why =
+           time_up ? fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit) : "",
+       .continued_by = "trainyard run"},
+      records, log);
   switch (result.outcome) {
     case LaunchOutcome::completed:
-      store_.complete_run(run_id, result.metrics);
-      // The checkpoint has served its purpose once the run is recorded (train.save_state keeps
-      // it, to resume from or evaluate).
-      if (!run.train.save_state) remove_checkpoint(state_dir);
       ++summary.completed;
       break;
-    case LaunchOutcome::interrupted: {
-      const bool time_up = policy_.time_limit_reached && policy_.time_limit_reached->load();
-      const std::string why =
-          time_up ? fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit)
-                  : result.error;
-      log.both->warn("interrupted ({}); `trainyard run` again continues it from its checkpoint",
-                     why);
-      store_.end_run(run_id, RunStatus::interrupted, why, FailureClass::interrupted);
+    case LaunchOutcome::interrupted:
       summary.interrupted = true;
       break;
-    }
     case LaunchOutcome::failed:
-      log.both->error("run failed ({}): {}", to_string(result.failure), result.error);
-      store_.end_run(run_id, RunStatus::failed, result.error, result.failure);
-      // Only a transient failure is continued later; the others' checkpoints would only take disk.
-      if (!is_transient(result.failure)) remove_checkpoint(state_dir);
       ++summary.failed;
       summary.stopped_on_failure = policy_.stop_on_failure;
       break;

@@ -39,11 +39,6 @@ const std::vector<Command>& commands() {
   return table;
 }
 
-std::string default_database_path() {
-  const char* env = std::getenv("TRAINYARD_DB");
-  return env && *env ? env : "runs/trainyard.db";
-}
-
 StoreToRead open_store_to_read(const std::string& db_path) {
   if (!fs::exists(db_path))
     throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
@@ -68,11 +63,10 @@ StoreToRead open_store_to_read(const std::string& db_path) {
 }
 
 int runs_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard runs [options]");
-  std::string db_path = default_database_path(), experiment;
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
-      "experiment,e", po::value(&experiment), "only this experiment");
+  po::options_description options = command_options("trainyard runs [options]");
+  std::string db_path, experiment;
+  add_database_option(options, db_path);
+  add_experiment_option(options, experiment);
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first

@@ -42,9 +42,6 @@ int collect_command(const std::vector<std::string>& args);
 int cancel_command(const std::vector<std::string>& args);
 int slurm_task_command(const std::vector<std::string>& args);
 
-// The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.
-std::string default_database_path();
-
 // The database a reading command (runs, status, report) opens, its Slurm runs' records collected
 // first; one that cannot be written (a read-only file or file system: an archive of last month's
 // results) is read as it is, uncollected, and stderr says so. UserError when there is none.

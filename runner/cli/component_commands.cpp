@@ -26,13 +26,11 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 int validate_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard validate FILE... [options]");
+  po::options_description options = command_options("trainyard validate FILE... [options]");
   std::vector<std::string> files, overrides;
-  int64_t max_runs = kDefaultMaxRuns;
-  options.add_options()("help,h", "show this help")(
-      "max-runs", po::value(&max_runs), "refuse a file of more runs than this (default 5000)")(
-      "set", po::value(&overrides)->composing(),
-      "override a key in every file: --set train.epochs=1");
+  int64_t max_runs;
+  add_max_runs_option(options, max_runs);
+  add_override_option(options, overrides);
   po::options_description arguments;
   arguments.add_options()("file", po::value(&files), "experiment files");
   po::positional_options_description positional;
@@ -105,11 +103,10 @@ void print_metrics() {
 }  // namespace
 
 int list_command(const std::vector<std::string>& args) {
-  po::options_description options(
+  po::options_description options = command_options(
       "trainyard list [WHAT] [options]\n  WHAT: a component kind (model, dataset, optimizer, "
       "scheduler, precision, strategy), a section (train, runtime, report, sweep) or metrics");
   std::string filter;
-  options.add_options()("help,h", "show this help");
   po::options_description arguments;
   arguments.add_options()("what", po::value(&filter), "what to list");
   po::positional_options_description positional;
@@ -188,14 +185,13 @@ CurrentExperiment current_experiment(const ExperimentRecord& record) {
 }  // namespace
 
 int report_command(const std::vector<std::string>& args) {
-  po::options_description options(
+  po::options_description options = command_options(
       "trainyard report -o FILE [options]\n  FILE's extension picks the format: .html, .md or "
       ".csv");
-  std::string db_path = default_database_path(), experiment, output;
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
-      "experiment,e", po::value(&experiment), "only this experiment")(
-      "output,o", po::value(&output), "output file (.html, .md or .csv)");
+  std::string db_path, experiment, output;
+  add_database_option(options, db_path);
+  add_experiment_option(options, experiment);
+  options.add_options()("output,o", po::value(&output), "output file (.html, .md or .csv)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   if (output.empty()) throw UserError("report: name the output file with -o, e.g. -o report.html");

@@ -1,5 +1,6 @@
 #include "runner/cli/options.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "runner/config/experiment.h"
 
 namespace trainyard {
 
@@ -33,6 +35,50 @@ bool parse_command_line(const std::vector<std::string>& args,
     return false;
   }
   return true;
+}
+
+namespace po = boost::program_options;
+
+po::options_description command_options(const std::string& usage) {
+  po::options_description options(usage);
+  options.add_options()("help,h", "show this help");
+  return options;
+}
+
+void add_database_option(po::options_description& options, std::string& db_path, const char* help) {
+  db_path = default_database_path();
+  options.add_options()(
+      "db", po::value(&db_path),
+      help ? help : "database file (default: $TRAINYARD_DB or runs/trainyard.db)");
+}
+
+void add_experiment_option(po::options_description& options, std::string& experiment,
+                           const char* help) {
+  options.add_options()("experiment,e", po::value(&experiment), help);
+}
+
+void add_override_option(po::options_description& options, std::vector<std::string>& overrides) {
+  options.add_options()("set", po::value(&overrides)->composing(),
+                        "override a key in every file: --set train.epochs=1 (repeatable)");
+}
+
+void add_max_runs_option(po::options_description& options, int64_t& max_runs) {
+  max_runs = kDefaultMaxRuns;
+  options.add_options()(
+      "max-runs", po::value(&max_runs),
+      fmt::format("refuse a batch of more runs than this (default {}): a grid that multiplies out "
+                  "to millions is a mistake",
+                  kDefaultMaxRuns)
+          .c_str());
+}
+
+void check_max_runs(const std::string& command, int64_t max_runs) {
+  if (max_runs < 1) throw UserError(fmt::format("{}: --max-runs must be at least 1", command));
+}
+
+std::string default_database_path() {
+  const char* env = std::getenv("TRAINYARD_DB");
+  return env && *env ? env : "runs/trainyard.db";
 }
 
 std::string log_dir_of(const std::string& db_path) {

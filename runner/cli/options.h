@@ -1,6 +1,7 @@
 // Command-line parsing shared by the subcommands (Boost.Program_options).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,29 @@ bool parse_command_line(const std::vector<std::string>& args,
                         const boost::program_options::positional_options_description& positional,
                         boost::program_options::variables_map& vm,
                         const boost::program_options::options_description& arguments = {});
+
+// A command's options, starting with --help: what every command's parser starts from. `usage` is
+// the first line of its help.
+boost::program_options::options_description command_options(const std::string& usage);
+
+// The options several commands share, declared once (name, default and help text).
+// --db FILE: the database. Sets `db_path` to the default (default_database_path()) first; `help`
+// replaces the standard text where a command says more.
+void add_database_option(boost::program_options::options_description& options, std::string& db_path,
+                         const char* help = nullptr);
+// --experiment/-e NAME: the runs of one experiment.
+void add_experiment_option(boost::program_options::options_description& options,
+                           std::string& experiment, const char* help = "only this experiment");
+// --set KEY=VALUE (repeatable): an override applied to every experiment file.
+void add_override_option(boost::program_options::options_description& options,
+                         std::vector<std::string>& overrides);
+// --max-runs N: the largest batch a command accepts (kDefaultMaxRuns unless given).
+void add_max_runs_option(boost::program_options::options_description& options, int64_t& max_runs);
+// Throws UserError when --max-runs is below 1; `command` names the command in the message.
+void check_max_runs(const std::string& command, int64_t max_runs);
+
+// The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.
+std::string default_database_path();
 
 // The folder of the runs' logs and files for the database at `db_path`: logs/ beside it, absolute.
 std::string log_dir_of(const std::string& db_path);

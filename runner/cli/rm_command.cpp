@@ -58,16 +58,15 @@ std::vector<std::string> files_of(Store& store, const RunRecord& run) {
 }  // namespace
 
 int rm_command(const std::vector<std::string>& args) {
-  po::options_description options(
+  po::options_description options = command_options(
       "trainyard rm [--id N]... [--experiment NAME] [--variant NAME] [--status STATUS] [--yes]\n"
       "  Without --yes, prints what it would remove and removes nothing");
-  std::string db_path = default_database_path(), experiment, variant, status;
+  std::string db_path, experiment, variant, status;
   std::vector<int64_t> ids;
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
-      "id", po::value(&ids)->composing(), "a run id (repeatable)")(
-      "experiment,e", po::value(&experiment), "the runs of this experiment")(
-      "variant", po::value(&variant), "the runs of this variant")(
+  add_database_option(options, db_path);
+  options.add_options()("id", po::value(&ids)->composing(), "a run id (repeatable)");
+  add_experiment_option(options, experiment, "the runs of this experiment");
+  options.add_options()("variant", po::value(&variant), "the runs of this variant")(
       "status", po::value(&status),
       "the runs of this status: queued, running, completed, failed, interrupted, skipped; or, as "
       "`trainyard runs` shows them, of this failure: bad-input, out-of-memory, crashed, "

@@ -19,6 +19,7 @@
 #include "runner/cli/options.h"
 #include "runner/controller.h"
 #include "runner/nodes.h"
+#include "runner/run_plan.h"
 
 namespace trainyard {
 
@@ -39,11 +40,11 @@ extern "C" void on_stop_signal(int signal) {
 // --dry-run: each run's resolved config — the baseline's whole, the others' as their differences
 // from it (whole with --verbose) — and which runs the database already holds as completed.
 void print_dry_run(const Experiment& experiment, const std::string& db_path, bool verbose) {
-  std::optional<Store> store;  // read only when it exists: a dry run creates nothing
-  std::optional<int64_t> experiment_id;
+  std::map<std::string, ConfigHistory>
+      histories;  // read only when it exists: a dry run creates nothing
   if (fs::exists(db_path)) {
-    store.emplace(db_path);
-    if (auto record = store->find_experiment(experiment.name)) experiment_id = record->id;
+    Store store(db_path);
+    histories = read_histories(store, experiment.name);
   }
   const std::string& baseline_name = experiment.report.baseline.empty()
                                          ? experiment.runs.front().variant
@@ -57,9 +58,10 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     std::string done;
-    if (experiment_id)
-      if (auto id = store->find_completed_run(*experiment_id, run.config_hash))
-        done = fmt::format(" [already completed as run {}: skipped unless --force]", *id);
+    if (const auto history = histories.find(run.config_hash); history != histories.end())
+      if (const RunPlan plan = plan_run(history->second, {});
+          plan.fate == RunFate::already_completed)
+        done = fmt::format(" [already completed as run {}: skipped unless --force]", plan.run->id);
     const std::string repeat =
         run.repeat > 0 ? fmt::format(", repeat {} (seed {})", run.repeat + 1, run.train.seed) : "";
     fmt::print("\n--- run {}/{}: {}{} (config {}){}{}\n", i + 1, experiment.runs.size(),
@@ -90,19 +92,18 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
 }  // namespace
 
 int run_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard run FILE... [options]");
+  po::options_description options = command_options("trainyard run FILE... [options]");
   std::vector<std::string> files;
-  std::string db_path = default_database_path();
+  std::string db_path;
   std::vector<std::string> overrides;
   NodeSpec node;
   BatchPolicy policy;
   std::string on_failure = "continue", time_limit;
-  int64_t max_runs = kDefaultMaxRuns;
-  options.add_options()("help,h", "show this help")(
-      "set", po::value(&overrides)->composing(),
-      "override a key: --set train.epochs=1 (repeatable)")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
-      "force", "rerun runs whose config already completed")(
+  int64_t max_runs;
+  add_override_option(options, overrides);
+  add_database_option(options, db_path);
+  add_max_runs_option(options, max_runs);
+  options.add_options()("force", "rerun runs whose config already completed")(
       "retries", po::value(&policy.retries),
       "try a run again, from its checkpoint, up to N times when it failed in a transient way (a "
       "rank killed by a signal, a collective or rendezvous timed out); never after bad input or "
@@ -113,9 +114,6 @@ int run_command(const std::vector<std::string>& args) {
       "time-limit", po::value(&time_limit),
       "stop the batch in time, e.g. 9h or 1h30m: the running run checkpoints and is marked "
       "interrupted, runs not started are listed as such; `trainyard run` again continues")(
-      "max-runs", po::value(&max_runs),
-      "refuse a batch of more runs than this (default 5000): a grid that multiplies out to "
-      "millions is a mistake")(
       "dry-run",
       "print each run's differences from the baseline and whether it already completed; touches "
       "nothing")("verbose", "with --dry-run: every run's whole resolved config")(
@@ -170,7 +168,7 @@ int run_command(const std::vector<std::string>& args) {
 
   // Validation of every file comes first and writes nothing: a bad file leaves the database
   // untouched and runs nothing of the batch.
-  if (max_runs < 1) throw UserError("run: --max-runs must be at least 1");
+  check_max_runs("run", max_runs);
   const std::vector<Experiment> experiments =
       load_batch(files, overrides, builtin_registry(), max_runs);
   if (vm.count("dry-run")) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/process.h"
@@ -22,10 +23,9 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 int collect_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard collect [--db PATH]");
-  std::string db_path = default_database_path();
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)");
+  po::options_description options = command_options("trainyard collect [--db PATH]");
+  std::string db_path;
+  add_database_option(options, db_path);
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   if (!fs::exists(db_path))
@@ -39,12 +39,12 @@ int collect_command(const std::vector<std::string>& args) {
 }
 
 int cancel_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard cancel [--submission N] [--db PATH]");
-  std::string db_path = default_database_path();
+  po::options_description options =
+      command_options("trainyard cancel [--submission N] [--db PATH]");
+  std::string db_path;
   int64_t wanted = 0;
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)")(
-      "submission", po::value(&wanted), "the submission (default: the newest)");
+  add_database_option(options, db_path);
+  options.add_options()("submission", po::value(&wanted), "the submission (default: the newest)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   if (!fs::exists(db_path)) throw UserError(fmt::format("no database at {}", db_path));

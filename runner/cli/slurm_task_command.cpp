@@ -14,9 +14,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
@@ -31,6 +29,7 @@
 #include "runner/cli/slurm_tasks.h"
 #include "runner/controller.h"
 #include "runner/launcher.h"
+#include "runner/run_reporter.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -51,38 +50,6 @@ extern "C" void on_task_warning(int) {
 }
 // SIGTERM: scancel, preemption, or `scontrol requeue` (Slurm requeues those itself): stop soon.
 extern "C" void on_task_terminate(int) { g_task_stop.store(true); }
-
-// Node 0's task: the run's records into its records file, its lines into its log and Slurm's
-// output file.
-class TaskReporter : public RunObserver {
- public:
-  TaskReporter(RunEventWriter& events, std::shared_ptr<spdlog::logger> log)
-      : events_(events), log_(std::move(log)) {}
-  void on_log(const std::string& line) override { log_->info(line); }
-  void on_setup(const std::map<std::string, std::string>& attributes) override {
-    events_.attributes(attributes);
-  }
-  void on_epoch(int64_t epoch, const MetricValues& values) override {
-    events_.epoch(epoch, values);
-  }
-  void on_progress(const TrainingProgress& p) override {
-    log_->info(p.line);
-    if (Clock::now() - last_ < std::chrono::seconds(kHeartbeatSeconds)) return;
-    events_.heartbeat(run_progress_of(p));
-    last_ = Clock::now();
-  }
-  void on_tick() override {
-    if (Clock::now() - last_ < std::chrono::seconds(kHeartbeatSeconds)) return;
-    events_.heartbeat(std::nullopt);
-    last_ = Clock::now();
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  RunEventWriter& events_;
-  std::shared_ptr<spdlog::logger> log_;
-  Clock::time_point last_ = Clock::now();
-};
 
 // The other nodes' tasks: their ranks' logs are their own; node 0 reports.
 class QuietObserver : public RunObserver {
@@ -105,12 +72,11 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
 }  // namespace
 
 int slurm_task_command(const std::vector<std::string>& args) {
-  po::options_description options(
+  po::options_description options = command_options(
       "trainyard slurm-task --submission DIR --task N (run by a submission's sbatch script)");
   std::string folder;
   int index = -1;
-  options.add_options()("help,h", "show this help")("submission", po::value(&folder),
-                                                    "the submission's folder")(
+  options.add_options()("submission", po::value(&folder), "the submission's folder")(
       "task", po::value(&index), "the task's index in tasks.json");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
@@ -184,18 +150,12 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
                RunEventWriter& events) {
   const std::string state_dir = checkpoint_dir(task.stem);
   const bool started_before = fs::exists(task.stem + ".log");
-  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(task.stem + ".log",
-                                                                  /*truncate=*/false);
-  auto out = std::make_shared<spdlog::sinks::stdout_sink_mt>();
-  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] %v");
-  out->set_pattern("[%H:%M:%S] %v");
-  auto log = std::make_shared<spdlog::logger>("task", spdlog::sinks_init_list{file, out});
-  log->flush_on(spdlog::level::info);
+  RunLog log = open_run_log("task", task.stem + ".log", /*append=*/true,
+                            std::make_shared<spdlog::sinks::stdout_sink_mt>());
   if (started_before) {
     events.resumed(job);
-    log->info(
-        "run {} continues as Slurm job {} (restart {}) from {}", task.run_id, job, restarts,
-        position.empty() ? "the start (it left no checkpoint)" : "its checkpoint at " + position);
+    log.both->info("run {} continues as Slurm job {} (restart {}) from {}", task.run_id, job,
+                   restarts, continues_from(position));
   } else {
     std::ifstream config(task.stem + ".yaml");
     std::stringstream text;
@@ -206,49 +166,45 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
                     .device_name = resolve_device(run.runtime).name,
                     .log_path = task.stem + ".log"},
                    job);
-    log->info("run {} of experiment '{}', variant '{}' as Slurm job {} on {}", task.run_id,
-              task.experiment, task.variant, job, host_name());
+    log.both->info("run {} of experiment '{}', variant '{}' as Slurm job {} on {}", task.run_id,
+                   task.experiment, task.variant, job, host_name());
   }
-  TaskReporter reporter(events, log);
+  // The records file takes a line per write, fsync'd: progress no more often than the heartbeat.
+  RunReporter reporter(events, log, /*console=*/nullptr, std::chrono::seconds(kHeartbeatSeconds));
   const LaunchResult result = launch_run(spec, reporter, g_task_stop);
-  switch (result.outcome) {
-    case LaunchOutcome::completed:
-      events.completed(result.metrics);
-      if (!task.save_state) remove_checkpoint(state_dir);
-      log->info("run {} completed", task.run_id);
-      return kExitOk;
-    case LaunchOutcome::failed:
-      log->error("run failed ({}): {}", to_string(result.failure), result.error);
-      events.ended(RunStatus::failed, result.error, result.failure);
-      if (!is_transient(result.failure)) remove_checkpoint(state_dir);
-      return kExitFailure;
-    case LaunchOutcome::interrupted:
-      break;
-  }
+  RunEnding ending{.run_id = task.run_id,
+                   .save_state = task.save_state,
+                   .state_dir = state_dir,
+                   .interrupted_why = "stopped by SIGTERM (scancel, preemption or a requeue)",
+                   .continued_by = "trainyard submit"};
   // Stopped by a signal. After the warning before the time limit the task goes back in the queue
   // (once the checkpoint is written); after SIGTERM it does not: that is scancel, or preemption
   // and `scontrol requeue`, after which Slurm starts the job again itself.
-  const bool cancelled = fs::exists(fs::path(folder) / "cancelled");
-  std::string why = "stopped by SIGTERM (scancel, preemption or a requeue)";
-  if (g_task_warned.load()) {
-    if (cancelled)
-      why = "its submission was cancelled";
+  if (result.outcome == LaunchOutcome::interrupted && g_task_warned.load()) {
+    if (fs::exists(fs::path(folder) / "cancelled"))
+      ending.interrupted_why = "its submission was cancelled";
     else if (restarts >= task.max_requeues)
-      why = fmt::format(
+      ending.interrupted_why = fmt::format(
           "Slurm's time-limit warning came after {} already; no more requeues (--max-requeues)",
           plural(restarts, "requeue"));
     else {
       events.requeued(restarts + 1);
-      log->info("run {} checkpointed; requeueing Slurm job {}", task.run_id, job);
+      log.both->info("run {} checkpointed; requeueing Slurm job {}", task.run_id, job);
       const CommandOutput requeue =
           run_program({"scontrol", "requeue", env_or("SLURM_JOB_ID", job)});
       if (requeue.exit_code == 0) return kExitOk;
-      why = "Slurm refused to requeue it (" + strip(requeue.err) + ")";
+      ending.interrupted_why = "Slurm refused to requeue it (" + strip(requeue.err) + ")";
     }
   }
-  log->warn("run {} interrupted: {}; `trainyard submit` again continues it from its checkpoint",
-            task.run_id, why);
-  events.ended(RunStatus::interrupted, why, FailureClass::interrupted);
+  record_outcome(result, ending, events, log);
+  switch (result.outcome) {
+    case LaunchOutcome::completed:
+      return kExitOk;
+    case LaunchOutcome::failed:
+      return kExitFailure;
+    case LaunchOutcome::interrupted:
+      break;
+  }
   return kExitInterrupted;
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
+#include "common/clock.h"
 #include "common/error.h"
 #include "common/text.h"
 #include "db/store.h"
@@ -77,10 +78,9 @@ std::string describe_running(const RunRecord& run) {
 }  // namespace
 
 int status_command(const std::vector<std::string>& args) {
-  po::options_description options("trainyard status [--db PATH]");
-  std::string db_path = default_database_path();
-  options.add_options()("help,h", "show this help")(
-      "db", po::value(&db_path), "database file (default: $TRAINYARD_DB or runs/trainyard.db)");
+  po::options_description options = command_options("trainyard status [--db PATH]");
+  std::string db_path;
+  add_database_option(options, db_path);
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   const StoreToRead open = open_store_to_read(db_path);

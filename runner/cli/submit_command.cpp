@@ -1,26 +1,19 @@
-// `trainyard submit --slurm`: validates, plans like the controller, records the runs as queued,
-// writes tasks.json and one sbatch script per array (runner/slurm.h), submits them and a report
-// job, and exits: nothing stays on the login node (docs/cluster.md).
-#include <unistd.h>
-
-#include <atomic>
-#include <csignal>
-#include <cstdlib>
+// `trainyard submit --slurm`: validates, plans as `trainyard run` does (runner/run_plan.h), records
+// the runs as queued, writes tasks.json and one sbatch script per array (runner/slurm.h), submits
+// them and a report job, and exits: nothing stays on the login node (docs/cluster.md).
+//
+// It goes in phases, each a function below: read the command line; (--dry-run: print what would
+// be submitted); reach Slurm and open the database; decide each run's fate, writing nothing;
+// record the runs and their tasks; submit the arrays; submit the report job.
 #include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <set>
-#include <sstream>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
-#include "common/json_numbers.h"
 #include "common/process.h"
 #include "common/text.h"
 #include "components/builtin.h"
@@ -29,6 +22,7 @@
 #include "runner/cli/options.h"
 #include "runner/cli/slurm_tasks.h"
 #include "runner/controller.h"
+#include "runner/run_plan.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -38,6 +32,86 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// What the command line asks for.
+struct SubmitRequest {
+  std::vector<std::string> files, overrides;
+  std::string db_path;
+  SlurmOptions slurm;
+  int64_t max_runs = kDefaultMaxRuns;
+  bool force = false, dry_run = false;
+};
+
+// Refuses what Slurm would refuse later, or what would write a broken sbatch script.
+void check_slurm_options(const SlurmOptions& slurm) {
+  if (slurm.max_parallel < 0) throw UserError("submit: --max-parallel must be 0 (none) or more");
+  if (slurm.gpus_per_node < 0) throw UserError("submit: --gpus-per-node must be 0 or more");
+  if (slurm.nodes < 1) throw UserError("submit: --nodes must be at least 1");
+  if (slurm.max_requeues < 0) throw UserError("submit: --max-requeues must be 0 or more");
+  if (slurm.signal_seconds < 1 || slurm.signal_seconds > 65535)
+    throw UserError("submit: --signal-seconds must be 1 to 65535");
+  for (const auto& [flag, value] : {std::pair{"--partition", &slurm.partition},
+                                    {"--account", &slurm.account},
+                                    {"--time", &slurm.time}})
+    if (value->find_first_of(" \t\r\n'\"") != std::string::npos)
+      throw UserError(
+          fmt::format("submit: {} '{}' has a space or quote; Slurm names have none", flag, *value));
+  for (const std::string& arg : slurm.sbatch_args)
+    if (arg.empty() || arg[0] != '-' || arg.find('\n') != std::string::npos)
+      throw UserError(fmt::format(
+          "submit: --sbatch-arg '{}' is not an sbatch option; write it as --sbatch-arg=--mem=64G",
+          arg));
+}
+
+// The command line; nullopt after --help.
+std::optional<SubmitRequest> parse_submit_request(const std::vector<std::string>& args) {
+  po::options_description options = command_options(
+      "trainyard submit FILE... --slurm [options]\n  submits the batch's runs to Slurm as job "
+      "arrays (one per resource shape) and a report job after them, then exits");
+  SubmitRequest request;
+  SlurmOptions& slurm = request.slurm;
+  add_max_runs_option(options, request.max_runs);
+  options.add_options()("slurm", "submit to Slurm (the one scheduler trainyard submits to)");
+  add_override_option(options, request.overrides);
+  add_database_option(
+      options, request.db_path,
+      "database file on this host (default: $TRAINYARD_DB or runs/trainyard.db); the runs' files "
+      "go beside it, on a file system every node sees");
+  options.add_options()("partition", po::value(&slurm.partition), "Slurm partition")(
+      "time", po::value(&slurm.time), "time limit of each task, as sbatch takes it (4:00:00)")(
+      "account", po::value(&slurm.account), "Slurm account")(
+      "max-parallel", po::value(&slurm.max_parallel),
+      "at most N tasks of an array at once (the %N throttle)")(
+      "gpus-per-node", po::value(&slurm.gpus_per_node),
+      "GPUs a node has; runs with accelerator auto then ask for GPUs")(
+      "nodes", po::value(&slurm.nodes),
+      "nodes of each run whose strategy spans processes (ddp, zero2, fsdp), runtime.devices ranks "
+      "on each (default 1)")(
+      "max-requeues", po::value(&slurm.max_requeues),
+      "times a task requeues itself after Slurm's warning before its time limit (default 3)")(
+      "signal-seconds", po::value(&slurm.signal_seconds),
+      "the warning comes this long before the time limit (default 120)")(
+      "sbatch-arg", po::value(&slurm.sbatch_args)->composing(),
+      "one more #SBATCH line, e.g. --sbatch-arg=--mem=64G (repeatable)")(
+      "force", "submit runs whose config already completed")(
+      "dry-run", "print the sbatch scripts and what would be submitted; submits nothing");
+  po::options_description arguments;
+  arguments.add_options()("file", po::value(&request.files)->composing(), "experiment files");
+  po::positional_options_description positional;
+  positional.add("file", -1);
+  po::variables_map vm;
+  if (!parse_command_line(args, options, positional, vm, arguments)) return std::nullopt;
+  if (!vm.count("slurm"))
+    throw UserError(
+        "submit: say where: --slurm (the one scheduler trainyard submits to); to train on this "
+        "machine, `trainyard run`");
+  if (request.files.empty()) throw UserError("submit: name one or more experiment files");
+  check_slurm_options(slurm);
+  check_max_runs("submit", request.max_runs);
+  request.force = vm.count("force") > 0;
+  request.dry_run = vm.count("dry-run") > 0;
+  return request;
+}
 
 // What a run asks of a node: its ranks (runtime.devices), GPUs or CPUs, and nodes when its strategy
 // spans processes. `accelerator: auto` means GPUs when the submission names --gpus-per-node.
@@ -60,118 +134,53 @@ std::string job_of(const CommandOutput& sbatch) {
   return strip(split(strip(sbatch.out), ';').front());
 }
 
-// The runs the store holds of an experiment, by config hash, newest first: read once per
-// experiment, not once per run.
-std::map<std::string, std::vector<RunRecord>> runs_by_config(Store& store,
-                                                             const std::string& experiment) {
-  std::map<std::string, std::vector<RunRecord>> out;
-  for (RunRecord& run : store.runs(experiment)) {
-    auto& of_config = out[run.config_hash];
-    of_config.insert(of_config.begin(), std::move(run));
-  }
-  return out;
+const ConfigHistory& history_of(const std::map<std::string, ConfigHistory>& histories,
+                                const std::string& config_hash) {
+  static const ConfigHistory kNone;
+  const auto found = histories.find(config_hash);
+  return found == histories.end() ? kNone : found->second;
 }
 
-}  // namespace
-
-int submit_command(const std::vector<std::string>& args) {
-  po::options_description options(
-      "trainyard submit FILE... --slurm [options]\n  submits the batch's runs to Slurm as job "
-      "arrays (one per resource shape) and a report job after them, then exits");
-  std::vector<std::string> files, overrides;
-  std::string db_path = default_database_path();
-  SlurmOptions slurm;
-  int64_t max_runs = kDefaultMaxRuns;
-  options.add_options()("help,h", "show this help")(
-      "max-runs", po::value(&max_runs), "refuse a batch of more runs than this (default 5000)")(
-      "slurm", "submit to Slurm (the one scheduler trainyard submits to)")(
-      "set", po::value(&overrides)->composing(), "override a key: --set train.epochs=1")(
-      "db", po::value(&db_path),
-      "database file on this host (default: $TRAINYARD_DB or runs/trainyard.db); the runs' files "
-      "go beside it, on a file system every node sees")("partition", po::value(&slurm.partition),
-                                                        "Slurm partition")(
-      "time", po::value(&slurm.time), "time limit of each task, as sbatch takes it (4:00:00)")(
-      "account", po::value(&slurm.account), "Slurm account")(
-      "max-parallel", po::value(&slurm.max_parallel),
-      "at most N tasks of an array at once (the %N throttle)")(
-      "gpus-per-node", po::value(&slurm.gpus_per_node),
-      "GPUs a node has; runs with accelerator auto then ask for GPUs")(
-      "nodes", po::value(&slurm.nodes),
-      "nodes of each run whose strategy spans processes (ddp, zero2, fsdp), runtime.devices ranks "
-      "on each (default 1)")(
-      "max-requeues", po::value(&slurm.max_requeues),
-      "times a task requeues itself after Slurm's warning before its time limit (default 3)")(
-      "signal-seconds", po::value(&slurm.signal_seconds),
-      "the warning comes this long before the time limit (default 120)")(
-      "sbatch-arg", po::value(&slurm.sbatch_args)->composing(),
-      "one more #SBATCH line, e.g. --sbatch-arg=--mem=64G (repeatable)")(
-      "force", "submit runs whose config already completed")(
-      "dry-run", "print the sbatch scripts and what would be submitted; submits nothing");
-  po::options_description arguments;
-  arguments.add_options()("file", po::value(&files)->composing(), "experiment files");
-  po::positional_options_description positional;
-  positional.add("file", -1);
-  po::variables_map vm;
-  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
-  if (!vm.count("slurm"))
-    throw UserError(
-        "submit: say where: --slurm (the one scheduler trainyard submits to); to train on this "
-        "machine, `trainyard run`");
-  if (files.empty()) throw UserError("submit: name one or more experiment files");
-  if (slurm.max_parallel < 0) throw UserError("submit: --max-parallel must be 0 (none) or more");
-  if (slurm.gpus_per_node < 0) throw UserError("submit: --gpus-per-node must be 0 or more");
-  if (slurm.nodes < 1) throw UserError("submit: --nodes must be at least 1");
-  if (slurm.max_requeues < 0) throw UserError("submit: --max-requeues must be 0 or more");
-  if (slurm.signal_seconds < 1 || slurm.signal_seconds > 65535)
-    throw UserError("submit: --signal-seconds must be 1 to 65535");
-  for (const auto& [flag, value] : {std::pair{"--partition", &slurm.partition},
-                                    {"--account", &slurm.account},
-                                    {"--time", &slurm.time}})
-    if (value->find_first_of(" \t\r\n'\"") != std::string::npos)
-      throw UserError(
-          fmt::format("submit: {} '{}' has a space or quote; Slurm names have none", flag, *value));
-  for (const std::string& arg : slurm.sbatch_args)
-    if (arg.empty() || arg[0] != '-' || arg.find('\n') != std::string::npos)
-      throw UserError(fmt::format(
-          "submit: --sbatch-arg '{}' is not an sbatch option; write it as --sbatch-arg=--mem=64G",
-          arg));
-  const bool dry_run = vm.count("dry-run") > 0, force = vm.count("force") > 0;
-
-  if (max_runs < 1) throw UserError("submit: --max-runs must be at least 1");
-  const std::vector<Experiment> experiments =
-      load_batch(files, overrides, builtin_registry(), max_runs);
-  const std::string exe = self_executable(), log_dir = log_dir_of(db_path);
-
-  if (dry_run) {
-    std::optional<Store> store;  // read only when it exists: a dry run creates nothing
-    if (fs::exists(db_path)) store.emplace(db_path);
-    std::vector<TaskShape> shapes;
-    int done = 0;
-    for (const Experiment& experiment : experiments) {
-      const auto record = store ? store->find_experiment(experiment.name) : std::nullopt;
-      for (const RunSpec& run : experiment.runs) {
-        if (record && !force && store->find_completed_run(record->id, run.config_hash)) {
-          ++done;
-          continue;
-        }
-        shapes.push_back(shape_of(run, slurm));
+// --dry-run: the arrays and scripts a submission would write, from the database as it is (read
+// only when it exists: a dry run creates nothing, and does not ask Slurm).
+int print_dry_run(const SubmitRequest& request, const std::vector<Experiment>& experiments,
+                  const std::string& exe) {
+  std::optional<Store> store;
+  if (fs::exists(request.db_path)) store.emplace(request.db_path);
+  std::vector<TaskShape> shapes;
+  int done = 0;
+  for (const Experiment& experiment : experiments) {
+    const auto histories =
+        store ? read_histories(*store, experiment.name) : std::map<std::string, ConfigHistory>{};
+    for (const RunSpec& run : experiment.runs) {
+      const RunPlan plan = plan_run(history_of(histories, run.config_hash),
+                                    {.scheduler = Scheduler::slurm, .force = request.force});
+      if (plan.fate == RunFate::already_completed) {
+        ++done;
+        continue;
       }
+      shapes.push_back(shape_of(run, request.slurm));
     }
-    std::vector<int> order;
-    const auto arrays = plan_arrays(shapes, 1001, order);
-    const std::string folder =
-        fs::absolute(fs::path(db_path).parent_path() / "slurm" / "N").string();
-    fmt::print("would submit {} in {} ({} already completed); scripts as written to {}:\n",
-               plural(static_cast<int64_t>(shapes.size()), "run"),
-               plural(static_cast<int64_t>(arrays.size()), "job array"), done, folder);
-    for (const ArrayJob& array : arrays)
-      fmt::print("\n--- array-{}.sbatch\n{}", array.number,
-                 array_script(array, 0, slurm, exe, folder));
-    if (!arrays.empty())
-      fmt::print("\n--- report.sbatch\n{}", report_script(0, slurm, exe, folder, {"<arrays>"}));
-    return kExitOk;
   }
+  std::vector<int> order;
+  const auto arrays = plan_arrays(shapes, 1001, order);
+  const std::string folder =
+      fs::absolute(fs::path(request.db_path).parent_path() / "slurm" / "N").string();
+  fmt::print("would submit {} in {} ({} already completed); scripts as written to {}:\n",
+             plural(static_cast<int64_t>(shapes.size()), "run"),
+             plural(static_cast<int64_t>(arrays.size()), "job array"), done, folder);
+  for (const ArrayJob& array : arrays)
+    fmt::print("\n--- array-{}.sbatch\n{}", array.number,
+               array_script(array, 0, request.slurm, exe, folder));
+  if (!arrays.empty())
+    fmt::print("\n--- report.sbatch\n{}",
+               report_script(0, request.slurm, exe, folder, {"<arrays>"}));
+  return kExitOk;
+}
 
+// The cluster's MaxArraySize, from `scontrol show config`; UserError when Slurm cannot be reached
+// or disables arrays.
+int reach_slurm() {
   const CommandOutput config = run_program({"scontrol", "show", "config"});
   if (config.exit_code != 0)
     throw UserError(fmt::format(
@@ -179,117 +188,106 @@ int submit_command(const std::vector<std::string>& args) {
         "cluster",
         config.exit_code < 0 ? "could not start" : "exited " + std::to_string(config.exit_code),
         strip(config.err)));
-  fs::path db(db_path);
-  if (db.has_parent_path()) fs::create_directories(db.parent_path());
-  const BatchLock lock(db_path);  // not beside a `trainyard run` planning the same runs
-  Store store(db_path);
-  collect_slurm(store);  // what earlier submissions did, before deciding what to submit
-  for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
   const int max_array_size = max_array_size_of(config.out);
   if (max_array_size < 1)
     throw UserError(
         "submit: this cluster disables job arrays (MaxArraySize = 0 in `scontrol show config`); "
         "ask its admins, or train with `trainyard run` inside one job");
-  std::optional<SlurmStates> states;
-  if (!store.slurm_runs().empty()) {
-    states = query_slurm({}, submitters(store));
-    // Without Slurm's word a run pending or running in it would be submitted a second time.
-    if (!states)
-      throw UserError(
-          "submit: squeue failed, so which runs are pending or running in Slurm is unknown; "
-          "nothing was submitted — try again when `squeue` answers");
-  }
+  return max_array_size;
+}
 
-  // Decide every run's fate first, writing nothing: a run that cannot be submitted (more GPUs than
-  // a node has) leaves the database as it was.
-  struct Decision {
-    const Experiment* experiment;
-    const RunSpec* run;
-    size_t position;
-    std::optional<RunRecord> resumable;
-    SlurmTask task;
-  };
-  std::vector<Decision> decisions;
-  int already_completed = 0, already_submitted = 0, continuing = 0;
+// A run to submit: a new one, or one of the store's that continues (`continues`).
+struct Decision {
+  const Experiment* experiment;
+  const RunSpec* run;
+  size_t position;
+  std::optional<RunRecord> continues;
+  SlurmTask task;
+};
+
+struct Decisions {
+  std::vector<Decision> to_submit;
+  int already_completed = 0, already_in_slurm = 0;
+};
+
+// Every run's fate, by the planner's rule, writing nothing: a run that cannot be submitted (more
+// GPUs than a node has) leaves the database as it was.
+Decisions decide(Store& store, const std::vector<Experiment>& experiments,
+                 const SubmitRequest& request, const SlurmStates* states) {
+  Decisions decisions;
   for (const Experiment& experiment : experiments) {
-    const std::optional<ExperimentRecord> recorded = store.find_experiment(experiment.name);
-    const auto recorded_runs = recorded ? runs_by_config(store, experiment.name)
-                                        : std::map<std::string, std::vector<RunRecord>>{};
+    const std::map<std::string, ConfigHistory> histories = read_histories(store, experiment.name);
     for (size_t i = 0; i < experiment.runs.size(); ++i) {
       const RunSpec& run = experiment.runs[i];
-      const std::string name = experiment.name + "/" + run.variant;
-      if (recorded && !force && store.find_completed_run(recorded->id, run.config_hash)) {
-        ++already_completed;
-        continue;
+      const RunPlan plan =
+          plan_run(history_of(histories, run.config_hash),
+                   {.scheduler = Scheduler::slurm, .force = request.force, .slurm_states = states});
+      switch (plan.fate) {
+        case RunFate::already_completed:
+          ++decisions.already_completed;
+          continue;
+        case RunFate::with_slurm:
+          fmt::print("= {}/{}: {} in Slurm as job {} (run {}); left alone\n", experiment.name,
+                     run.variant, plan.slurm_state, plan.slurm_job, plan.run->id);
+          ++decisions.already_in_slurm;
+          continue;
+        case RunFate::unavailable:  // not asked of the planner: Slurm finds the nodes
+        case RunFate::continues:
+        case RunFate::starts:
+          break;
       }
-      static const std::vector<RunRecord> kNone;
-      const auto found = recorded_runs.find(run.config_hash);
-      const std::vector<RunRecord>& of_config =
-          found == recorded_runs.end() ? kNone : found->second;
-      bool in_slurm = false;
-      for (const RunRecord& record : of_config)
-        if (auto task = store.slurm_run(record.id); task && states)
-          if (auto it = states->jobs.find(task->job_id);
-              it != states->jobs.end() && it->second.active()) {
-            fmt::print("= {}: {} in Slurm as job {} (run {}); left alone\n", name,
-                       lower(it->second.state), task->job_id, record.id);
-            in_slurm = true;
-            break;
-          }
-      if (in_slurm) {
-        ++already_submitted;
-        continue;
-      }
-      Decision decision{.experiment = &experiment,
-                        .run = &run,
-                        .position = i,
-                        .resumable = std::nullopt,
-                        .task = {.experiment = experiment.name,
-                                 .variant = run.variant,
-                                 .shape = shape_of(run, slurm),
-                                 .multi_process = run.strategy.capabilities.multi_process,
-                                 .save_state = run.train.save_state,
-                                 .max_requeues = slurm.max_requeues}};
-      if (recorded && !force) {
-        decision.resumable = store.find_resumable_run(recorded->id, run.config_hash);
-        if (!decision.resumable)  // queued by a submission whose job never ran
-          for (const RunRecord& record : of_config)
-            if (record.status == RunStatus::queued && store.slurm_run(record.id)) {
-              decision.resumable = record;
-              break;
-            }
-      }
-      decisions.push_back(std::move(decision));
+      decisions.to_submit.push_back(
+          {.experiment = &experiment,
+           .run = &run,
+           .position = i,
+           .continues = plan.fate == RunFate::continues ? plan.run : std::nullopt,
+           .task = {.experiment = experiment.name,
+                    .variant = run.variant,
+                    .shape = shape_of(run, request.slurm),
+                    .multi_process = run.strategy.capabilities.multi_process,
+                    .save_state = run.train.save_state,
+                    .max_requeues = request.slurm.max_requeues}});
     }
   }
-  if (decisions.empty()) {
-    fmt::print("nothing to submit: {} already completed, {} pending or running in Slurm\n",
-               already_completed, already_submitted);
-    return kExitOk;
-  }
+  return decisions;
+}
 
-  // Record the runs, their files' stems and configs, and each run's task, before any sbatch: a
-  // submit that dies half-way leaves queued runs the next submit finds and submits.
+// A submission as recorded: its folder and its tasks, in the order the arrays cover them.
+struct RecordedSubmission {
+  int64_t id = 0;
+  fs::path folder;
+  std::vector<SlurmTask> tasks;
+  std::vector<ArrayJob> arrays;
+  int continuing = 0;
+};
+
+// Records the runs, their files' stems and configs, and each run's task, then writes tasks.json,
+// all before any sbatch: a submit that dies half-way leaves queued runs the next submit finds and
+// submits.
+RecordedSubmission record_submission(Store& store, const std::vector<Experiment>& experiments,
+                                     std::vector<Decision>& decisions, const std::string& log_dir,
+                                     int max_array_size) {
   std::map<std::string, int64_t> experiment_ids;
   for (const Experiment& experiment : experiments)
     experiment_ids[experiment.name] = record_experiment(store, experiment);
-  const int64_t submission = store.create_submission();
-  const fs::path folder = fs::absolute(fs::path(log_dir).parent_path() / "slurm" /
-                                       fmt::format("submission-{}", submission));
-  fs::create_directories(folder);
-  store.set_submission_folder(submission, folder.string());
+  RecordedSubmission submission;
+  submission.id = store.create_submission();
+  submission.folder = fs::absolute(fs::path(log_dir).parent_path() / "slurm" /
+                                   fmt::format("submission-{}", submission.id));
+  fs::create_directories(submission.folder);
+  store.set_submission_folder(submission.id, submission.folder.string());
   std::vector<SlurmTask> tasks;
   std::vector<TaskShape> shapes;
   for (Decision& decision : decisions) {
     SlurmTask& task = decision.task;
     const Experiment& experiment = *decision.experiment;
-    if (decision.resumable) {
-      const RunRecord& record = *decision.resumable;
+    if (decision.continues) {
+      const RunRecord& record = *decision.continues;
       task.run_id = record.id;
       const auto earlier = store.slurm_run(record.id);
       task.stem = earlier ? earlier->stem : run_files_stem(record);
       if (task.stem.empty()) task.stem = new_run_files_stem(log_dir, experiment, record).string();
-      ++continuing;
+      ++submission.continuing;
     } else {
       task.run_id = store.queue_run(experiment_ids.at(experiment.name),
                                     queued_run(*decision.run, decision.position));
@@ -299,28 +297,37 @@ int submit_command(const std::vector<std::string>& args) {
     if (!fs::exists(task.stem + ".yaml"))
       write_file_atomically(task.stem + ".yaml", decision.run->config_yaml);
     store.in_transaction([&] {
-      if (decision.resumable) store.requeue_run(task.run_id, /*for_slurm=*/true);
+      if (decision.continues) store.requeue_run(task.run_id, /*for_slurm=*/true);
       // A run submitted again keeps what was taken in of its records file (the same stem).
-      store.assign_slurm_job(task.run_id, submission, "", task.stem);
+      store.assign_slurm_job(task.run_id, submission.id, "", task.stem);
     });
     tasks.push_back(task);
     shapes.push_back(task.shape);
   }
   std::vector<int> order;
-  const std::vector<ArrayJob> arrays = plan_arrays(shapes, max_array_size, order);
+  submission.arrays = plan_arrays(shapes, max_array_size, order);
   json list = json::array();
-  for (int index : order) list.push_back(tasks[index].to_json());
-  write_file_atomically(folder / "tasks.json", list.dump(1) + "\n");
+  for (int index : order) {
+    list.push_back(tasks[index].to_json());
+    submission.tasks.push_back(tasks[index]);
+  }
+  write_file_atomically(submission.folder / "tasks.json", list.dump(1) + "\n");
+  return submission;
+}
 
+// Submits each array and records its tasks' jobs; returns the arrays' job ids. When sbatch refuses
+// one, its runs and the later arrays' are recorded as not started and UserError says so.
+std::vector<std::string> submit_arrays(Store& store, RecordedSubmission& submission,
+                                       const SlurmOptions& slurm, const std::string& exe) {
   std::vector<std::string> array_jobs;
-  for (const ArrayJob& array : arrays) {
-    const fs::path script = folder / fmt::format("array-{}.sbatch", array.number);
-    write_file_atomically(script, array_script(array, submission, slurm, exe, folder.string()));
+  for (const ArrayJob& array : submission.arrays) {
+    const fs::path script = submission.folder / fmt::format("array-{}.sbatch", array.number);
+    write_file_atomically(
+        script, array_script(array, submission.id, slurm, exe, submission.folder.string()));
     const CommandOutput sbatch = run_program({"sbatch", "--parsable", script.string()});
     if (sbatch.exit_code != 0 || job_of(sbatch).empty()) {
-      // The runs of this array and the next ones were not submitted: recorded as not started.
-      for (size_t k = array.first_task; k < order.size(); ++k)
-        store.end_run(tasks[order[k]].run_id, RunStatus::interrupted,
+      for (size_t k = array.first_task; k < submission.tasks.size(); ++k)
+        store.end_run(submission.tasks[k].run_id, RunStatus::interrupted,
                       "not submitted: sbatch refused its array: " + strip(sbatch.err),
                       FailureClass::not_started);
       throw UserError(fmt::format(
@@ -333,34 +340,85 @@ int submit_command(const std::vector<std::string>& args) {
     array_jobs.push_back(job);
     store.in_transaction([&] {
       for (int k = 0; k < array.tasks; ++k) {
-        SlurmTask& task = tasks[order[array.first_task + k]];
+        SlurmTask& task = submission.tasks[array.first_task + k];
         task.job_id = fmt::format("{}_{}", job, k);
-        store.assign_slurm_job(task.run_id, submission, task.job_id, task.stem);
+        store.assign_slurm_job(task.run_id, submission.id, task.job_id, task.stem);
       }
     });
     fmt::print(
         "array {}: job {}, {}{}\n", array.number, job, plural(array.tasks, "run"),
         slurm.max_parallel > 0 ? fmt::format(", at most {} at once", slurm.max_parallel) : "");
   }
-  // The report job reads a snapshot: the database itself stays on this host.
-  const fs::path snapshot = folder / "snapshot.db";
+  return array_jobs;
+}
+
+// The report job, after the arrays: it reads a snapshot, for the database itself stays on this
+// host. Returns its job id, "" when sbatch refused it (then `trainyard report` here writes it).
+std::string submit_report_job(Store& store, const RecordedSubmission& submission,
+                              const SlurmOptions& slurm, const std::string& exe,
+                              const std::vector<std::string>& array_jobs) {
+  const fs::path snapshot = submission.folder / "snapshot.db";
   if (fs::exists(snapshot)) fs::remove(snapshot);
   store.snapshot_to(snapshot.string());
-  const fs::path report = folder / "report.sbatch";
-  write_file_atomically(report, report_script(submission, slurm, exe, folder.string(), array_jobs));
+  const fs::path report = submission.folder / "report.sbatch";
+  write_file_atomically(
+      report, report_script(submission.id, slurm, exe, submission.folder.string(), array_jobs));
   const CommandOutput report_job = run_program({"sbatch", "--parsable", report.string()});
-  if (report_job.exit_code == 0)
-    store.set_report_job(submission, job_of(report_job));
-  else
+  if (report_job.exit_code != 0) {
     fmt::print(stderr,
                "submit: the report job was refused ({}); `trainyard report` here writes it\n",
                strip(report_job.err));
+    return "";
+  }
+  store.set_report_job(submission.id, job_of(report_job));
+  return job_of(report_job);
+}
+
+}  // namespace
+
+int submit_command(const std::vector<std::string>& args) {
+  const std::optional<SubmitRequest> request = parse_submit_request(args);
+  if (!request) return kExitOk;
+  const std::vector<Experiment> experiments =
+      load_batch(request->files, request->overrides, builtin_registry(), request->max_runs);
+  const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
+  if (request->dry_run) return print_dry_run(*request, experiments, exe);
+
+  const int max_array_size = reach_slurm();
+  if (const fs::path db(request->db_path); db.has_parent_path())
+    fs::create_directories(db.parent_path());
+  const BatchLock lock(request->db_path);  // not beside a `trainyard run` planning the same runs
+  Store store(request->db_path);
+  collect_slurm(store);  // what earlier submissions did, before deciding what to submit
+  for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
+  std::optional<SlurmStates> states;
+  if (!store.slurm_runs().empty()) {
+    states = query_slurm({}, submitters(store));
+    // Without Slurm's word a run pending or running in it would be submitted a second time.
+    if (!states)
+      throw UserError(
+          "submit: squeue failed, so which runs are pending or running in Slurm is unknown; "
+          "nothing was submitted — try again when `squeue` answers");
+  }
+
+  Decisions decisions = decide(store, experiments, *request, states ? &*states : nullptr);
+  if (decisions.to_submit.empty()) {
+    fmt::print("nothing to submit: {} already completed, {} pending or running in Slurm\n",
+               decisions.already_completed, decisions.already_in_slurm);
+    return kExitOk;
+  }
+  RecordedSubmission submission =
+      record_submission(store, experiments, decisions.to_submit, log_dir, max_array_size);
+  const std::vector<std::string> array_jobs = submit_arrays(store, submission, request->slurm, exe);
+  const std::string report_job =
+      submit_report_job(store, submission, request->slurm, exe, array_jobs);
   fmt::print(
       "submission {}: {} ({} continue where they stopped), {} already completed, {} left alone; "
       "report job {} writes {}\nfiles: {}\nnext: trainyard status --db {}\n",
-      submission, plural(static_cast<int64_t>(tasks.size()), "run"), continuing, already_completed,
-      already_submitted, report_job.exit_code == 0 ? job_of(report_job) : "-",
-      (folder / "report.html").string(), folder.string(), db_path);
+      submission.id, plural(static_cast<int64_t>(submission.tasks.size()), "run"),
+      submission.continuing, decisions.already_completed, decisions.already_in_slurm,
+      report_job.empty() ? "-" : report_job, (submission.folder / "report.html").string(),
+      submission.folder.string(), request->db_path);
   return kExitOk;
 }
 

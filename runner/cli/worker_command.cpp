@@ -27,12 +27,11 @@ extern "C" void on_worker_stop(int) { g_worker_stop.store(true); }
 }  // namespace
 
 int worker_command(const std::vector<std::string>& args) {
-  po::options_description options(
-      "trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
+  po::options_description options =
+      command_options("trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
   std::string config, variant, output_prefix, continue_from;
-  options.add_options()("help,h", "show this help")(
-      "config", po::value(&config), "resolved run config")("variant", po::value(&variant),
-                                                           "variant name")(
+  options.add_options()("config", po::value(&config), "resolved run config")(
+      "variant", po::value(&variant), "variant name")(
       "output-prefix", po::value(&output_prefix),
       "where the run writes weights and training state")(
       "continue-from", po::value(&continue_from),

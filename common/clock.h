@@ -1,0 +1,14 @@
+// Wall-clock timestamps as the database and the records files keep them: UTC, to the second.
+#pragma once
+
+#include <string>
+
+namespace trainyard {
+
+// Now, as "2026-11-30T13:35:15Z".
+std::string utc_now();
+
+// Seconds since a timestamp of utc_now()'s form; negative when it cannot be read.
+double seconds_since(const std::string& timestamp);
+
+}  // namespace trainyard
