@@ -4,16 +4,14 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef TRAINYARD_NCCL
-#include <c10/cuda/CUDAFunctions.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include <chrono>
 #include <cstdlib>
 #include <map>
 
 #include <fmt/format.h>
+
+#include "components/device/cuda_module.h"
 
 namespace trainyard {
 
@@ -77,17 +75,19 @@ DistributedStrategy::DistributedStrategy(const std::string& name, const Distribu
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank_, world_size_, gloo);
     return;
   }
-#ifdef TRAINYARD_NCCL
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(context.device.index()));
-  auto nccl = c10d::ProcessGroupNCCL::Options::create();
-  nccl->timeout = std::chrono::seconds(context.timeout_s);
-  group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank_, world_size_, nccl);
-#else
-  throw UserError(
-      fmt::format("strategy {}: this trainyard was built without NCCL (nccl.h was not found "
-                  "beside LibTorch); use backend gloo",
-                  name));
-#endif
+  // NCCL lives in libtorch_cuda: reached through the CUDA module (components/device/cuda_module.h).
+  std::string not_loaded;
+  const CudaModule* cuda = cuda_module(&not_loaded);
+  if (!cuda)
+    throw UserError(
+        fmt::format("strategy {}: backend nccl needs LibTorch's CUDA side: {}", name, not_loaded));
+  if (!cuda->has_nccl())
+    throw UserError(
+        fmt::format("strategy {}: this trainyard was built without NCCL (nccl.h was not found "
+                    "beside LibTorch); use backend gloo",
+                    name));
+  group_ = cuda->nccl_group(store, rank_, world_size_, static_cast<int>(context.device.index()),
+                            std::chrono::seconds(context.timeout_s));
 }
 
 void DistributedStrategy::setup_replicated(Model& model, const torch::Device& device,

@@ -1,13 +1,13 @@
 #include "runner/engine/cuda_graph_step.h"
 
 #include <ATen/cuda/CUDAEvent.h>
-#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 
+#include "components/device/cuda_module.h"
 #include "runner/engine/sync_debug.h"
 
 namespace trainyard {
@@ -45,7 +45,7 @@ struct CudaGraphStep::State {
   int64_t replays = 0;
   at::cuda::CUDAEvent queued, done;  // the caller's work before a step; the step's end
   bool warned_shape = false;         // "another shape, eager" said once
-  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  std::unique_ptr<CudaGraph> graph;
   Batch inputs;                // static input buffers of the graph
   torch::Tensor logits, loss;  // static outputs
 
@@ -64,13 +64,14 @@ struct CudaGraphStep::State {
       c10::cuda::device_synchronize();
       c10::cuda::CUDACachingAllocator::emptyCache();
     }
-    graph = std::make_unique<at::cuda::CUDAGraph>();
+    std::string not_loaded;
+    const CudaModule* cuda = cuda_module(&not_loaded);
+    if (!cuda) throw std::runtime_error("cuda-graphs: LibTorch's CUDA side: " + not_loaded);
+    graph = cuda->new_graph();
     try {
-      // Thread-local mode: the loader's threads may allocate pinned memory meanwhile; autograd's
-      // device thread still launches onto this stream, so backward is captured.
-      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      graph->begin();  // thread-local capture: see CudaGraph
       step(inputs, logits, loss);
-      graph->capture_end();
+      graph->end();
     } catch (const std::exception& e) {
       throw std::runtime_error(fmt::format(
           "cuda-graphs: the training step could not be captured: {}. A failed capture leaves "

@@ -5,9 +5,9 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <fmt/format.h>
 
+#include "components/device/cuda_module.h"
 #include "runner/engine/engine.h"
 
 namespace trainyard {
@@ -29,20 +29,26 @@ std::string cpu_model_name() {
 }  // namespace
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime) {
-  const bool cuda = torch::cuda::is_available();
+  // CUDA is asked of LibTorch only once its CUDA module is loaded (cuda_module.h); a CPU run, and
+  // `auto` on a machine without a driver, never load it.
+  std::string not_loaded;
+  const bool cuda =
+      wants_cuda(runtime.accelerator) && cuda_module(&not_loaded) && torch::cuda::is_available();
   DeviceInfo info;
   info.type = runtime.accelerator == "auto" ? (cuda ? "cuda" : "cpu") : runtime.accelerator;
   if (info.type == "cuda") {
     if (!cuda) {
       info.name = "CUDA";
-      info.unavailable_reason = "needs a CUDA device; this machine has none";
+      info.unavailable_reason = not_loaded.empty()
+                                    ? "needs a CUDA device; this machine has none"
+                                    : "needs a CUDA device; LibTorch's CUDA side: " + not_loaded;
       return info;
     }
     const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
     if (runtime.devices > count)
       info.unavailable_reason =
           fmt::format("needs {} CUDA devices; this machine has {}", runtime.devices, count);
-    info.name = at::cuda::getDeviceProperties(0)->name;
+    info.name = cuda_module()->device_name(0);
     return info;
   }
   if (runtime.compile == "cuda-graphs")

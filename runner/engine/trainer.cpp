@@ -20,6 +20,7 @@
 #include "common/metrics.h"
 #include "common/text.h"
 #include "components/data/loader.h"
+#include "components/device/cuda_module.h"
 #include "components/optim/optimizers.h"
 #include "components/optim/schedulers.h"
 #include "components/precision/loss_scaler.h"
@@ -250,6 +251,7 @@ void Trainer::build() {
 }
 
 DeviceInfo Trainer::setup_device() {
+  load_cuda_if_wanted(run_.runtime.accelerator);  // before anything asks LibTorch about CUDA
   if (run_.runtime.threads > 0) at::set_num_threads(static_cast<int>(run_.runtime.threads));
   at::globalContext().setFloat32MatmulPrecision(run_.runtime.matmul_precision);
   DeviceInfo device = resolve_device(run_.runtime);
