@@ -198,22 +198,27 @@ std::string Controller::not_started_reason(const BatchSummary& summary) const {
 void Controller::plan(const Experiment& experiment, int first_ordinal, bool force,
                       std::vector<Planned>& queue, BatchSummary& summary) {
   const int64_t experiment_id = record_experiment(store_, experiment);
-  const std::map<std::string, ConfigHistory> histories = read_histories(store_, experiment.name);
+  // Kept in step with what planning writes: two runs of one config (a sweep over a key outside
+  // the hash) must not both continue the same interrupted run.
+  std::map<std::string, ConfigHistory> histories = read_histories(store_, experiment.name);
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     const std::string name = experiment.name + "/" + run.variant;
     const int ordinal = first_ordinal + static_cast<int>(i);
-    PlanContext context{.scheduler = Scheduler::this_machine,
-                        .force = force,
-                        .multi_node = node_.multi_node(),
-                        .unavailable = resolve_device(run.runtime).unavailable_reason};
-    if (context.unavailable.empty() && node_.node_rank > 0 &&
-        !run.strategy.capabilities.multi_process)
-      context.unavailable =
-          fmt::format("strategy {} trains on one device: node 0 runs it", run.strategy.name);
-    const auto history = histories.find(run.config_hash);
-    const RunPlan plan =
-        plan_run(history == histories.end() ? ConfigHistory{} : history->second, context);
+    ConfigHistory& history = histories[run.config_hash];
+    PlanContext context{
+        .scheduler = Scheduler::this_machine, .force = force, .multi_node = node_.multi_node()};
+    RunPlan plan = plan_run(history, context);
+    // Whether this machine can train it, asked only of a run that is not done: asking of a CUDA
+    // run loads LibTorch's CUDA side.
+    if (plan.fate != RunFate::already_completed) {
+      context.unavailable = resolve_device(run.runtime).unavailable_reason;
+      if (context.unavailable.empty() && node_.node_rank > 0 &&
+          !run.strategy.capabilities.multi_process)
+        context.unavailable =
+            fmt::format("strategy {} trains on one device: node 0 runs it", run.strategy.name);
+      plan = plan_run(history, context);
+    }
     switch (plan.fate) {
       case RunFate::already_completed:
         // A controller killed between recording the run and removing its checkpoint left it.
@@ -239,6 +244,8 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
         break;
       case RunFate::continues:
         store_.requeue_run(plan.run->id);
+        for (RunRecord& record : history.runs)
+          if (record.id == plan.run->id) record.status = RunStatus::queued;
         // One that never started has nothing to continue: it starts, under its id.
         queue.push_back(
             {&experiment, &run, plan.run->id, !plan.run->environment.log_path.empty(), ordinal});

@@ -86,13 +86,12 @@ std::string continues_from(const std::string& position) {
 }
 
 bool keeps_checkpoint(const LaunchResult& result, bool save_state) {
-  if (save_state) return true;
   switch (result.outcome) {
     case LaunchOutcome::completed:
-      return false;
+      return save_state;
     case LaunchOutcome::interrupted:
       return true;
-    case LaunchOutcome::failed:
+    case LaunchOutcome::failed:  // train.save_state or not: nothing will continue from it
       return is_transient(result.failure);
   }
   return true;
@@ -103,7 +102,7 @@ void record_outcome(const LaunchResult& result, const RunEnding& ending, RunReco
   switch (result.outcome) {
     case LaunchOutcome::completed:
       records.completed(result.metrics);
-      log.file->info("run {} completed", ending.run_id);
+      (ending.completed_on_screen ? log.both : log.file)->info("run {} completed", ending.run_id);
       break;
     case LaunchOutcome::failed:
       log.both->error("run failed ({}): {}", to_string(result.failure), result.error);

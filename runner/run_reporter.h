@@ -62,16 +62,20 @@ struct RunEnding {
   // Interrupted: why (the launcher's word when empty), and the command that continues it.
   std::string interrupted_why{};
   std::string continued_by{};
+  // A completed run's end on the screen too: a Slurm task's output file says it (the batch
+  // console shows it already).
+  bool completed_on_screen = false;
 };
 
 // Whether a run's checkpoint is kept when it ends: to continue from (interrupted, or failed in a
-// transient way: a crash, a timeout) or because train.save_state keeps it (to resume from or
-// evaluate). Otherwise it has served its purpose, and would only take disk.
+// transient way: a crash, a timeout), or, once completed, because train.save_state keeps it (to
+// resume from or evaluate). Otherwise — a completed run's without save_state, and a failure that
+// nothing will continue, save_state or not — it has served its purpose and would only take disk.
 bool keeps_checkpoint(const LaunchResult& result, bool save_state);
 
 // Records how the run ended (completed, failed or interrupted) into `records`, says so in its log
-// (a failure or an interruption on the screen too: a completed run's end the console shows
-// already), and removes its checkpoint unless keeps_checkpoint.
+// (a failure or an interruption on the screen too), and removes its checkpoint unless
+// keeps_checkpoint.
 void record_outcome(const LaunchResult& result, const RunEnding& ending, RunRecords& records,
                     const RunLog& log);
 

@@ -76,7 +76,9 @@ TEST_F(BatchTest, RunsAreCountedAcrossTheBatch) {
 TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
   const std::string slow = experiment(
       "slow",
-      R"(sweep: {variants: [{name: long, set: {dataset.train_size: 30000, train.epochs: 1}}, {name: later}]}
+      // 'long' must outlast the limit: about 7 s of steps on two cores (30000 samples did not, once
+      // a CPU worker stopped loading LibTorch's CUDA side).
+      R"(sweep: {variants: [{name: long, set: {dataset.train_size: 90000, train.epochs: 1}}, {name: later}]}
 )");
   Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 3s");
   EXPECT_EQ(stopped.exit_code, 130) << stopped.output;

@@ -1,7 +1,8 @@
 // LibTorch's CUDA side is loaded only for a run on CUDA (components/device/cuda_module.h). This
-// binary links as trainyard-engine does — libtorch_cpu, c10, c10_cuda, no libtorch_cuda — and sits
-// beside libtrainyard_cuda.so, so it loads the module the way the engine does. CTest runs each test
-// in a process of its own: each starts with nothing of CUDA loaded.
+// binary links what trainyard_torch gives the engine — LibTorch's CPU side, no libtorch_cuda — and
+// sits beside libtrainyard_cuda.so, so it loads the module the way the engine does. CTest runs
+// each test in a process of its own, each starting with nothing of CUDA loaded (run by hand, run
+// them one at a time: --gtest_filter).
 #include <gtest/gtest.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -176,7 +176,8 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
                    .save_state = task.save_state,
                    .state_dir = state_dir,
                    .interrupted_why = "stopped by SIGTERM (scancel, preemption or a requeue)",
-                   .continued_by = "trainyard submit"};
+                   .continued_by = "trainyard submit",
+                   .completed_on_screen = true};
   // Stopped by a signal. After the warning before the time limit the task goes back in the queue
   // (once the checkpoint is written); after SIGTERM it does not: that is scancel, or preemption
   // and `scontrol requeue`, after which Slurm starts the job again itself.

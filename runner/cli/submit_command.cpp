@@ -178,9 +178,8 @@ int print_dry_run(const SubmitRequest& request, const std::vector<Experiment>& e
   return kExitOk;
 }
 
-// The cluster's MaxArraySize, from `scontrol show config`; UserError when Slurm cannot be reached
-// or disables arrays.
-int reach_slurm() {
+// `scontrol show config`: the cluster's settings; UserError when Slurm cannot be reached.
+std::string reach_slurm() {
   const CommandOutput config = run_program({"scontrol", "show", "config"});
   if (config.exit_code != 0)
     throw UserError(fmt::format(
@@ -188,7 +187,12 @@ int reach_slurm() {
         "cluster",
         config.exit_code < 0 ? "could not start" : "exited " + std::to_string(config.exit_code),
         strip(config.err)));
-  const int max_array_size = max_array_size_of(config.out);
+  return config.out;
+}
+
+// The cluster's MaxArraySize; UserError when it disables arrays.
+int max_array_size_or_refuse(const std::string& slurm_config) {
+  const int max_array_size = max_array_size_of(slurm_config);
   if (max_array_size < 1)
     throw UserError(
         "submit: this cluster disables job arrays (MaxArraySize = 0 in `scontrol show config`); "
@@ -384,13 +388,14 @@ int submit_command(const std::vector<std::string>& args) {
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 
-  const int max_array_size = reach_slurm();
+  const std::string slurm_config = reach_slurm();
   if (const fs::path db(request->db_path); db.has_parent_path())
     fs::create_directories(db.parent_path());
   const BatchLock lock(request->db_path);  // not beside a `trainyard run` planning the same runs
   Store store(request->db_path);
   collect_slurm(store);  // what earlier submissions did, before deciding what to submit
   for (const Experiment& experiment : experiments) check_experiment_name_is_free(store, experiment);
+  const int max_array_size = max_array_size_or_refuse(slurm_config);
   std::optional<SlurmStates> states;
   if (!store.slurm_runs().empty()) {
     states = query_slurm({}, submitters(store));

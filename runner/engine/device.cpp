@@ -36,6 +36,17 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
       wants_cuda(runtime.accelerator) && cuda_module(&not_loaded) && torch::cuda::is_available();
   DeviceInfo info;
   info.type = runtime.accelerator == "auto" ? (cuda ? "cuda" : "cpu") : runtime.accelerator;
+  // `auto` on a machine whose driver has a device, but without LibTorch's CUDA side: said, not
+  // trained on the CPU without a word.
+  if (runtime.accelerator == "auto" && !not_loaded.empty()) {
+    info.type = "cuda";
+    info.name = "CUDA";
+    info.unavailable_reason =
+        "accelerator auto: this machine's CUDA driver has a device, but LibTorch's CUDA side did "
+        "not load: " +
+        not_loaded + " (set runtime.accelerator: cpu to train on the CPU)";
+    return info;
+  }
   if (info.type == "cuda") {
     if (!cuda) {
       info.name = "CUDA";
