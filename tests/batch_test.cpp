@@ -106,6 +106,35 @@ TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
   EXPECT_EQ(runs[1].status, RunStatus::completed);
 }
 
+// Two variants of one config (they differ only in train.checkpoint_every_steps, outside the run's
+// identity): the next batch continues each interrupted run once, instead of both variants taking
+// the same one and leaving the other interrupted.
+TEST_F(BatchTest, TwoRunsOfOneConfigContinueTheirOwnInterruptedRuns) {
+  const std::string twins = experiment("twins",
+                                       R"(sweep:
+  variants:
+    - {name: a, set: {dataset.train_size: 30000, train.epochs: 1, train.checkpoint_every_steps: 500}}
+    - {name: b, set: {dataset.train_size: 30000, train.epochs: 1, train.checkpoint_every_steps: 700}}
+)");
+  Result stopped = trainyard("run " + twins + " --db " + db() + " --time-limit 1s");
+  ASSERT_EQ(stopped.exit_code, 130) << stopped.output;
+  {
+    Store store(db());
+    const auto runs = store.runs("twins");
+    ASSERT_EQ(runs.size(), 2u);
+    ASSERT_EQ(runs[0].config_hash, runs[1].config_hash);
+    EXPECT_EQ(runs[0].status, RunStatus::interrupted);
+    EXPECT_EQ(runs[1].status, RunStatus::interrupted);
+  }
+  Result rest = trainyard("run " + twins + " --db " + db());
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  Store store(db());
+  const auto runs = store.runs("twins");
+  ASSERT_EQ(runs.size(), 2u) << rest.output;
+  EXPECT_EQ(runs[0].status, RunStatus::completed) << rest.output;
+  EXPECT_EQ(runs[1].status, RunStatus::completed) << rest.output;
+}
+
 // --on-failure stop: no new run starts after one failed; the rest wait for the next batch.
 TEST_F(BatchTest, OnFailureStopLeavesTheRestForLater) {
   const std::string broken = dir.write("broken.safetensors", "not safetensors");
