@@ -256,17 +256,6 @@ std::optional<int64_t> Store::find_completed_run(int64_t experiment_id,
   return std::nullopt;
 }
 
-std::optional<RunRecord> Store::find_resumable_run(int64_t experiment_id,
-                                                   const std::string& config_hash) {
-  auto s = db_.prepare(
-      "SELECT id FROM runs WHERE experiment_id = ? AND config_hash = ? AND (status = "
-      "'interrupted' OR (status = 'failed' AND failure_class IN ('crashed', 'timed-out'))) "
-      "ORDER BY id DESC LIMIT 1");
-  s.bind(1, experiment_id).bind(2, config_hash);
-  if (!s.step()) return std::nullopt;
-  return run(s.column_int(0));
-}
-
 void Store::requeue_run(int64_t run_id, bool for_slurm) {
   sql::Transaction transaction(db_);
   if (!for_slurm) db_.prepare("DELETE FROM slurm_runs WHERE run_id = ?").bind(1, run_id).run();

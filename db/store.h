@@ -177,11 +177,6 @@ class Store {
   // The newest completed run of `experiment_id` with this config hash, if any.
   std::optional<int64_t> find_completed_run(int64_t experiment_id, const std::string& config_hash);
 
-  // The newest run of `experiment_id` with this config hash that was interrupted or failed in a
-  // transient class: the one a new batch continues (from its checkpoint, under the same id)
-  // instead of queuing another.
-  std::optional<RunRecord> find_resumable_run(int64_t experiment_id,
-                                              const std::string& config_hash);
   // An interrupted run queued again by this process, its error cleared. `trainyard run` takes it
   // from Slurm (its Slurm task record goes); `submit` keeps that record (`for_slurm`), so what was
   // taken in of its records file stays taken in.

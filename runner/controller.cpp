@@ -1,10 +1,8 @@
 #include "runner/controller.h"
 
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>

@@ -2,15 +2,11 @@
 // launcher, as the controller does, with an observer that appends to the run's records file
 // (db/run_events.h) instead of the store; SIGUSR1 (Slurm's warning) stops it with a checkpoint and
 // requeues the job, SIGTERM stops it with a checkpoint.
-#include <unistd.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
-#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -18,8 +14,6 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
-#include "common/files.h"
-#include "common/json_numbers.h"
 #include "common/process.h"
 #include "common/text.h"
 #include "components/builtin.h"
