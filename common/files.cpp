@@ -1,12 +1,14 @@
 #include "common/files.h"
 
 #include <ftw.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 
 namespace trainyard {
@@ -37,6 +39,29 @@ void write_file_atomically(const std::string& path,
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   write_file_atomically(path, [&](std::ostream& out) { out << text; });
+}
+
+std::string file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
+                                                                  &EVP_MD_CTX_free);
+  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("cannot hash " + path + ": OpenSSL's SHA-256 is unavailable");
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+    EVP_DigestUpdate(context.get(), buffer, static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(context.get(), digest, &length);
+  static const char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex += kHex[digest[i] >> 4];
+    hex += kHex[digest[i] & 15];
+  }
+  return hex;
 }
 
 }  // namespace trainyard

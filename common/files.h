@@ -20,4 +20,8 @@ void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& write);
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// The SHA-256 of the file's bytes, in lowercase hex; std::runtime_error naming the file when it
+// cannot be read.
+std::string file_sha256(const std::string& path);
+
 }  // namespace trainyard

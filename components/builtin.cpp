@@ -9,6 +9,7 @@
 #include "components/models/vit.h"
 #include "components/optim/optimizers.h"
 #include "components/optim/schedulers.h"
+#include "components/plugin.h"
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
 
@@ -40,6 +41,15 @@ const Registry& builtin_registry() {
     return r;
   }();
   return registry;
+}
+
+PluginLoader& plugin_loader() {
+  static PluginLoader loader = [] {
+    Registry registry;
+    register_builtin_components(registry);
+    return PluginLoader(std::move(registry), TRAINYARD_PLUGIN_STAMP);
+  }();
+  return loader;
 }
 
 }  // namespace trainyard

@@ -38,6 +38,13 @@ void Registry::insert(ComponentEntry entry) {
   entries_.push_back(std::move(entry));
 }
 
+void Registry::adopt(Registry staged, const std::string& library) {
+  for (auto& entry : staged.entries_) {
+    entry.library = library;
+    insert(std::move(entry));
+  }
+}
+
 const ComponentEntry* Registry::find(ComponentKind kind, const std::string& name) const {
   for (const auto& entry : entries_)
     if (entry.kind == kind && entry.name == name) return &entry;

@@ -64,6 +64,8 @@ struct ComponentEntry {
                            Diagnostics&)>
       resolve{};
   std::any factory{};  // std::function<Product(const ConfigTree& resolved, Args...)>
+  // The plugin library that registered it (components/plugins.h); empty for a built-in one.
+  std::string library{};
 };
 
 class Registry {
@@ -124,6 +126,10 @@ class Registry {
   const ComponentEntry* find(ComponentKind kind, const std::string& name) const;
   std::vector<const ComponentEntry*> entries(ComponentKind kind) const;
   std::vector<std::string> names(ComponentKind kind) const;  // registered ones, in order
+
+  // Every entry of `staged` (what one plugin's entry point registered), each marked as registered
+  // by `library`. The plugin loader checks for clashes first; a clash left here is a logic_error.
+  void adopt(Registry staged, const std::string& library);
 
   // Builds component `name` of `kind` from its resolved options, with the `Signature` it was
   // registered with; each kind's header wraps this in a typed helper (build_model, ...).

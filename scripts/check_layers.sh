@@ -14,7 +14,7 @@ layer_of() {
   case "$1" in
     common/*) echo common ;;
     config/*) echo config ;;
-    components/registry.*) echo registry ;;
+    components/registry.*|components/plugin_loader.*) echo registry ;;  # no LibTorch: the core
     components/*) echo components ;;
     db/*) echo db ;;
     reports/*) echo reports ;;

@@ -14,7 +14,7 @@ source "$here/env.sh"
 
 debs=(build-essential cmake ninja-build ccache pkg-config python3-venv git
       libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libboost-program-options-dev
-      libgtest-dev libgmock-dev clang-format nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev chromium
+      libgtest-dev libgmock-dev clang-format nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev chromium
       slurm-wlm munge clang libclang-rt-14-dev procps)
 missing=()
 for p in "${debs[@]}"; do

@@ -27,10 +27,11 @@ namespace fs = std::filesystem;
 
 int validate_command(const std::vector<std::string>& args) {
   po::options_description options = command_options("trainyard validate FILE... [options]");
-  std::vector<std::string> files, overrides;
+  std::vector<std::string> files, overrides, plugins;
   int64_t max_runs;
   add_max_runs_option(options, max_runs);
   add_override_option(options, overrides);
+  add_plugin_option(options, plugins);
   po::options_description arguments;
   arguments.add_options()("file", po::value(&files), "experiment files");
   po::positional_options_description positional;
@@ -38,10 +39,11 @@ int validate_command(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
   if (files.empty()) throw UserError("validate: name at least one experiment file");
+  for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
   int failures = 0;
   for (const auto& file : files) {
     try {
-      Experiment experiment = load_experiment(file, overrides, builtin_registry(), max_runs);
+      Experiment experiment = load_experiment(file, overrides, plugin_loader(), max_runs);
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
                  experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
     } catch (const ConfigError& e) {
@@ -107,6 +109,8 @@ int list_command(const std::vector<std::string>& args) {
       "trainyard list [WHAT] [options]\n  WHAT: a component kind (model, dataset, optimizer, "
       "scheduler, precision, strategy), a section (train, runtime, report, sweep) or metrics");
   std::string filter;
+  std::vector<std::string> plugins;
+  add_plugin_option(options, plugins);
   po::options_description arguments;
   arguments.add_options()("what", po::value(&filter), "what to list");
   po::positional_options_description positional;
@@ -114,7 +118,8 @@ int list_command(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
 
-  const Registry& registry = builtin_registry();
+  for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
+  const Registry& registry = plugin_loader().registry();
   std::vector<std::string> names;
   for (auto kind : all_component_kinds()) names.push_back(to_string(kind));
   // The plural names the same kind: `list models`, `list strategies`.
@@ -137,7 +142,8 @@ int list_command(const std::vector<std::string>& args) {
     heading = heading.back() == 'y' ? heading.substr(0, heading.size() - 1) + "ies" : heading + "s";
     fmt::print("{}\n", heading);
     for (const auto* entry : registry.entries(kind)) {
-      fmt::print("  {:<18} {}\n", entry->name, entry->help);
+      fmt::print("  {:<18} {}{}\n", entry->name, entry->help,
+                 entry->library.empty() ? "" : " [plugin " + entry->library + "]");
       print_options(entry->options);
     }
     if (kind == ComponentKind::model) {
@@ -166,7 +172,7 @@ CurrentExperiment current_experiment(const ExperimentRecord& record) {
     return current;
   }
   try {
-    Experiment experiment = load_experiment(record.file, {}, builtin_registry());
+    Experiment experiment = load_experiment(record.file, {}, plugin_loader());
     if (experiment.name != record.name) {
       current.problem = fmt::format("the file now names experiment '{}'", experiment.name);
       return current;

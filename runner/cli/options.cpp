@@ -62,6 +62,12 @@ void add_override_option(po::options_description& options, std::vector<std::stri
                         "override a key in every file: --set train.epochs=1 (repeatable)");
 }
 
+void add_plugin_option(po::options_description& options, std::vector<std::string>& plugins) {
+  options.add_options()("plugin", po::value(&plugins)->composing(),
+                        "load a plugin library (components built outside Trainyard, "
+                        "docs/plugins.md), as `plugins:` in every file would (repeatable)");
+}
+
 void add_max_runs_option(po::options_description& options, int64_t& max_runs) {
   max_runs = kDefaultMaxRuns;
   options.add_options()(

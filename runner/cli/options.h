@@ -34,6 +34,10 @@ void add_experiment_option(boost::program_options::options_description& options,
 // --set KEY=VALUE (repeatable): an override applied to every experiment file.
 void add_override_option(boost::program_options::options_description& options,
                          std::vector<std::string>& overrides);
+// --plugin PATH (repeatable): a plugin library loaded before anything validates, as if every
+// experiment file named it under `plugins:`.
+void add_plugin_option(boost::program_options::options_description& options,
+                       std::vector<std::string>& plugins);
 // --max-runs N: the largest batch a command accepts (kDefaultMaxRuns unless given).
 void add_max_runs_option(boost::program_options::options_description& options, int64_t& max_runs);
 // Throws UserError when --max-runs is below 1; `command` names the command in the message.

@@ -95,12 +95,13 @@ int run_command(const std::vector<std::string>& args) {
   po::options_description options = command_options("trainyard run FILE... [options]");
   std::vector<std::string> files;
   std::string db_path;
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, plugins;
   NodeSpec node;
   BatchPolicy policy;
   std::string on_failure = "continue", time_limit;
   int64_t max_runs;
   add_override_option(options, overrides);
+  add_plugin_option(options, plugins);
   add_database_option(options, db_path);
   add_max_runs_option(options, max_runs);
   options.add_options()("force", "rerun runs whose config already completed")(
@@ -169,8 +170,9 @@ int run_command(const std::vector<std::string>& args) {
   // Validation of every file comes first and writes nothing: a bad file leaves the database
   // untouched and runs nothing of the batch.
   check_max_runs("run", max_runs);
+  for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
   const std::vector<Experiment> experiments =
-      load_batch(files, overrides, builtin_registry(), max_runs);
+      load_batch(files, overrides, plugin_loader(), max_runs);
   if (vm.count("dry-run")) {
     for (size_t i = 0; i < experiments.size(); ++i) {
       if (i > 0) fmt::print("\n");
@@ -211,7 +213,7 @@ int run_command(const std::vector<std::string>& args) {
       g_stop_requested.store(true);
     });
   }
-  Controller controller(store, builtin_registry(), log_dir, g_stop_requested, node, policy);
+  Controller controller(store, plugin_loader().registry(), log_dir, g_stop_requested, node, policy);
   BatchSummary summary = controller.run_batch(experiments, vm.count("force") > 0);
 
   std::vector<std::string> names;

@@ -154,7 +154,7 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
     std::ifstream config(task.stem + ".yaml");
     std::stringstream text;
     text << config.rdbuf();
-    const RunSpec run = parse_resolved_run(text.str(), task.variant, builtin_registry());
+    const RunSpec run = parse_resolved_run(text.str(), task.variant, plugin_loader());
     events.started({.git_revision = git_revision_of(task.stem + ".yaml"),
                     .torch_version = torch_version(),
                     .device_name = resolve_device(run.runtime).name,

@@ -35,7 +35,7 @@ namespace {
 
 // What the command line asks for.
 struct SubmitRequest {
-  std::vector<std::string> files, overrides;
+  std::vector<std::string> files, overrides, plugins;
   std::string db_path;
   SlurmOptions slurm;
   int64_t max_runs = kDefaultMaxRuns;
@@ -73,6 +73,7 @@ std::optional<SubmitRequest> parse_submit_request(const std::vector<std::string>
   add_max_runs_option(options, request.max_runs);
   options.add_options()("slurm", "submit to Slurm (the one scheduler trainyard submits to)");
   add_override_option(options, request.overrides);
+  add_plugin_option(options, request.plugins);
   add_database_option(
       options, request.db_path,
       "database file on this host (default: $TRAINYARD_DB or runs/trainyard.db); the runs' files "
@@ -383,8 +384,9 @@ std::string submit_report_job(Store& store, const RecordedSubmission& submission
 int submit_command(const std::vector<std::string>& args) {
   const std::optional<SubmitRequest> request = parse_submit_request(args);
   if (!request) return kExitOk;
+  for (const auto& plugin : request->plugins) plugin_loader().add_command_line_plugin(plugin);
   const std::vector<Experiment> experiments =
-      load_batch(request->files, request->overrides, builtin_registry(), request->max_runs);
+      load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 

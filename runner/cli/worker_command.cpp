@@ -48,8 +48,8 @@ int worker_command(const std::vector<std::string>& args) {
     std::stringstream text;
     text << in.rdbuf();
     if (!in) throw UserError("worker: cannot read " + config);
-    RunSpec run = parse_resolved_run(text.str(), variant, builtin_registry());
-    RunContext context{.registry = builtin_registry(),
+    RunSpec run = parse_resolved_run(text.str(), variant, plugin_loader());
+    RunContext context{.registry = plugin_loader().registry(),
                        .observer = *channel,
                        .stop_requested = &g_worker_stop,
                        .output_prefix = output_prefix,

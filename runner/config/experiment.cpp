@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -21,8 +22,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Keys allowed at the top of an experiment file.
-const std::vector<std::string> kTopLevelKeys = {
-    "extends", "name", "description", "model", "dataset", "train", "runtime", "sweep", "report"};
+const std::vector<std::string> kTopLevelKeys = {"extends", "plugins", "name",  "description",
+                                                "model",   "dataset", "train", "runtime",
+                                                "sweep",   "report"};
 
 std::string stem_of(const std::string& file) { return fs::path(file).stem().string(); }
 
@@ -82,10 +84,102 @@ class VariantProblems {
   std::vector<Problem> problems_;
 };
 
+// The plugins an experiment names: the command line's (--plugin), then its `plugins:` list, each
+// loaded into `loader`. A path written in a file is relative to that file, as `extends:` is; one
+// given with --set, to the current folder. Without a loader, naming one is an error.
+std::vector<PluginRef> load_named_plugins(const ConfigTree& tree, PluginLoader* loader,
+                                          Diagnostics& diagnostics) {
+  std::vector<PluginRef> plugins;
+  auto add = [&](const PluginRef& plugin) {
+    for (const auto& p : plugins)
+      if (p.path == plugin.path) return;
+    plugins.push_back(plugin);
+  };
+  if (loader)
+    for (const auto& path : loader->command_line_plugins()) add(loader->load(path).ref);
+  const ConfigValue* value = tree.find("plugins");
+  if (value == nullptr || value->node.IsNull()) return plugins;
+  const bool from_file = value->origin.line > 0;
+  std::vector<YAML::Node> items;
+  if (value->node.IsScalar()) {
+    items.push_back(value->node);
+  } else if (value->node.IsSequence()) {
+    for (const auto& item : value->node) items.push_back(item);
+  } else {
+    diagnostics.error(value->origin,
+                      "'plugins' must be a list of plugin libraries: plugins: [build/libmynet.so]");
+    return plugins;
+  }
+  for (const YAML::Node& item : items) {
+    const Origin origin = from_file ? origin_of(item, value->origin.file) : value->origin;
+    if (!item.IsScalar() || item.Scalar().empty()) {
+      diagnostics.error(origin, "'plugins' entries must be paths to plugin libraries (.so files)");
+      continue;
+    }
+    fs::path path(item.Scalar());
+    if (path.is_relative() && from_file) path = fs::path(value->origin.file).parent_path() / path;
+    if (loader == nullptr) {
+      diagnostics.error(origin, "'plugins': this program loads no plugins (trainyard-engine does)");
+      continue;
+    }
+    try {
+      add(loader->load(path.string()).ref);
+    } catch (const UserError& e) {
+      diagnostics.error(origin, e.what());
+    }
+  }
+  return plugins;
+}
+
+// `resolved` with its plugins first, as a run's resolved config records them: each library's
+// absolute path and the SHA-256 of its bytes, so a rebuilt plugin is another configuration. A run
+// without plugins records nothing (its identity is what it was before plugins existed).
+ConfigTree with_plugins(const std::vector<PluginRef>& plugins, const ConfigTree& resolved,
+                        const Origin& origin) {
+  if (plugins.empty()) return resolved;
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& plugin : plugins) {
+    YAML::Node entry;
+    entry["path"] = plugin.path;
+    entry["sha256"] = plugin.sha256;
+    list.push_back(entry);
+  }
+  ConfigTree out;
+  out.set("plugins", {list, origin, origin});
+  out.merge(resolved);
+  return out;
+}
+
+// The plugins a resolved config records, loaded into `loader`, each checked to be the bytes the
+// run was configured with.
+std::vector<PluginRef> load_recorded_plugins(const ConfigTree& tree, PluginLoader* loader) {
+  std::vector<PluginRef> plugins;
+  const ConfigValue* value = tree.find("plugins");
+  if (value == nullptr) return plugins;
+  if (loader == nullptr)
+    throw UserError("the run's config names plugins, and this program loads none");
+  for (const auto& item : value->node) {
+    const PluginRef recorded{item["path"].as<std::string>(""), item["sha256"].as<std::string>("")};
+    const PluginRef& loaded = loader->load(recorded.path).ref;
+    if (loaded.sha256 != recorded.sha256)
+      throw UserError(fmt::format(
+          "plugin '{}' changed after this run was configured (sha256 was {}, is now {}): its "
+          "components are no longer the run's; a rebuilt plugin is a new configuration, so run "
+          "the experiment again to train it",
+          recorded.path, recorded.sha256.substr(0, 12), loaded.sha256.substr(0, 12)));
+    plugins.push_back(loaded);
+  }
+  return plugins;
+}
+
 }  // namespace
 
-Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
-                           const Registry& registry, int64_t max_runs) {
+namespace {
+
+// load_experiment, against `registry`; `loader`, when given, is where plugins load (and
+// `registry` is its registry).
+Experiment read_experiment(const std::string& file, const std::vector<std::string>& overrides,
+                           const Registry& registry, PluginLoader* loader, int64_t max_runs) {
   Diagnostics diagnostics;
   ConfigTree tree = read_experiment_file(file, diagnostics);
   diagnostics.throw_if_any();  // unreadable files and syntax errors: nothing more to check
@@ -93,6 +187,12 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   ConfigTree command_line;
   for (const auto& text : overrides) apply_override(text, command_line, diagnostics);
   merge_layer(tree, command_line);
+  // Plugins first: the components they register are what the rest is validated against, so a
+  // plugin that did not load would make every name it provides an "unknown" problem too — its
+  // problems end the validation there (with the command line's, already found).
+  const size_t problems_before_plugins = diagnostics.items().size();
+  const std::vector<PluginRef> plugins = load_named_plugins(tree, loader, diagnostics);
+  if (diagnostics.items().size() > problems_before_plugins) diagnostics.throw_if_any();
   report_unknown_keys(tree, kTopLevelKeys, "", "an experiment", diagnostics);
 
   Experiment experiment;
@@ -112,7 +212,7 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
       tree.subtree("report"), "report", "section 'report'", file_origin(file), diagnostics);
 
   ConfigTree base = tree;  // the run's sections, with where each of their keys is written
-  for (const char* key : {"sweep", "report", "name", "description"}) base.erase(key);
+  for (const char* key : {"sweep", "report", "name", "description", "plugins"}) base.erase(key);
 
   const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
   std::vector<Variant> variants =
@@ -131,7 +231,9 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
       if (r > 0)  // the variant's own seed, then the next ones
         repeat_tree.set("train.seed", {YAML::Node(seed + r), file_origin(file), file_origin(file)});
       Diagnostics found;
-      ConfigTree resolved = resolve_run(repeat_tree, registry, file, run, found);
+      ConfigTree resolved = with_plugins(
+          plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
+      run.plugins = plugins;
       if (r == 0) seed = run.train.seed;
       run.config_yaml = resolved.to_yaml_text();
       run.config_hash = run_identity_hash(resolved);
@@ -165,8 +267,8 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
   return experiment;
 }
 
-RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,
-                           const Registry& registry) {
+RunSpec read_resolved_run(const std::string& config_yaml, const std::string& variant,
+                          const Registry& registry, PluginLoader* loader) {
   Diagnostics diagnostics;
   ConfigTree tree;
   try {
@@ -178,11 +280,37 @@ RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& va
   diagnostics.throw_if_any();
   RunSpec run;
   run.variant = variant;
-  ConfigTree resolved = resolve_run(tree, registry, "<resolved config>", run, diagnostics);
+  run.plugins = load_recorded_plugins(tree, loader);
+  tree.erase("plugins");
+  ConfigTree resolved =
+      with_plugins(run.plugins, resolve_run(tree, registry, "<resolved config>", run, diagnostics),
+                   file_origin("<resolved config>"));
   diagnostics.throw_if_any();
   run.config_yaml = resolved.to_yaml_text();
   run.config_hash = run_identity_hash(resolved);
   return run;
+}
+
+}  // namespace
+
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
+                           PluginLoader& plugins, int64_t max_runs) {
+  return read_experiment(file, overrides, plugins.registry(), &plugins, max_runs);
+}
+
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
+                           const Registry& registry, int64_t max_runs) {
+  return read_experiment(file, overrides, registry, nullptr, max_runs);
+}
+
+RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,
+                           PluginLoader& plugins) {
+  return read_resolved_run(config_yaml, variant, plugins.registry(), &plugins);
+}
+
+RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,
+                           const Registry& registry) {
+  return read_resolved_run(config_yaml, variant, registry, nullptr);
 }
 
 namespace {
@@ -196,9 +324,11 @@ class BatchError : public UserError {
 
 }  // namespace
 
-std::vector<Experiment> load_batch(const std::vector<std::string>& files,
-                                   const std::vector<std::string>& overrides,
-                                   const Registry& registry, int64_t max_runs) {
+namespace {
+
+// load_batch, each file read by `load` (load_experiment with or without plugins).
+std::vector<Experiment> read_batch(const std::vector<std::string>& files, int64_t max_runs,
+                                   const std::function<Experiment(const std::string&)>& load) {
   std::vector<Experiment> experiments;
   std::vector<std::string> problems;
   std::map<std::string, std::string> file_of_name, seen_files;
@@ -213,7 +343,7 @@ std::vector<Experiment> load_batch(const std::vector<std::string>& files,
     }
     seen_files[canonical] = file;
     try {
-      Experiment experiment = load_experiment(file, overrides, registry, max_runs);
+      Experiment experiment = load(file);
       auto [it, fresh] = file_of_name.emplace(experiment.name, file);
       if (!fresh)
         problems.push_back(fmt::format(
@@ -241,6 +371,24 @@ std::vector<Experiment> load_batch(const std::vector<std::string>& files,
     text += fmt::format("nothing was run: every file of a batch must be valid ({} given)\n",
                         files.size());
   throw BatchError(text);
+}
+
+}  // namespace
+
+std::vector<Experiment> load_batch(const std::vector<std::string>& files,
+                                   const std::vector<std::string>& overrides, PluginLoader& plugins,
+                                   int64_t max_runs) {
+  return read_batch(files, max_runs, [&](const std::string& file) {
+    return load_experiment(file, overrides, plugins, max_runs);
+  });
+}
+
+std::vector<Experiment> load_batch(const std::vector<std::string>& files,
+                                   const std::vector<std::string>& overrides,
+                                   const Registry& registry, int64_t max_runs) {
+  return read_batch(files, max_runs, [&](const std::string& file) {
+    return load_experiment(file, overrides, registry, max_runs);
+  });
 }
 
 }  // namespace trainyard

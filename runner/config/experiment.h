@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "components/plugin_loader.h"
 #include "components/registry.h"
 #include "reports/report_options.h"
 #include "runner/config/run_spec.h"
@@ -26,8 +27,12 @@ struct Experiment {
 // generated grid that multiplies out to millions is a mistake to catch before anything is queued.
 inline constexpr int64_t kDefaultMaxRuns = 5000;
 
-// Reads `file` (following `extends:`), applies `overrides` ("train.epochs=1"), validates and
-// expands the sweep. Throws ConfigError listing every problem.
+// Reads `file` (following `extends:`), applies `overrides` ("train.epochs=1"), loads the plugins
+// it names (`plugins:`, and the loader's command-line ones) into `plugins`, validates against
+// their registry and expands the sweep. Throws ConfigError listing every problem. With a bare
+// `registry`, an experiment that names a plugin is an error.
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
+                           PluginLoader& plugins, int64_t max_runs = kDefaultMaxRuns);
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
                            const Registry& registry, int64_t max_runs = kDefaultMaxRuns);
 
@@ -35,10 +40,18 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
 // anything runs. Throws one UserError listing every problem of every file (and a name or file given
 // twice), each labelled with its file.
 std::vector<Experiment> load_batch(const std::vector<std::string>& files,
+                                   const std::vector<std::string>& overrides, PluginLoader& plugins,
+                                   int64_t max_runs = kDefaultMaxRuns);
+std::vector<Experiment> load_batch(const std::vector<std::string>& files,
                                    const std::vector<std::string>& overrides,
                                    const Registry& registry, int64_t max_runs = kDefaultMaxRuns);
 
-// Re-reads the resolved config of one run (RunSpec::config_yaml), as a worker process would.
+// Re-reads the resolved config of one run (RunSpec::config_yaml), as a worker process would,
+// loading the plugins it records. A plugin whose bytes are no longer those the run was configured
+// with (rebuilt under a running batch) is a UserError naming it: its components would not be the
+// configuration's.
+RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,
+                           PluginLoader& plugins);
 RunSpec parse_resolved_run(const std::string& config_yaml, const std::string& variant,
                            const Registry& registry);
 

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "components/plugin_loader.h"
 #include "components/registry.h"
 #include "config/options.h"
 
@@ -74,7 +76,8 @@ struct RunSpec {
   ComponentChoice strategy;  // runtime.strategy
   TrainOptions train;
   RuntimeOptions runtime;
-  std::string config_yaml;  // the resolved config, stored with the run
+  std::vector<PluginRef> plugins;  // the libraries its components may come from (`plugins:`)
+  std::string config_yaml;         // the resolved config, stored with the run
   std::string config_hash;  // the run's identity (run_identity_hash): "already completed?" asks it
 };
 

@@ -369,6 +369,11 @@ void Trainer::setup_optimization() {
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
   attributes["reduce_dtype"] =
       c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
+  attributes.merge(strategy_->attributes());
+  std::vector<std::string> plugins;  // where the run's components may come from, and which build
+  for (const auto& plugin : run_.plugins)
+    plugins.push_back(fmt::format("{} (sha256 {})", plugin.path, plugin.sha256.substr(0, 16)));
+  if (!plugins.empty()) attributes["plugins"] = join(plugins, "; ");
   context_.observer.on_setup(attributes);
   optimizer_ =
       build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
