@@ -45,6 +45,10 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
   FullyShardedDataParallel(const FsdpOptions& o, const StrategyContext& context)
       : DistributedStrategy("fsdp", {o.backend, o.reduce_dtype}, context), options_(o) {}
 
+  std::map<std::string, std::string> attributes() const override {
+    return {{"fsdp_units", units_described_}};
+  }
+
   ~FullyShardedDataParallel() override {
     if (model_) model_->set_block_hooks(nullptr);
   }
@@ -64,6 +68,11 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
     for (const auto& p : model.parameters())
       if (!in_blocks.count(p.unsafeGetTensorImpl())) root.push_back(p);
     groups.push_back(root);
+    units_described_ =
+        model.blocks().empty()
+            ? "one unit: the model declares no blocks(), so every parameter is gathered at "
+              "once"
+            : fmt::format("{} blocks and the root", model.blocks().size());
 
     std::vector<torch::Tensor> hooked;
     for (auto& group : groups) {
@@ -224,6 +233,7 @@ class FullyShardedDataParallel : public DistributedStrategy, public BlockHooks {
   }
 
   FsdpOptions options_;
+  std::string units_described_;  // what the run details say of the units
   std::vector<Unit> units_;      // the blocks', then the root's
   std::vector<size_t> unit_of_;  // hooked parameter index -> unit
   bool syncing_ = true;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 
 #include <torch/optim/optimizer.h>
@@ -75,6 +76,8 @@ class Strategy {
   // Bytes of the gradient and parameter collectives issued so far (the size of each all-reduced,
   // reduce-scattered or all-gathered buffer, as NCCL's tests count "size"); 0 with one process.
   virtual double communicated_bytes() const { return 0; }
+  // What the run details should say of how it distributed the model (after setup).
+  virtual std::map<std::string, std::string> attributes() const { return {}; }
 
   // Sums `tensor` over the ranks, in place (nothing to do with one rank); the same for the maximum.
   virtual void all_reduce_sum(torch::Tensor& tensor) {}

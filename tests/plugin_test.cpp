@@ -1,0 +1,144 @@
+// Plugins end to end, as a user meets them: the examples and the broken plugins of tests/plugins
+// are built against the installed SDK (the ctest fixture plugin_sdk, tests/plugins/build.sh), and
+// the installed trainyard runs experiment files that name them.
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/cli_support.h"
+
+namespace trainyard::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string built(const std::string& project, const std::string& name) {
+  return fmt::format("{}/{}/lib{}.so", TRAINYARD_PLUGIN_DIR, project, name);
+}
+
+// The mlp example's experiment, naming `plugin` (relative to the file, as a user writes it).
+std::string mlp_experiment(const std::string& plugin, const std::string& variants = "") {
+  return fmt::format(R"(name: mlp-plugin
+{}
+model: {{name: mlp, image_size: 8, hidden: 16, num_classes: 3}}
+dataset: {{name: synthetic-images, num_classes: 3, image_size: 8, train_size: 96, val_size: 32,
+          test_size: 32}}
+train: {{epochs: 2, batch_size: 16, optimizer: {{name: adam, lr: 1.0e-3}}}}
+runtime: {{accelerator: cpu}}
+{})",
+                     plugin.empty() ? "# no plugins" : "plugins: [" + plugin + "]", variants);
+}
+
+class PluginTest : public CliTest {
+ protected:
+  // The mlp example copied beside the experiment, as lib/libmlp.so.
+  std::string experiment_with_mlp(const std::string& variants = "") {
+    fs::create_directories(dir.path() / "lib");
+    fs::copy_file(built("mlp", "mlp"), dir.path() / "lib" / "libmlp.so",
+                  fs::copy_options::overwrite_existing);
+    return dir.write("mlp.yaml", mlp_experiment("lib/libmlp.so", variants));
+  }
+};
+
+TEST_F(PluginTest, ExampleTrainsUnderSingleAndDdpAndShowsInTheReport) {
+  const std::string file = experiment_with_mlp(R"(sweep:
+  variants:
+    - name: single
+    - name: ddp
+      set: {runtime.strategy: ddp, runtime.devices: 2}
+)");
+  Result list = trainyard("list models --plugin " + (dir.path() / "lib" / "libmlp.so").string());
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("two-layer perceptron (example plugin) [plugin "), std::string::npos)
+      << list.output;
+  Result validate = trainyard("validate " + file);
+  ASSERT_EQ(validate.exit_code, 0) << validate.output;
+  Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("2 completed"), std::string::npos) << run.output;
+  Result report = trainyard(fmt::format("report --db {} -o {}/r.html", db(), dir.path().string()));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string html = read_file(dir.path() / "r.html");
+  EXPECT_NE(html.find((dir.path() / "lib" / "libmlp.so").string() + " (sha256 "),
+            std::string::npos);
+  EXPECT_NE(html.find("mlp-plugin"), std::string::npos);
+}
+
+TEST_F(PluginTest, ARebuiltPluginIsANewConfiguration) {
+  const std::string file = experiment_with_mlp();
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  Result again = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("0 completed, 1 already completed"), std::string::npos)
+      << again.output;
+  // Other bytes at the same path (a byte more at the end loads as before): not the run that
+  // completed.
+  {
+    std::ofstream out(dir.path() / "lib" / "libmlp.so", std::ios::app | std::ios::binary);
+    out << '\0';
+  }
+  Result rebuilt = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(rebuilt.exit_code, 0) << rebuilt.output;
+  EXPECT_NE(rebuilt.output.find("1 completed, 0 already completed"), std::string::npos)
+      << rebuilt.output;
+}
+
+TEST_F(PluginTest, EachBadPluginIsRefusedWithItsFixAndNothingWritten) {
+  fs::create_directories(dir.path() / "lib");
+  const std::string text_file = dir.write("lib/notes.so", "not a library\n");
+  struct Case {
+    std::string plugin;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {(dir.path() / "lib" / "missing.so").string(), "no such file; build the plugin"},
+      {text_file, "is not a shared library (not an ELF file)"},
+      {built("bad", "no_entry"), "is a shared library but not a Trainyard plugin"},
+      {built("bad", "throws"),
+       "its entry point failed: the weights this plugin needs are not installed"},
+      {built("bad", "takes_vit"), "model 'vit' is built in; rename its components"},
+      {built("bad", "other_torch"),
+       "LibTorch 2.10.0 (this trainyard: 2.11.0); rebuild the plugin against this Trainyard"},
+      {built("bad", "future_api"), "plugin API version 2 (this trainyard: 1); rebuild"},
+      {built("bad", "old_abi"), "C++ string ABI (_GLIBCXX_USE_CXX11_ABI) 0 (this trainyard: 1)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.plugin);
+    const std::string file = dir.write("bad.yaml", mlp_experiment(c.plugin));
+    Result run = trainyard("run " + file + " --db " + db());
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_NE(run.output.find(file + ":2:"), std::string::npos) << run.output;  // its place
+    EXPECT_NE(run.output.find(c.message), std::string::npos) << run.output;
+    EXPECT_FALSE(fs::exists(db())) << "the database was written";
+  }
+  // Two plugins with one name: both named.
+  const std::string file = experiment_with_mlp();
+  Result clash = trainyard(fmt::format("validate {} --plugin {}", file, built("bad", "takes_mlp")));
+  EXPECT_EQ(clash.exit_code, 2) << clash.output;
+  EXPECT_NE(clash.output.find(fmt::format("plugin '{}' registers names already taken: model 'mlp' "
+                                          "is registered by plugin '{}' too",
+                                          (dir.path() / "lib" / "libmlp.so").string(),
+                                          built("bad", "takes_mlp"))),
+            std::string::npos)
+      << clash.output;
+}
+
+TEST_F(PluginTest, TheCommandLinePluginReachesEveryRun) {
+  // No `plugins:` in the file: --plugin loads it, and the runs' workers load it from their config.
+  const std::string plain = dir.write("plain.yaml", mlp_experiment(""));
+  Result refused = trainyard("validate " + plain);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("unknown model 'mlp'"), std::string::npos) << refused.output;
+  Result dry = trainyard(
+      fmt::format("run {} --db {} --dry-run --plugin {}", plain, db(), built("mlp", "mlp")));
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  Result run =
+      trainyard(fmt::format("run {} --db {} --plugin {}", plain, db(), built("mlp", "mlp")));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("1 completed"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace trainyard::testing

@@ -1,0 +1,2 @@
+// A shared library that is not a Trainyard plugin.
+extern "C" int answer() { return 42; }

@@ -1,0 +1,2 @@
+#define NAME "vit"
+#include "takes_mlp.cpp"
