@@ -1,12 +1,17 @@
 // Plugins end to end, as a user meets them: the examples and the broken plugins of tests/plugins
 // are built against the installed SDK (the ctest fixture plugin_sdk, tests/plugins/build.sh), and
 // the installed trainyard runs experiment files that name them.
+#include <signal.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "db/store.h"
 #include "tests/cli_support.h"
 
 namespace trainyard::testing {
@@ -138,6 +143,76 @@ TEST_F(PluginTest, TheCommandLinePluginReachesEveryRun) {
       trainyard(fmt::format("run {} --db {} --plugin {}", plain, db(), built("mlp", "mlp")));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("1 completed"), std::string::npos) << run.output;
+}
+
+// The ResNet example (BatchNorm buffers) under ddp, its controller SIGKILLed after a mid-epoch
+// checkpoint in epoch 2: the next run continues it, and every figure (test accuracy included, which
+// reads the running statistics) is the undisturbed run's, bit for bit.
+TEST_F(PluginTest, ResNetUnderDdpContinuesBitForBitAfterAKill) {
+  const std::string file = dir.write("resnet.yaml", fmt::format(R"(name: resnet-ddp
+plugins: [{}]
+model: {{name: resnet18, num_classes: 4, image_size: 8, stem: cifar}}
+dataset: {{name: synthetic-images, num_classes: 4, image_size: 8, train_size: 192, val_size: 32,
+          test_size: 32, noise: 0.3}}
+train: {{epochs: 2, batch_size: 8, checkpoint_every_steps: 3,
+        optimizer: {{name: sgd, lr: 0.02, momentum: 0.9}}}}
+runtime: {{accelerator: cpu, threads: 1, strategy: ddp, devices: 2}}
+)",
+                                                                built("resnet", "resnet")));
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db);
+  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
+
+  pid_t controller = start_run(file, db());
+  KillOnExit guard{controller};
+  bool mid_epoch = false;
+  for (int i = 0; i < 2400 && !mid_epoch; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const auto [done, batch] = checkpoint_position(dir.path() / "runs" / "logs");
+    mid_epoch = done == 1 && batch > 0;
+  }
+  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
+  kill(controller, SIGKILL);
+  EXPECT_EQ(exit_code_of(controller), 128 + SIGKILL);
+
+  Result again = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(training_figures(db()), training_figures(undisturbed_db));
+}
+
+// A plugin rebuilt while a batch runs: the runs started after the change are not trained with other
+// code than their configuration names — each fails, naming the plugin and both hashes.
+TEST_F(PluginTest, APluginChangedUnderARunningBatchIsNamedNotMixed) {
+  const std::string file = experiment_with_mlp(R"(sweep:
+  grid: {train.optimizer.lr: [1.0e-3, 2.0e-3, 3.0e-3]}
+)");
+  pid_t controller = start_run(file, db());
+  KillOnExit guard{controller};
+  // Once the first run trains, the controller has configured every run with the old bytes.
+  bool training = false;
+  for (int i = 0; i < 2400 && !training; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    training = fs::exists(dir.path() / "runs" / "logs" / "mlp-plugin");
+  }
+  ASSERT_TRUE(training);
+  {
+    std::ofstream out(dir.path() / "lib" / "libmlp.so", std::ios::app | std::ios::binary);
+    out << '\0';
+  }
+  const int exit_code = exit_code_of(controller);
+  EXPECT_NE(exit_code, 0);
+  Store store(db());
+  int changed = 0;
+  for (const auto& run : store.runs("mlp-plugin"))
+    if (run.status == RunStatus::failed) {
+      EXPECT_NE(run.error.find("changed after this run was configured (sha256 was "),
+                std::string::npos)
+          << run.error;
+      ++changed;
+    }
+  EXPECT_GE(changed, 2) << "the runs after the change were not refused";
 }
 
 }  // namespace

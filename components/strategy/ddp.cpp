@@ -16,6 +16,7 @@ struct DdpOptions {
   double bucket_mb = 25.0;
   std::string backend = "auto";
   std::string reduce_dtype = "float32";
+  bool broadcast_buffers = true;
 };
 
 class DistributedDataParallel : public DistributedStrategy {
@@ -26,10 +27,20 @@ class DistributedDataParallel : public DistributedStrategy {
   void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) override {
     setup_replicated(model, device, param_dtype);
     parameters_ = model.parameters();
+    has_buffers_ = !model.buffers().empty();
     const auto bucket_bytes = static_cast<int64_t>(options_.bucket_mb * 1024 * 1024);
     buckets_ = bucket_parameters(parameters_, bucket_bytes, c10::elementSize(reduce_dtype_));
     in_flight_.resize(buckets_.size());
     gradient_buckets_.attach(parameters_, buckets_, [this](size_t b) { launch(b); });
+  }
+
+  // Rank 0's buffers before each forward, as PyTorch's DDP does in training (broadcast_buffers):
+  // each rank then updates BatchNorm's running statistics from rank 0's and its own share of the
+  // batch. Before an evaluation's forward too (PyTorch's leaves each rank its own): every rank
+  // then evaluates the model rank 0 saves, and a continued run evaluates as the undisturbed one.
+  torch::Tensor forward(Model& model, const Batch& batch) override {
+    if (options_.broadcast_buffers && has_buffers_) broadcast_buffers(model);
+    return model.forward(batch);
   }
 
   void backward(const torch::Tensor& loss, bool sync) override {
@@ -84,6 +95,7 @@ class DistributedDataParallel : public DistributedStrategy {
 
   DdpOptions options_;
   std::vector<torch::Tensor> parameters_;
+  bool has_buffers_ = false;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices
   std::vector<InFlight> in_flight_;           // per bucket
   GradientBuckets gradient_buckets_;
@@ -93,8 +105,11 @@ class DistributedDataParallel : public DistributedStrategy {
 
 void register_ddp(Registry& registry) {
   OptionSet<DdpOptions> options;
-  options.add("bucket_mb", &DdpOptions::bucket_mb, "gradients all-reduced together, in MiB",
-              greater_than(0));
+  options
+      .add("bucket_mb", &DdpOptions::bucket_mb, "gradients all-reduced together, in MiB",
+           greater_than(0))
+      .add("broadcast_buffers", &DdpOptions::broadcast_buffers,
+           "give every rank rank 0's buffers (BatchNorm statistics) before each forward");
   add_distributed_options(options);
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "ddp",

@@ -128,6 +128,23 @@ void DistributedStrategy::broadcast(torch::Tensor& tensor) {
   group_->broadcast(t)->wait();
 }
 
+void DistributedStrategy::broadcast_buffers(Model& model) {
+  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
+  for (auto& t : model.buffers()) by_dtype[t.scalar_type()].push_back(t);
+  torch::NoGradGuard no_grad;
+  for (auto& [dtype, buffers] : by_dtype) {
+    std::vector<torch::Tensor> flat;
+    for (const auto& b : buffers) flat.push_back(b.reshape({-1}));
+    torch::Tensor all = torch::cat(flat);
+    broadcast(all);
+    int64_t offset = 0;
+    for (auto& b : buffers) {
+      b.copy_(all.narrow(0, offset, b.numel()).view_as(b));
+      offset += b.numel();
+    }
+  }
+}
+
 void DistributedStrategy::launch_reduce_scatter(GradientReduction& reduction,
                                                 torch::Tensor flat_gradients, int64_t chunk_numel) {
   // Divided before the sum, as PyTorch's allreduce_hook does: in a 16-bit reduce dtype a sum of

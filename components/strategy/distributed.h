@@ -52,6 +52,9 @@ class DistributedStrategy : public Strategy {
   // Moves the model to the device and gives every rank rank 0's parameters and buffers.
   void setup_replicated(Model& model, const torch::Device& device, c10::ScalarType param_dtype);
   void broadcast(torch::Tensor& tensor);
+  // Gives every rank rank 0's buffers (BatchNorm's running statistics), one broadcast per dtype,
+  // as PyTorch's DDP does before each training forward (broadcast_buffers).
+  void broadcast_buffers(Model& model);
   void all_reduce(torch::Tensor& tensor, c10d::ReduceOp op);
 
   // to_model_layout / to_optimizer_layout for strategies whose optimizer updates one chunk of each
