@@ -215,5 +215,23 @@ TEST_F(PluginTest, APluginChangedUnderARunningBatchIsNamedNotMixed) {
   EXPECT_GE(changed, 2) << "the runs after the change were not refused";
 }
 
+// The ResNet study as shipped names the plugin scripts/build_examples.sh builds and a placeholder
+// CIFAR-10 path; with both in place it validates, and on a machine without a GPU every run is
+// skipped with the reason.
+TEST_F(PluginTest, TheResNetStudyValidatesWithItsPlugin) {
+  for (const auto& name : kCifar10Files) dir.write("cifar-10-batches-bin/" + name, "");
+  const std::string study = source("experiments/resnet_cifar10.yaml");
+  const std::string files =
+      fmt::format(" --set dataset.root={}/cifar-10-batches-bin --set plugins=[{}]",
+                  dir.path().string(), built("resnet", "resnet"));
+  Result validate = trainyard("validate " + study + files);
+  EXPECT_EQ(validate.exit_code, 0) << validate.output;
+  EXPECT_NE(validate.output.find("5 runs"), std::string::npos) << validate.output;
+  Result run = trainyard("run " + study + " --db " + db() + files);
+  EXPECT_EQ(run.exit_code, 3) << run.output;  // nothing ran: every run skipped
+  EXPECT_NE(run.output.find("0 completed, 0 already completed, 5 skipped"), std::string::npos)
+      << run.output;
+}
+
 }  // namespace
 }  // namespace trainyard::testing
