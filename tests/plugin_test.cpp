@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "components/weights/safetensors.h"
 #include "db/store.h"
 #include "tests/cli_support.h"
 
@@ -143,6 +144,49 @@ TEST_F(PluginTest, TheCommandLinePluginReachesEveryRun) {
       trainyard(fmt::format("run {} --db {} --plugin {}", plain, db(), built("mlp", "mlp")));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("1 completed"), std::string::npos) << run.output;
+}
+
+// The ResNet example trains under every strategy and a mixed precision, and shows in the report.
+// Its BatchNorm statistics stay float32 under bf16-mixed, as under PyTorch's autocast.
+TEST_F(PluginTest, ResNetTrainsUnderEveryStrategyAndShowsInTheReport) {
+  const std::string file = dir.write("resnet.yaml", fmt::format(R"(name: resnet-example
+plugins: [{}]
+model: {{name: resnet18, num_classes: 4, image_size: 8, stem: cifar}}
+dataset: {{name: synthetic-images, num_classes: 4, image_size: 8, train_size: 64, val_size: 16,
+          test_size: 16}}
+train: {{epochs: 1, batch_size: 8, save_weights: true, optimizer: {{name: sgd, lr: 0.02}}}}
+runtime: {{accelerator: cpu, threads: 1}}
+sweep:
+  variants:
+    - name: single
+    - name: bf16-mixed
+      set: {{runtime.precision: bf16-mixed}}
+    - name: ddp
+      set: {{runtime.strategy: ddp, runtime.devices: 2}}
+    - name: zero2
+      set: {{runtime.strategy: zero2, runtime.devices: 2}}
+    - name: fsdp
+      set: {{runtime.strategy: fsdp, runtime.devices: 2}}
+)",
+                                                                built("resnet", "resnet")));
+  Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("5 completed"), std::string::npos) << run.output;
+  Store store(db());
+  for (const auto& r : store.runs("resnet-example")) {
+    SCOPED_TRACE(r.variant);
+    SafetensorsFile weights(fs::path(r.environment.log_path).replace_extension(".safetensors"));
+    const SafetensorsEntry* mean = weights.find("layer4.1.bn2.running_mean");
+    ASSERT_NE(mean, nullptr);
+    EXPECT_EQ(mean->dtype, SafetensorsDtype::F32);
+    if (r.variant == "fsdp")  // one unit per residual block, and the root
+      EXPECT_EQ(store.attributes(r.id).at("fsdp_units"), "8 blocks and the root");
+  }
+  Result report = trainyard(fmt::format("report --db {} -o {}/r.html", db(), dir.path().string()));
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string html = read_file(dir.path() / "r.html");
+  EXPECT_NE(html.find("resnet-example"), std::string::npos);
+  EXPECT_NE(html.find(built("resnet", "resnet") + " (sha256 "), std::string::npos);
 }
 
 // The ResNet example (BatchNorm buffers) under ddp, its controller SIGKILLed after a mid-epoch
