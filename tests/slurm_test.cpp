@@ -245,6 +245,33 @@ TEST_F(SlurmTest, TwoRankDdpRunInsideOneArrayTask) {
   EXPECT_TRUE(fs::exists(stem + "-rank1.log"));
 }
 
+// A plugin's model on Slurm: each array task (and each rank inside one) loads the library the
+// run's resolved config records, checked against its SHA-256.
+TEST_F(SlurmTest, ArrayTasksLoadTheExperimentsPlugin) {
+  fs::create_directories(dir.path() / "lib");
+  fs::copy_file(std::string(TRAINYARD_PLUGIN_DIR) + "/mlp/libmlp.so",
+                dir.path() / "lib" / "libmlp.so");
+  const std::string file = dir.write("mlp.yaml", R"(name: mlp-slurm
+plugins: [lib/libmlp.so]
+model: {name: mlp, image_size: 8, hidden: 16, num_classes: 3}
+dataset: {name: synthetic-images, num_classes: 3, image_size: 8, train_size: 64, val_size: 16, test_size: 16}
+train: {epochs: 1, batch_size: 16, optimizer: {name: adam, lr: 1.0e-3}}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  variants:
+    - name: single
+    - name: ddp
+      set: {runtime.strategy: ddp, runtime.devices: 2}
+)");
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  ASSERT_TRUE(wait_for([&] { return all_ended(); }, 120))
+      << trainyard("status --db " + db()).output;
+  const auto runs = Store(db()).runs();
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& run : runs) EXPECT_EQ(run.status, RunStatus::completed) << run.error;
+}
+
 // With accounting off, status shows Slurm's state from squeue; a task killed without a word is
 // recorded crashed (Slurm cannot say why), and submitting again continues it from its checkpoint.
 TEST_F(SlurmTest, StatusWithAccountingOffAndAKilledTaskContinuedBySubmittingAgain) {
