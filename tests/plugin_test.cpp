@@ -189,6 +189,32 @@ sweep:
   EXPECT_NE(html.find(built("resnet", "resnet") + " (sha256 "), std::string::npos);
 }
 
+// A model that declares no blocks(): fsdp gathers it as one unit and the run details say so; one
+// that cannot count its FLOPs gets no TFLOP/s or MFU figures (the report's "—"), not zeros.
+TEST_F(PluginTest, AModelWithoutBlocksOrFlopsIsOneFsdpUnitWithoutMfu) {
+  const std::string file = dir.write("plain.yaml", fmt::format(R"(name: plain
+plugins: [{}]
+model: {{name: plain-linear, image_size: 8, num_classes: 3}}
+dataset: {{name: synthetic-images, num_classes: 3, image_size: 8, train_size: 64, val_size: 16,
+          test_size: 16}}
+train: {{epochs: 1, batch_size: 8, optimizer: {{name: adam, lr: 1.0e-3}}}}
+runtime: {{accelerator: cpu, threads: 1, strategy: fsdp, devices: 2}}
+)",
+                                                               built("bad", "plain_linear")));
+  Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  ASSERT_EQ(store.runs("plain").size(), 1u);
+  const RunRecord r = store.runs("plain")[0];
+  EXPECT_EQ(
+      store.attributes(r.id).at("fsdp_units").rfind("one unit: the model declares no blocks()", 0),
+      0u);
+  const auto metrics = store.final_metrics(r.id);
+  EXPECT_TRUE(metrics.count("samples_per_s"));
+  EXPECT_FALSE(metrics.count("tflops"));
+  EXPECT_FALSE(metrics.count("mfu"));
+}
+
 // The ResNet example (BatchNorm buffers) under ddp, its controller SIGKILLed after a mid-epoch
 // checkpoint in epoch 2: the next run continues it, and every figure (test accuracy included, which
 // reads the running statistics) is the undisturbed run's, bit for bit.
