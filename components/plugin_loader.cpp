@@ -129,8 +129,21 @@ void PluginLoader::add_command_line_plugin(const std::string& path) {
     command_line_.push_back(absolute);
 }
 
-const LoadedPlugin& PluginLoader::load(const std::string& given) {
-  const std::string path = fs::absolute(given).lexically_normal().string();
+std::string changed_plugin_message(const std::string& path, const std::string& was,
+                                   const std::string& is) {
+  return fmt::format(
+      "plugin '{}' changed after this run was configured (sha256 was {}, is now {}): its "
+      "components are no longer the run's; a rebuilt plugin is a new configuration, so run the "
+      "experiment again to train it",
+      path, was.substr(0, 12), is.substr(0, 12));
+}
+
+const LoadedPlugin& PluginLoader::load(const std::string& given,
+                                       const std::string& expected_sha256) {
+  // Symbolic links resolved: one library reached by two paths is loaded (and registers) once.
+  std::error_code canonical_error;
+  std::string path = fs::weakly_canonical(fs::absolute(given), canonical_error).string();
+  if (canonical_error) path = fs::absolute(given).lexically_normal().string();
   for (const auto& plugin : loaded_)
     if (plugin.ref.path == path) return plugin;
   std::error_code ec;
@@ -161,6 +174,8 @@ const LoadedPlugin& PluginLoader::load(const std::string& given) {
   } catch (const std::runtime_error& e) {
     throw UserError(fmt::format("plugin '{}': {}", path, e.what()));
   }
+  if (!expected_sha256.empty() && plugin.ref.sha256 != expected_sha256)
+    throw UserError(changed_plugin_message(path, expected_sha256, plugin.ref.sha256));
   // RTLD_LOCAL: one plugin's symbols never stand in for another's. RTLD_NOW: a symbol it needs
   // and this binary lacks is found here, not in the middle of a run.
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -191,6 +206,12 @@ const LoadedPlugin& PluginLoader::load(const std::string& given) {
   for (ComponentKind kind : all_component_kinds())
     for (const ComponentEntry* entry : staged.entries(kind)) {
       plugin.components.push_back(describe(*entry));
+      if (kind == ComponentKind::strategy || kind == ComponentKind::precision)
+        throw UserError(fmt::format(
+            "plugin '{}' registers {}: precisions and strategies cannot come from a plugin "
+            "(their interfaces are not part of the public API, docs/plugins.md); register "
+            "models, datasets, optimizers and schedulers",
+            path, describe(*entry)));
       if (const ComponentEntry* existing = registry_.find(kind, entry->name))
         clashes.push_back(fmt::format(
             "{} is {}", describe(*entry),

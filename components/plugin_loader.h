@@ -37,9 +37,10 @@ class PluginLoader {
   // TRAINYARD_PLUGIN_STAMP.
   PluginLoader(Registry registry, std::string host_stamp);
 
-  // Loads the library at `path` (made absolute) and registers its components, or returns it when
-  // it is loaded already. Throws UserError naming the library and the fix.
-  const LoadedPlugin& load(const std::string& path);
+  // Loads the library at `path` (made absolute, symbolic links resolved) and registers its
+  // components, or returns it when it is loaded already. With `expected_sha256`, a file of other
+  // bytes is refused before any of its code runs. Throws UserError naming the library and the fix.
+  const LoadedPlugin& load(const std::string& path, const std::string& expected_sha256 = "");
 
   const Registry& registry() const { return registry_; }
   const std::vector<LoadedPlugin>& loaded() const { return loaded_; }
@@ -54,6 +55,10 @@ class PluginLoader {
   std::vector<LoadedPlugin> loaded_;
   std::vector<std::string> command_line_;
 };
+
+// "plugin PATH changed after this run was configured (sha256 was WAS, is now IS)..."
+std::string changed_plugin_message(const std::string& path, const std::string& was,
+                                   const std::string& is);
 
 // The stamp TRAINYARD_PLUGIN wrote into the ELF shared library `path` (its .trainyard_plugin
 // section); "" when it has none. Throws UserError when the file is not a readable ELF shared

@@ -109,6 +109,8 @@ TEST_F(PluginTest, EachBadPluginIsRefusedWithItsFixAndNothingWritten) {
        "LibTorch 2.10.0 (this trainyard: 2.11.0); rebuild the plugin against this Trainyard"},
       {built("bad", "future_api"), "plugin API version 2 (this trainyard: 1); rebuild"},
       {built("bad", "old_abi"), "C++ string ABI (_GLIBCXX_USE_CXX11_ABI) 0 (this trainyard: 1)"},
+      {built("bad", "strategy"),
+       "registers strategy 'my-ddp': precisions and strategies cannot come from a plugin"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.plugin);
@@ -213,6 +215,26 @@ runtime: {{accelerator: cpu, threads: 1, strategy: fsdp, devices: 2}}
   EXPECT_TRUE(metrics.count("samples_per_s"));
   EXPECT_FALSE(metrics.count("tflops"));
   EXPECT_FALSE(metrics.count("mfu"));
+}
+
+// In a batch of several files, a plugin's components are only the files' that name it (the
+// registry is one), and one library reached through a symbolic link is loaded once.
+TEST_F(PluginTest, APluginsComponentsBelongToTheFilesThatNameIt) {
+  const std::string with = experiment_with_mlp();
+  fs::create_symlink(dir.path() / "lib" / "libmlp.so", dir.path() / "lib" / "linked.so");
+  const std::string linked = dir.write("linked.yaml", mlp_experiment("lib/linked.so"));
+  const std::string without = dir.write("without.yaml", mlp_experiment(""));
+  Result batch = trainyard(fmt::format("validate {} {} {}", with, linked, without));
+  EXPECT_EQ(batch.exit_code, 2) << batch.output;
+  EXPECT_NE(batch.output.find(without + ":3:"), std::string::npos) << batch.output;
+  EXPECT_NE(batch.output.find(fmt::format(
+                "model 'mlp' comes from plugin '{}', which this experiment does not name",
+                (dir.path() / "lib" / "libmlp.so").string())),
+            std::string::npos)
+      << batch.output;
+  EXPECT_EQ(batch.output.find("already taken"), std::string::npos) << batch.output;
+  Result named = trainyard(fmt::format("validate {} {}", with, linked));
+  EXPECT_EQ(named.exit_code, 0) << named.output;
 }
 
 // The ResNet example (BatchNorm buffers) under ddp, its controller SIGKILLed after a mid-epoch

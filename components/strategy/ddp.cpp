@@ -34,12 +34,11 @@ class DistributedDataParallel : public DistributedStrategy {
     gradient_buckets_.attach(parameters_, buckets_, [this](size_t b) { launch(b); });
   }
 
-  // Rank 0's buffers before each forward, as PyTorch's DDP does in training (broadcast_buffers):
-  // each rank then updates BatchNorm's running statistics from rank 0's and its own share of the
-  // batch. Before an evaluation's forward too (PyTorch's leaves each rank its own): every rank
-  // then evaluates the model rank 0 saves, and a continued run evaluates as the undisturbed one.
+  // Rank 0's buffers before each training forward, as PyTorch's DDP (broadcast_buffers): each rank
+  // then updates BatchNorm's running statistics from rank 0's and its own share of the batch.
+  // (Before an evaluation every strategy gives every rank rank 0's: before_evaluation.)
   torch::Tensor forward(Model& model, const Batch& batch) override {
-    if (options_.broadcast_buffers && has_buffers_) broadcast_buffers(model);
+    if (options_.broadcast_buffers && has_buffers_ && model.is_training()) broadcast_buffers(model);
     return model.forward(batch);
   }
 
@@ -109,7 +108,7 @@ void register_ddp(Registry& registry) {
       .add("bucket_mb", &DdpOptions::bucket_mb, "gradients all-reduced together, in MiB",
            greater_than(0))
       .add("broadcast_buffers", &DdpOptions::broadcast_buffers,
-           "give every rank rank 0's buffers (BatchNorm statistics) before each forward");
+           "give every rank rank 0's buffers (BatchNorm statistics) before each training forward");
   add_distributed_options(options);
   registry.add<StrategyPtr(const StrategyContext&)>(
       ComponentKind::strategy, "ddp",

@@ -128,6 +128,10 @@ void DistributedStrategy::broadcast(torch::Tensor& tensor) {
   group_->broadcast(t)->wait();
 }
 
+void DistributedStrategy::before_evaluation(Model& model) {
+  if (!model.buffers().empty()) broadcast_buffers(model);
+}
+
 void DistributedStrategy::broadcast_buffers(Model& model) {
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
   for (auto& t : model.buffers()) by_dtype[t.scalar_type()].push_back(t);

@@ -47,6 +47,7 @@ class DistributedStrategy : public Strategy {
   double communicated_bytes() const override { return communicated_bytes_; }
   c10::ScalarType reduce_dtype() const override { return reduce_dtype_; }
   int rank() const override { return rank_; }
+  void before_evaluation(Model& model) override;
 
  protected:
   // Moves the model to the device and gives every rank rank 0's parameters and buffers.

@@ -54,6 +54,10 @@ class Strategy {
   // One optimizer step, then clears the gradients. `found_inf` (from the fp16 loss scaler;
   // undefined otherwise) is 1 when the gradients overflowed on any rank: the step is then skipped.
   virtual void step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf);
+  // Called before each evaluation: with several ranks, each is given rank 0's buffers (BatchNorm's
+  // running statistics, which rank 0 saves), so every rank evaluates the same model and all agree
+  // on the best epoch and on early stopping. Collective.
+  virtual void before_evaluation(Model& model) {}
   // Calls `fn` while every parameter of the model is whole on this rank (to copy, restore or save
   // weights); what `fn` writes into them is kept.
   virtual void with_full_parameters(Model& model, const std::function<void()>& fn) { fn(); }

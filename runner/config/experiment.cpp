@@ -160,16 +160,42 @@ std::vector<PluginRef> load_recorded_plugins(const ConfigTree& tree, PluginLoade
     throw UserError("the run's config names plugins, and this program loads none");
   for (const auto& item : value->node) {
     const PluginRef recorded{item["path"].as<std::string>(""), item["sha256"].as<std::string>("")};
-    const PluginRef& loaded = loader->load(recorded.path).ref;
-    if (loaded.sha256 != recorded.sha256)
-      throw UserError(fmt::format(
-          "plugin '{}' changed after this run was configured (sha256 was {}, is now {}): its "
-          "components are no longer the run's; a rebuilt plugin is a new configuration, so run "
-          "the experiment again to train it",
-          recorded.path, recorded.sha256.substr(0, 12), loaded.sha256.substr(0, 12)));
+    // The recorded hash is checked before any of the library's code runs.
+    const PluginRef& loaded = loader->load(recorded.path, recorded.sha256).ref;
+    if (loaded.sha256 != recorded.sha256)  // loaded earlier in this process, as other bytes
+      throw UserError(changed_plugin_message(recorded.path, recorded.sha256, loaded.sha256));
     plugins.push_back(loaded);
   }
   return plugins;
+}
+
+// A plugin's component is a file's to use only when the file names that plugin: another file of
+// the same batch may have loaded it into the one registry, and a run must record (and its workers
+// load) every library its components come from.
+void check_components_come_from_named_plugins(const RunSpec& run, const ConfigTree& tree,
+                                              const Registry& registry,
+                                              const std::vector<PluginRef>& plugins,
+                                              const std::string& file, Diagnostics& found) {
+  const struct {
+    ComponentKind kind;
+    const char* section;
+    const ComponentChoice& choice;
+  } used[] = {{ComponentKind::model, "model", run.model},
+              {ComponentKind::dataset, "dataset", run.dataset},
+              {ComponentKind::optimizer, "train.optimizer", run.optimizer},
+              {ComponentKind::scheduler, "train.scheduler", run.scheduler}};
+  for (const auto& u : used) {
+    const ComponentEntry* entry = registry.find(u.kind, u.choice.name);
+    if (entry == nullptr || entry->library.empty()) continue;
+    const bool named = std::any_of(plugins.begin(), plugins.end(),
+                                   [&](const PluginRef& p) { return p.path == entry->library; });
+    if (named) continue;
+    const ConfigValue* value = tree.find(std::string(u.section) + ".name");
+    found.error(value ? value->origin : file_origin(file),
+                fmt::format("{} '{}' comes from plugin '{}', which this experiment does not name; "
+                            "add it to the file's plugins: list",
+                            to_string(u.kind), u.choice.name, entry->library));
+  }
 }
 
 }  // namespace
@@ -233,6 +259,7 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       Diagnostics found;
       ConfigTree resolved = with_plugins(
           plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
+      check_components_come_from_named_plugins(run, repeat_tree, registry, plugins, file, found);
       run.plugins = plugins;
       if (r == 0) seed = run.train.seed;
       run.config_yaml = resolved.to_yaml_text();

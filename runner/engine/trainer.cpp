@@ -665,6 +665,7 @@ int64_t Trainer::batch_within_epoch(const TrainerState& state) const {
 SplitResult Trainer::evaluate(DataLoader& loader) {
   torch::NoGradGuard no_grad;
   model_->eval();
+  strategy_->before_evaluation(*model_);  // every rank evaluates the same model
   Accumulator metrics(device_);
   const int64_t batches = limited(loader.num_batches(), run_.train.limit_eval_batches);
   loader.start_epoch(0, batches);
