@@ -346,6 +346,48 @@ TEST_F(ConfigTest, ExtendsCycleAndMissingParent) {
   EXPECT_EQ(d.items()[0].origin.line, 1);  // points at the extends line
 }
 
+// ${VAR} and ${VAR:-default} in a file's values (a sweep's too) come from the environment; the
+// resolved config stores what they expand to; an unset variable without a default is an error at
+// its line and column.
+TEST_F(ConfigTest, EnvironmentVariablesExpandInValues) {
+  setenv("TRAINYARD_TEST_ROOT", "/mnt/shapes", 1);
+  setenv("TRAINYARD_TEST_EMPTY", "", 1);
+  unsetenv("TRAINYARD_TEST_UNSET");
+  const std::string text = R"(name: demo
+model: {name: toy, width: "${TRAINYARD_TEST_UNSET:-24}"}
+dataset: {name: toy-data, root: "${TRAINYARD_TEST_ROOT}/train"}
+train: {epochs: "${TRAINYARD_TEST_EMPTY:-3}", optimizer: {name: adam, lr: 0.01}}
+runtime: {accelerator: cpu}
+sweep:
+  variants:
+    - name: other
+      set: {dataset.root: "${TRAINYARD_TEST_ROOT}/other"}
+)";
+  Experiment e = load(text);
+  ASSERT_EQ(e.runs.size(), 1u);
+  EXPECT_EQ(e.runs[0].dataset.options.find("root")->node.Scalar(), "/mnt/shapes/other");
+  EXPECT_EQ(e.runs[0].train.epochs, 3);
+  EXPECT_NE(e.runs[0].config_yaml.find("root: /mnt/shapes/other"), std::string::npos)
+      << e.runs[0].config_yaml;
+  Experiment base = load(
+      std::string(kValid).replace(std::string(kValid).find("/data"), 5, "${TRAINYARD_TEST_ROOT}"));
+  EXPECT_EQ(base.runs[0].dataset.options.find("root")->node.Scalar(), "/mnt/shapes");
+  Experiment literal =
+      load(std::string(kValid).replace(std::string(kValid).find("/data"), 5, "/data/$${x}"));
+  EXPECT_EQ(literal.runs[0].dataset.options.find("root")->node.Scalar(), "/data/${x}");
+
+  Diagnostics d = errors(std::string(kValid).replace(std::string(kValid).find("/data"), 5,
+                                                     "${TRAINYARD_TEST_UNSET}/x"));
+  ASSERT_TRUE(has(d, "environment variable 'TRAINYARD_TEST_UNSET' is not set")) << d.format();
+  EXPECT_NE(d.format().find("exp.yaml:7:9: error:"), std::string::npos) << d.format();
+  EXPECT_TRUE(
+      has(errors(std::string(kValid).replace(std::string(kValid).find("/data"), 5, "${1BAD}")),
+          "'${1BAD}' is not an environment variable"));
+  EXPECT_TRUE(
+      has(errors(std::string(kValid).replace(std::string(kValid).find("/data"), 5, "${OPEN")),
+          "without its '}'"));
+}
+
 TEST_F(ConfigTest, SetOverridesWinAndNameThemselvesInErrors) {
   Experiment e =
       load(kValid, {"train.epochs=5", "model.act=gelu", "train.optimizer={name: sgd, lr: 0.5}"});

@@ -1,6 +1,8 @@
 #include "runner/config/layering.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -105,6 +107,101 @@ YamlSize size_of(const YAML::Node& node) {
   return size;
 }
 
+// ${NAME} and ${NAME:-default} in `text`, from the environment (as the shell reads them: the
+// default also stands in for a variable set to ""); $${ is a literal ${. "" and a problem for
+// `diagnostics` at `origin` when a variable is unset without a default or the syntax is wrong.
+std::string expand_environment(const std::string& text, const Origin& origin,
+                               Diagnostics& diagnostics) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, 3, "$${") == 0) {
+      out += "${";
+      i += 3;
+      continue;
+    }
+    if (text.compare(i, 2, "${") != 0) {
+      out += text[i++];
+      continue;
+    }
+    const size_t close = text.find('}', i);
+    if (close == std::string::npos) {
+      diagnostics.error(origin, fmt::format("'{}': '${{' without its '}}'; write ${{NAME}} or "
+                                            "${{NAME:-default}} ($${{ for a literal ${{)",
+                                            text));
+      return "";
+    }
+    const std::string inside = text.substr(i + 2, close - i - 2);
+    const size_t dash = inside.find(":-");
+    const std::string name = inside.substr(0, dash);
+    const bool valid = !name.empty() &&
+                       (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+    if (!valid) {
+      diagnostics.error(origin, fmt::format("'${{{}}}' is not an environment variable: a name is "
+                                            "letters, digits and _ (${{NAME}} or "
+                                            "${{NAME:-default}})",
+                                            inside));
+      return "";
+    }
+    const char* value = std::getenv(name.c_str());
+    if (value != nullptr && *value != '\0') {
+      out += value;
+    } else if (dash != std::string::npos) {
+      out += inside.substr(dash + 2);
+    } else {
+      diagnostics.error(origin, fmt::format("environment variable '{}' is not set (${{{}}}); "
+                                            "export it, or give a default: ${{{}:-...}}",
+                                            name, name, name));
+      return "";
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+// Every scalar of `node` holding "${" (in sequences and maps too: a sweep's variants) expanded;
+// other nodes are left as they are (with their positions).
+YAML::Node expand_node(const YAML::Node& node, const Origin& origin, Diagnostics& diagnostics) {
+  if (node.IsScalar()) {
+    if (node.Scalar().find("${") == std::string::npos) return node;
+    return YAML::Node(expand_environment(node.Scalar(), origin, diagnostics));
+  }
+  if (node.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const auto& item : node)
+      out.push_back(expand_node(item, origin_of(item, origin.file), diagnostics));
+    return out;
+  }
+  if (node.IsMap()) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (auto it = node.begin(); it != node.end(); ++it)
+      out[it->first] = expand_node(it->second, origin_of(it->second, origin.file), diagnostics);
+    return out;
+  }
+  return node;
+}
+
+bool mentions_environment(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar().find("${") != std::string::npos;
+  if (node.IsSequence() || node.IsMap())
+    for (auto it = node.begin(); it != node.end(); ++it)
+      if (mentions_environment(node.IsMap() ? it->second : *it)) return true;
+  return false;
+}
+
+// The environment variables in a file's values, expanded in place (the resolved config stores
+// the expanded value; the position stays the value's own).
+void expand_environment(ConfigTree& tree, Diagnostics& diagnostics) {
+  const auto entries = tree.entries();  // a copy: set() rewrites the list
+  for (const auto& [key, value] : entries) {
+    if (!mentions_environment(value.node)) continue;
+    tree.set(key,
+             {expand_node(value.node, value.origin, diagnostics), value.origin, value.key_origin});
+  }
+}
+
 // read_experiment_file() for one file of the chain: `chain` holds the files being read, to catch
 // cycles.
 ConfigTree read_config_file(const std::string& file, const Origin& referenced_at,
@@ -182,6 +279,7 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   ConfigTree own;
   flatten_into(own, root, file);
   own.erase("extends");
+  expand_environment(own, diagnostics);
   expand_component_shorthand(own);
   tree.erase("name");  // a name belongs to one file; a child without one takes its own file's
   merge_layer(tree, own);
