@@ -95,7 +95,7 @@ void DistributedStrategy::setup_replicated(Model& model, const torch::Device& de
   model.to(device, param_dtype);
   torch::NoGradGuard no_grad;
   for (auto& t : model.parameters()) broadcast(t);
-  for (auto& t : model.buffers()) broadcast(t);
+  broadcast_buffers(model);
 }
 
 void DistributedStrategy::step(torch::optim::Optimizer& optimizer, const torch::Tensor& found_inf) {
@@ -128,11 +128,10 @@ void DistributedStrategy::broadcast(torch::Tensor& tensor) {
   group_->broadcast(t)->wait();
 }
 
-void DistributedStrategy::before_evaluation(Model& model) {
-  if (!model.buffers().empty()) broadcast_buffers(model);
-}
+void DistributedStrategy::before_evaluation(Model& model) { broadcast_buffers(model); }
 
 void DistributedStrategy::broadcast_buffers(Model& model) {
+  if (model.buffers().empty()) return;
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
   for (auto& t : model.buffers()) by_dtype[t.scalar_type()].push_back(t);
   torch::NoGradGuard no_grad;
