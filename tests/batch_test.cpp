@@ -78,19 +78,20 @@ TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
       "slow",
       // 'long' must outlast the limit: about 11 s of steps on two cores (30000 samples did not,
       // once a CPU worker stopped loading LibTorch's CUDA side). The limit leaves the worker's
-      // start (3 s on a loaded machine) time to reach training, so that there is a checkpoint.
+      // start (3 s on a loaded machine) time to reach training, so that there is a checkpoint; the
+      // test runs alone (tests/serial_tests.cmake).
       R"(sweep: {variants: [{name: long, set: {dataset.train_size: 90000, train.epochs: 1}}, {name: later}]}
 )");
-  Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 6s");
+  Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 8s");
   EXPECT_EQ(stopped.exit_code, 130) << stopped.output;
-  EXPECT_NE(stopped.output.find("stopped at --time-limit 6s"), std::string::npos) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped at --time-limit 8s"), std::string::npos) << stopped.output;
   {
     Store store(db());
     const auto runs = store.runs("slow");
     ASSERT_EQ(runs.size(), 2u);
     EXPECT_EQ(runs[0].status, RunStatus::interrupted);
     EXPECT_EQ(runs[0].failure, FailureClass::interrupted);
-    EXPECT_NE(runs[0].error.find("--time-limit 6s"), std::string::npos) << runs[0].error;
+    EXPECT_NE(runs[0].error.find("--time-limit 8s"), std::string::npos) << runs[0].error;
     EXPECT_EQ(runs[1].failure, FailureClass::not_started);
     EXPECT_NE(runs[1].error.find("not started"), std::string::npos) << runs[1].error;
   }
