@@ -41,20 +41,19 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   write_file_atomically(path, [&](std::ostream& out) { out << text; });
 }
 
-std::string file_sha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> context(EVP_MD_CTX_new(),
-                                                                  &EVP_MD_CTX_free);
-  if (!context || EVP_DigestInit_ex(context.get(), EVP_sha256(), nullptr) != 1)
-    throw std::runtime_error("cannot hash " + path + ": OpenSSL's SHA-256 is unavailable");
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
-    EVP_DigestUpdate(context.get(), buffer, static_cast<size_t>(in.gcount()));
-  if (in.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  if (!context_ || EVP_DigestInit_ex(context_, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("OpenSSL's SHA-256 is unavailable");
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(context_); }
+
+void Sha256::update(const void* data, size_t size) { EVP_DigestUpdate(context_, data, size); }
+
+std::string Sha256::hex() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  EVP_DigestFinal_ex(context.get(), digest, &length);
+  EVP_DigestFinal_ex(context_, digest, &length);
   static const char kHex[] = "0123456789abcdef";
   std::string hex;
   for (unsigned int i = 0; i < length; ++i) {
@@ -62,6 +61,17 @@ std::string file_sha256(const std::string& path) {
     hex += kHex[digest[i] & 15];
   }
   return hex;
+}
+
+std::string file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  Sha256 sha;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+    sha.update(buffer, static_cast<size_t>(in.gcount()));
+  if (in.bad()) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
+  return sha.hex();
 }
 
 }  // namespace trainyard

@@ -7,6 +7,9 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
+
+struct evp_md_ctx_st;  // OpenSSL's EVP_MD_CTX
 
 namespace trainyard {
 
@@ -19,6 +22,21 @@ bool remove_tree(const std::string& path);
 void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& write);
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// SHA-256 over bytes given in pieces: update() as often as needed, then hex() once.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(const void* data, size_t size);
+  void update(std::string_view text) { update(text.data(), text.size()); }
+  std::string hex();  // the digest in lowercase hex; ends the hashing
+
+ private:
+  ::evp_md_ctx_st* context_;
+};
 
 // The SHA-256 of the file's bytes, in lowercase hex; std::runtime_error naming the file when it
 // cannot be read.

@@ -31,6 +31,7 @@ struct OptionInfo {
   std::string default_value;  // as YAML text
   std::string rule;           // "≥ 1", "one of: a, b", "required", or ""
   std::string help;
+  bool names_data = false;  // a file or folder the run trains on (names_data below)
 };
 
 // The constraint on one option's value.
@@ -40,6 +41,7 @@ struct Rule {
   bool min_exclusive = false;
   std::vector<std::string> choices;  // for strings, and for every element of a list
   bool required = false;             // no default: the user must give a value
+  bool names_data = false;           // see names_data()
   std::string describe() const;
 };
 
@@ -67,6 +69,13 @@ inline Rule required() {
   Rule r;
   r.required = true;
   return r;
+}
+// A string option naming a file or folder whose contents the run trains on (a dataset's root, a
+// weights file, a vocabulary): the run's identity takes the contents' fingerprint
+// (common/fingerprint.h), not the path, so the same data elsewhere is the same configuration.
+inline Rule names_data(Rule rule = {}) {
+  rule.names_data = true;
+  return rule;
 }
 
 // Decoding of one YAML value into a C++ value. On failure returns false and says what was expected.
@@ -143,7 +152,7 @@ class OptionSet {
   template <class T>
   OptionSet& add(std::string key, T Opts::*member, std::string help, Rule rule = {}) {
     Field field;
-    field.info = {key, type_name<T>(), "", rule.describe(), std::move(help)};
+    field.info = {key, type_name<T>(), "", rule.describe(), std::move(help), rule.names_data};
     field.required = rule.required;
     {  // what a value must be, for "takes one value" messages
       T unused{};

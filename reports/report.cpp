@@ -157,7 +157,11 @@ void choose_current_runs(Store& store, const std::vector<RunRecord>& runs,
   std::map<std::string, const CurrentVariant*> by_variant;  // its first repeat
   std::vector<std::string> variant_order;
   std::set<Key> wanted;
+  std::map<Key, Key> current_of_legacy;  // a run recorded before fingerprints is its config's
   for (const auto& variant : current.variants) {
+    if (!variant.legacy_config_hash.empty() && variant.legacy_config_hash != variant.config_hash)
+      current_of_legacy[{variant.variant, variant.legacy_config_hash}] = {variant.variant,
+                                                                          variant.config_hash};
     if (!by_variant.count(variant.variant)) {
       by_variant[variant.variant] = &variant;
       variant_order.push_back(variant.variant);
@@ -167,7 +171,8 @@ void choose_current_runs(Store& store, const std::vector<RunRecord>& runs,
   std::map<Key, const RunRecord*> chosen, other;
   std::vector<Key> other_order;
   for (const auto& run : runs) {
-    const Key key{run.variant, run.config_hash};
+    Key key{run.variant, run.config_hash};
+    if (auto it = current_of_legacy.find(key); it != current_of_legacy.end()) key = it->second;
     if (wanted.count(key)) {
       if (!chosen.count(key) || better_choice(run, *chosen[key])) chosen[key] = &run;
       continue;

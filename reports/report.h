@@ -81,7 +81,8 @@ struct CurrentVariant {
   std::string variant;
   std::string config_hash;
   std::string config_yaml;
-  int64_t repeat = 0;  // sweep.repeats: which of the variant's runs
+  int64_t repeat = 0;                // sweep.repeats: which of the variant's runs
+  std::string legacy_config_hash{};  // runs recorded before fingerprints carry this one
 };
 struct CurrentExperiment {
   std::vector<CurrentVariant> variants{};

@@ -198,7 +198,7 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
   const int64_t experiment_id = record_experiment(store_, experiment);
   // Kept in step with what planning writes: two runs of one config (a sweep over a key outside
   // the hash) must not both continue the same interrupted run.
-  std::map<std::string, ConfigHistory> histories = read_histories(store_, experiment.name);
+  std::map<std::string, ConfigHistory> histories = read_histories(store_, experiment);
   for (size_t i = 0; i < experiment.runs.size(); ++i) {
     const RunSpec& run = experiment.runs[i];
     const std::string name = experiment.name + "/" + run.variant;

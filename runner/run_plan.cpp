@@ -4,12 +4,18 @@
 
 namespace trainyard {
 
-std::map<std::string, ConfigHistory> read_histories(Store& store, const std::string& experiment) {
+std::map<std::string, ConfigHistory> read_histories(Store& store, const Experiment& experiment) {
   std::map<std::string, ConfigHistory> out;
-  if (!store.find_experiment(experiment)) return out;
+  if (!store.find_experiment(experiment.name)) return out;
+  std::map<std::string, std::string> current_of_legacy;
+  for (const RunSpec& run : experiment.runs)
+    if (run.legacy_config_hash != run.config_hash)
+      current_of_legacy[run.legacy_config_hash] = run.config_hash;
   std::map<int64_t, SlurmRunRecord> slurm;
   for (SlurmRunRecord& task : store.slurm_runs()) slurm[task.run_id] = std::move(task);
-  for (RunRecord& run : store.runs(experiment)) {  // oldest first
+  for (RunRecord& run : store.runs(experiment.name)) {  // oldest first
+    if (auto current = current_of_legacy.find(run.config_hash); current != current_of_legacy.end())
+      run.config_hash = current->second;
     ConfigHistory& history = out[run.config_hash];
     if (auto task = slurm.find(run.id); task != slurm.end())
       history.slurm.emplace(run.id, task->second);

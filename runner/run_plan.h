@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "db/store.h"
+#include "runner/config/experiment.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -31,8 +32,9 @@ struct ConfigHistory {
 };
 
 // The store's runs of `experiment`, by config hash: read once per experiment, not once per run.
-// Empty for an experiment (or a database) it does not hold.
-std::map<std::string, ConfigHistory> read_histories(Store& store, const std::string& experiment);
+// A run recorded under a config's legacy hash (RunSpec::legacy_config_hash: before fingerprints)
+// is filed under the config's hash. Empty for an experiment (or a database) it does not hold.
+std::map<std::string, ConfigHistory> read_histories(Store& store, const Experiment& experiment);
 
 enum class RunFate {
   already_completed,  // rule 1

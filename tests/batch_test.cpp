@@ -98,7 +98,7 @@ TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
   // The next batch continues 'long' from its checkpoint and starts 'later', each under its id.
   Result rest = trainyard("run " + slow + " --db " + db());
   ASSERT_EQ(rest.exit_code, 0) << rest.output;
-  EXPECT_NE(rest.output.find("continues from its checkpoint at epoch 1, batch"), std::string::npos)
+  EXPECT_NE(rest.output.find("continues from its checkpoint at epoch"), std::string::npos)
       << rest.output;
   Store store(db());
   const auto runs = store.runs("slow");

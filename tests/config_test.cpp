@@ -1,7 +1,11 @@
 // Experiment files: every class of bad config, layering (extends, --set), sweep expansion.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "runner/config/experiment.h"
+#include "runner/config/run_spec.h"
 #include "tests/test_support.h"
 
 namespace trainyard {
@@ -631,6 +635,41 @@ TEST_F(ConfigLimitsTest, AHugeFileIsRefusedUnread) {
   const std::string error = load_error(huge);
   EXPECT_NE(error.find("an experiment file may have at most 4194304"), std::string::npos)
       << error.substr(0, 300);
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// A resolved config as a run recorded it before fingerprints existed (the dry run of commit
+// 678ed0a printed it, with its hash): its legacy hash is still that hash, so old databases keep
+// their runs; by content, its data's path no longer counts and its fingerprint does.
+TEST(IdentityTest, RunsRecordedBeforeFingerprintsKeepTheirIdentity) {
+  std::ifstream in(std::string(TRAINYARD_SOURCE_DIR) +
+                   "/tests/fixtures/resolved_before_fingerprints.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto resolved = [&](const std::string& root, const std::string& content) {
+    std::string yaml = text;
+    yaml.replace(yaml.find("/tmp/golden/cifar"), 17, root);
+    if (!content.empty())
+      yaml += "fingerprints: [{key: dataset.root, content: '" + content + "'}]\n";
+    ConfigTree tree;
+    flatten_into(tree, YAML::Load(yaml), "fixture");
+    return tree;
+  };
+  const ConfigTree before = resolved("/tmp/golden/cifar", "");
+  EXPECT_EQ(legacy_identity_hash(before), "8cb00ea70807123d");
+  EXPECT_EQ(run_identity_hash(before), "8cb00ea70807123d");  // names no fingerprint
+
+  const ConfigTree here = resolved("/tmp/golden/cifar", "fd85 (6 files, 369 kB)");
+  EXPECT_EQ(legacy_identity_hash(here), "8cb00ea70807123d");
+  EXPECT_NE(run_identity_hash(here), "8cb00ea70807123d");
+  EXPECT_EQ(run_identity_hash(resolved("/data/elsewhere", "fd85 (6 files, 369 kB)")),
+            run_identity_hash(here));
+  EXPECT_NE(run_identity_hash(resolved("/tmp/golden/cifar", "0bad (6 files, 369 kB)")),
+            run_identity_hash(here));
 }
 
 }  // namespace

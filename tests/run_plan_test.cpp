@@ -28,7 +28,9 @@ class RunPlanTest : public ::testing::Test {
     store.start_run(id, {.log_path = (dir.path() / "run.log").string()});
     return id;
   }
-  ConfigHistory history(const std::string& hash) { return read_histories(store, "exp")[hash]; }
+  ConfigHistory history(const std::string& hash) {
+    return read_histories(store, Experiment{.name = "exp"})[hash];
+  }
 };
 
 const PlanContext kLocal{};
@@ -37,7 +39,22 @@ const PlanContext kSlurm{.scheduler = Scheduler::slurm};
 TEST_F(RunPlanTest, ANewConfigStartsANewRun) {
   EXPECT_EQ(plan_run(history("h"), kLocal).fate, RunFate::starts);
   EXPECT_EQ(plan_run(history("h"), kSlurm).fate, RunFate::starts);
-  EXPECT_TRUE(read_histories(store, "not-recorded").empty());
+  EXPECT_TRUE(read_histories(store, Experiment{.name = "not-recorded"}).empty());
+}
+
+// A run recorded before fingerprints (under the hash its config then had, of paths) is the run of
+// the config whose legacy hash that is.
+TEST_F(RunPlanTest, ARunRecordedUnderALegacyHashIsTheConfigsRun) {
+  const int64_t old = started("by-path");
+  store.complete_run(old, {});
+  Experiment experiment{.name = "exp"};
+  experiment.runs.push_back(RunSpec{.config_hash = "by-content", .legacy_config_hash = "by-path"});
+  const auto histories = read_histories(store, experiment);
+  ASSERT_EQ(histories.count("by-content"), 1u);
+  EXPECT_EQ(histories.count("by-path"), 0u);
+  const RunPlan plan = plan_run(histories.at("by-content"), kLocal);
+  EXPECT_EQ(plan.fate, RunFate::already_completed);
+  EXPECT_EQ(plan.run->id, old);
 }
 
 TEST_F(RunPlanTest, ACompletedConfigIsSkippedUnlessForced) {

@@ -72,7 +72,9 @@ void read_cifar10_file(const std::string& path, torch::Tensor& images, torch::Te
 
 void register_cifar10(Registry& registry) {
   OptionSet<Cifar10Options> options;
-  options.add("root", &Cifar10Options::root, "folder with the CIFAR-10 binary files", required())
+  options
+      .add("root", &Cifar10Options::root, "folder with the CIFAR-10 binary files",
+           names_data(required()))
       .add("val_size", &Cifar10Options::val_size,
            "last training images held out for validation (the studies: 5000)", at_least(1))
       .add("image_size", &Cifar10Options::image_size,

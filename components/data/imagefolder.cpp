@@ -94,7 +94,8 @@ void register_imagefolder(Registry& registry) {
   OptionSet<ImageFolderOptions> options;
   options
       .add("root", &ImageFolderOptions::root,
-           "folder with train/, val/ and optionally test/, one subfolder per class", required())
+           "folder with train/, val/ and optionally test/, one subfolder per class",
+           names_data(required()))
       .add("image_size", &ImageFolderOptions::image_size,
            "resize images to this size; 0 = the model's image_size", at_least(0))
       .add("normalize", &ImageFolderOptions::normalize,

@@ -156,9 +156,9 @@ void write_cache(const std::string& path, const std::string& key, const Tokenize
 
 void register_imdb(Registry& registry) {
   OptionSet<ImdbOptions> options;
-  options.add("root", &ImdbOptions::root, "the aclImdb folder", required())
+  options.add("root", &ImdbOptions::root, "the aclImdb folder", names_data(required()))
       .add("vocab", &ImdbOptions::vocab,
-           "the BERT vocab.txt of the model (distilbert-base-uncased's)", required())
+           "the BERT vocab.txt of the model (distilbert-base-uncased's)", names_data(required()))
       .add("max_length", &ImdbOptions::max_length,
            "tokens per review, [CLS] and [SEP] included (the studies: 512)", at_least(2))
       .add("padding", &ImdbOptions::padding,

@@ -164,15 +164,17 @@ int list_command(const std::vector<std::string>& args) {
 
 namespace {
 
-// What an experiment's file resolves to now (no overrides): the report's rows are those runs.
-CurrentExperiment current_experiment(const ExperimentRecord& record) {
+// What an experiment's file resolves to now, with the report's --set overrides (those a batch ran
+// it with, when its data lies elsewhere here): the report's rows are those runs.
+CurrentExperiment current_experiment(const ExperimentRecord& record,
+                                     const std::vector<std::string>& overrides) {
   CurrentExperiment current;
   if (!fs::exists(record.file)) {
     current.problem = "the experiment file is gone";
     return current;
   }
   try {
-    Experiment experiment = load_experiment(record.file, {}, plugin_loader());
+    Experiment experiment = load_experiment(record.file, overrides, plugin_loader());
     if (experiment.name != record.name) {
       current.problem = fmt::format("the file now names experiment '{}'", experiment.name);
       return current;
@@ -181,7 +183,8 @@ CurrentExperiment current_experiment(const ExperimentRecord& record) {
       current.variants.push_back({.variant = run.variant,
                                   .config_hash = run.config_hash,
                                   .config_yaml = run.config_yaml,
-                                  .repeat = run.repeat});
+                                  .repeat = run.repeat,
+                                  .legacy_config_hash = run.legacy_config_hash});
   } catch (const UserError& e) {
     current.problem = "the file no longer validates (trainyard validate shows why)";
   }
@@ -197,7 +200,11 @@ int report_command(const std::vector<std::string>& args) {
   std::string db_path, experiment, output;
   add_database_option(options, db_path);
   add_experiment_option(options, experiment);
-  options.add_options()("output,o", po::value(&output), "output file (.html, .md or .csv)");
+  std::vector<std::string> overrides;
+  options.add_options()("output,o", po::value(&output), "output file (.html, .md or .csv)")(
+      "set", po::value(&overrides)->composing(),
+      "read the experiment files as `trainyard run --set` did: --set dataset.root=/data/x "
+      "(repeatable)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   if (output.empty()) throw UserError("report: name the output file with -o, e.g. -o report.html");
@@ -207,7 +214,9 @@ int report_command(const std::vector<std::string>& args) {
         fmt::format("report: cannot tell the format of '{}'; use .html, .md or .csv", output));
   const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first
   Store& store = *open.store;
-  Report report = build_report(store, experiment, current_experiment);
+  Report report = build_report(store, experiment, [&](const ExperimentRecord& record) {
+    return current_experiment(record, overrides);
+  });
   report.output_dir = fs::absolute(output).parent_path().string();
   std::string text = extension == ".md"    ? render_markdown(report)
                      : extension == ".csv" ? render_csv(report)

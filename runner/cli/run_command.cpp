@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
+#include "common/process.h"
 #include "common/text.h"
 #include "components/builtin.h"
 #include "runner/batch_lock.h"
@@ -44,7 +45,7 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
       histories;  // read only when it exists: a dry run creates nothing
   if (fs::exists(db_path)) {
     Store store(db_path);
-    histories = read_histories(store, experiment.name);
+    histories = read_histories(store, experiment);
   }
   const std::string& baseline_name = experiment.report.baseline.empty()
                                          ? experiment.runs.front().variant
@@ -116,8 +117,8 @@ int run_command(const std::vector<std::string>& args) {
       "stop the batch in time, e.g. 9h or 1h30m: the running run checkpoints and is marked "
       "interrupted, runs not started are listed as such; `trainyard run` again continues")(
       "dry-run",
-      "print each run's differences from the baseline and whether it already completed; touches "
-      "nothing")("verbose", "with --dry-run: every run's whole resolved config")(
+      "print each run's differences from the baseline and whether it already completed; writes "
+      "nothing but the data folders' fingerprint caches")("verbose", "with --dry-run: every run's whole resolved config")(
       "nnodes", po::value(&node.nnodes),
       "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
       "node-rank", po::value(&node.node_rank),
@@ -237,9 +238,13 @@ int run_command(const std::vector<std::string>& args) {
                kExitNothingRan);
   if (node.node_rank > 0)
     fmt::print("logs: {}\n", fs::absolute(log_dir).string());
-  else
-    fmt::print("database: {}\nlogs: {}\nnext: trainyard report --db {} -o report.html\n",
-               fs::absolute(db_path).string(), fs::absolute(log_dir).string(), db_path);
+  else {
+    // The report reads the files as this batch did: with its --set (data elsewhere, say).
+    std::string sets;
+    for (const auto& text : overrides) sets += " --set " + shell_quote(text);
+    fmt::print("database: {}\nlogs: {}\nnext: trainyard report --db {}{} -o report.html\n",
+               fs::absolute(db_path).string(), fs::absolute(log_dir).string(), db_path, sets);
+  }
   return summary.exit_code();
 }
 

@@ -152,7 +152,7 @@ int print_dry_run(const SubmitRequest& request, const std::vector<Experiment>& e
   int done = 0;
   for (const Experiment& experiment : experiments) {
     const auto histories =
-        store ? read_histories(*store, experiment.name) : std::map<std::string, ConfigHistory>{};
+        store ? read_histories(*store, experiment) : std::map<std::string, ConfigHistory>{};
     for (const RunSpec& run : experiment.runs) {
       const RunPlan plan = plan_run(history_of(histories, run.config_hash),
                                     {.scheduler = Scheduler::slurm, .force = request.force});
@@ -221,7 +221,7 @@ Decisions decide(Store& store, const std::vector<Experiment>& experiments,
                  const SubmitRequest& request, const SlurmStates* states) {
   Decisions decisions;
   for (const Experiment& experiment : experiments) {
-    const std::map<std::string, ConfigHistory> histories = read_histories(store, experiment.name);
+    const std::map<std::string, ConfigHistory> histories = read_histories(store, experiment);
     for (size_t i = 0; i < experiment.runs.size(); ++i) {
       const RunSpec& run = experiment.runs[i];
       const RunPlan plan =

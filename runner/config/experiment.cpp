@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "common/fingerprint.h"
 #include "common/text.h"
 #include "runner/config/layering.h"
 #include "runner/config/resolve.h"
@@ -150,6 +152,34 @@ ConfigTree with_plugins(const std::vector<PluginRef>& plugins, const ConfigTree&
   return out;
 }
 
+// `resolved` with the fingerprints of the data its run names (RunSpec::data_paths), as a run's
+// resolved config records them — `fingerprints: [{key: dataset.root, content: "3f2a… (6 files, 178
+// MB)"}]` — so that its identity is the data's contents, not their paths. A path that is not there
+// is left to the component's own check (it says what the folder must hold); one that cannot be
+// read is a problem at the key.
+ConfigTree with_fingerprints(const RunSpec& run, const ConfigTree& tree, const ConfigTree& resolved,
+                             const std::string& file, Diagnostics& diagnostics) {
+  if (run.data_paths.empty()) return resolved;
+  YAML::Node list(YAML::NodeType::Sequence);
+  for (const auto& [key, path] : run.data_paths) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) continue;
+    try {
+      YAML::Node entry;
+      entry["key"] = key;
+      entry["content"] = content_fingerprint(path).describe();
+      list.push_back(entry);
+    } catch (const std::exception& e) {
+      const ConfigValue* written = tree.find(key);
+      diagnostics.error(written ? written->origin : file_origin(file),
+                        fmt::format("'{}': {}", key, e.what()));
+    }
+  }
+  ConfigTree out = resolved;
+  if (list.size() > 0) out.set("fingerprints", {list, file_origin(file), file_origin(file)});
+  return out;
+}
+
 // The plugins a resolved config records, loaded into `loader`, each checked to be the bytes the
 // run was configured with.
 std::vector<PluginRef> load_recorded_plugins(const ConfigTree& tree, PluginLoader* loader) {
@@ -260,10 +290,12 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       ConfigTree resolved = with_plugins(
           plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
       check_components_come_from_named_plugins(run, repeat_tree, registry, plugins, file, found);
+      if (found.empty()) resolved = with_fingerprints(run, repeat_tree, resolved, file, found);
       run.plugins = plugins;
       if (r == 0) seed = run.train.seed;
       run.config_yaml = resolved.to_yaml_text();
       run.config_hash = run_identity_hash(resolved);
+      run.legacy_config_hash = legacy_identity_hash(resolved);
       experiment.runs.push_back(std::move(run));
       if (!found.empty()) {  // the other repeats say the same
         variant_problems.add(found, variant);
@@ -309,12 +341,19 @@ RunSpec read_resolved_run(const std::string& config_yaml, const std::string& var
   run.variant = variant;
   run.plugins = load_recorded_plugins(tree, loader);
   tree.erase("plugins");
+  // The fingerprints it was configured with (not the data's now: a worker does not walk the data).
+  const ConfigValue* recorded = tree.find("fingerprints");
+  const std::optional<ConfigValue> fingerprints =
+      recorded ? std::optional<ConfigValue>(*recorded) : std::nullopt;
+  tree.erase("fingerprints");
   ConfigTree resolved =
       with_plugins(run.plugins, resolve_run(tree, registry, "<resolved config>", run, diagnostics),
                    file_origin("<resolved config>"));
   diagnostics.throw_if_any();
+  if (fingerprints) resolved.set("fingerprints", *fingerprints);
   run.config_yaml = resolved.to_yaml_text();
   run.config_hash = run_identity_hash(resolved);
+  run.legacy_config_hash = legacy_identity_hash(resolved);
   return run;
 }
 

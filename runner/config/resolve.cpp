@@ -11,10 +11,23 @@ namespace trainyard {
 
 namespace {
 
+// The options of `infos` that name data (names_data), with the non-empty paths `resolved` gives
+// them under `prefix`, for the run's identity.
+void collect_data_paths(const std::vector<OptionInfo>& infos, const std::string& prefix,
+                        const ConfigTree& resolved, RunSpec& run) {
+  for (const auto& info : infos) {
+    if (!info.names_data) continue;
+    const std::string key = prefix + "." + info.key;
+    const ConfigValue* value = resolved.find(key);
+    if (value && value->node.IsScalar() && !value->node.Scalar().empty())
+      run.data_paths.emplace_back(key, value->node.Scalar());
+  }
+}
+
 // Resolves one component section of `tree` into `choice`, adding its options to `resolved`.
 void resolve_component(const ConfigTree& tree, const ComponentSection& section,
                        const Registry& registry, const Origin& fallback, ComponentChoice& choice,
-                       ConfigTree& resolved, Diagnostics& diagnostics) {
+                       ConfigTree& resolved, RunSpec& run, Diagnostics& diagnostics) {
   std::string path = section.path;
   ConfigTree options = tree.subtree(path);
   const ConfigValue* name = tree.find(path + ".name");
@@ -45,6 +58,7 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
   }
   resolved.set(path + ".name", {YAML::Node(choice.name), origin, origin});
   for (const auto& [key, value] : choice.options.entries()) resolved.set(path + "." + key, value);
+  collect_data_paths(entry->options, path, resolved, run);
 }
 
 // Where `key` was written, or `fallback` when nobody wrote it.
@@ -187,7 +201,7 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   const auto& [model, dataset, optimizer, scheduler, strategy] = kComponentSections;
   ConfigTree resolved;
   const Origin fallback = file_origin(file);
-  resolve_component(tree, model, registry, fallback, run.model, resolved, diagnostics);
+  resolve_component(tree, model, registry, fallback, run.model, resolved, run, diagnostics);
   ConfigTree model_section = tree.subtree("model");
   ConfigTree weights_section;
   for (const auto& key : model.reserved)
@@ -195,22 +209,23 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   run.weights =
       weights_option_set().decode(weights_section, "model", "model", fallback, diagnostics);
   resolved.merge(weights_option_set().encode(run.weights, "model", fallback));
-  resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, diagnostics);
+  collect_data_paths(weights_option_set().describe(), "model", resolved, run);
+  resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, run, diagnostics);
 
   run.train = train_option_set().decode(tree.subtree("train"), "train", "section 'train'", fallback,
                                         diagnostics, {"optimizer", "scheduler"});
   resolved.merge(train_option_set().encode(run.train, "train", fallback));
   const size_t before_optimizer = diagnostics.size();
-  resolve_component(tree, optimizer, registry, fallback, run.optimizer, resolved, diagnostics);
+  resolve_component(tree, optimizer, registry, fallback, run.optimizer, resolved, run, diagnostics);
   // The optimizer's capabilities are known only when its section resolved.
   const bool optimizer_ok = diagnostics.size() == before_optimizer;
-  resolve_component(tree, scheduler, registry, fallback, run.scheduler, resolved, diagnostics);
+  resolve_component(tree, scheduler, registry, fallback, run.scheduler, resolved, run, diagnostics);
 
   const size_t before_runtime = diagnostics.size();
   run.runtime = runtime_option_set().decode(tree.subtree("runtime"), "runtime", "section 'runtime'",
                                             fallback, diagnostics, {"strategy"});
   resolved.merge(runtime_option_set().encode(run.runtime, "runtime", fallback));
-  resolve_component(tree, strategy, registry, fallback, run.strategy, resolved, diagnostics);
+  resolve_component(tree, strategy, registry, fallback, run.strategy, resolved, run, diagnostics);
   const bool runtime_ok = diagnostics.size() == before_runtime;
   if (runtime_ok)
     lookup_component(registry, ComponentKind::precision, run.runtime.precision, "runtime.precision",

@@ -9,7 +9,8 @@ const OptionSet<WeightsOptions>& weights_option_set() {
   static const OptionSet<WeightsOptions> set = [] {
     OptionSet<WeightsOptions> s;
     s.add("weights", &WeightsOptions::weights,
-          "safetensors file to initialise the model from; empty = random initialisation")
+          "safetensors file to initialise the model from; empty = random initialisation",
+          names_data())
         .add("strict", &WeightsOptions::strict,
              "fail when checkpoint and model do not match (besides the classification head)");
     return s;
@@ -109,13 +110,36 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
   return set;
 }
 
-std::string run_identity_hash(const ConfigTree& resolved) {
+namespace {
+
+// `resolved` without the keys that change how a run is looked after but not what it computes.
+ConfigTree without_care_keys(const ConfigTree& resolved) {
   ConfigTree identity = resolved;
   for (const char* key : {"train.checkpoint_every_steps", "train.checkpoint_every_minutes"})
     identity.erase(key);
   // Early stopping off computes what a config without the option did (older databases' runs).
   const ConfigValue* patience = resolved.find("train.early_stop.patience");
   if (!patience || patience->node.as<int64_t>() == 0) identity.erase("train.early_stop");
+  return identity;
+}
+
+}  // namespace
+
+std::string run_identity_hash(const ConfigTree& resolved) {
+  ConfigTree identity = without_care_keys(resolved);
+  if (const ConfigValue* fingerprints = resolved.find("fingerprints"))
+    for (const auto& item : fingerprints->node) identity.erase(item["key"].as<std::string>(""));
+  if (const ConfigValue* plugins = resolved.find("plugins")) {
+    YAML::Node hashes(YAML::NodeType::Sequence);
+    for (const auto& item : plugins->node) hashes.push_back(item["sha256"].as<std::string>(""));
+    identity.set("plugins", {hashes, plugins->origin, plugins->origin});
+  }
+  return stable_hash(identity.to_yaml_text());
+}
+
+std::string legacy_identity_hash(const ConfigTree& resolved) {
+  ConfigTree identity = without_care_keys(resolved);
+  identity.erase("fingerprints");
   return stable_hash(identity.to_yaml_text());
 }
 

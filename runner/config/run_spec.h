@@ -77,14 +77,28 @@ struct RunSpec {
   TrainOptions train;
   RuntimeOptions runtime;
   std::vector<PluginRef> plugins;  // the libraries its components may come from (`plugins:`)
-  std::string config_yaml;         // the resolved config, stored with the run
+  // The options that name data (names_data in config/options.h) and the paths they name, as
+  // resolved: the run is identified by their contents' fingerprints.
+  std::vector<std::pair<std::string, std::string>> data_paths{};
+  std::string config_yaml;  // the resolved config, stored with the run
   std::string config_hash;  // the run's identity (run_identity_hash): "already completed?" asks it
+  // The identity as runs recorded before fingerprints computed it (legacy_identity_hash); equal
+  // to config_hash for a run that names no data file and no plugin.
+  std::string legacy_config_hash{};
 };
 
 // The stable hash that identifies a run's configuration: of its resolved config without the keys
 // that change how a run is looked after but not what it computes (checkpoint cadence, early
 // stopping when off), so changing those neither reruns completed runs nor orphans an interrupted
 // one, and runs recorded before the keys existed keep their identity.
+// Data is identified by content: the keys that name data files or folders (those the resolved
+// config's `fingerprints` list names) count by their fingerprints, not their paths, and each plugin
+// by its SHA-256, not its path — the same files elsewhere are the same configuration.
 std::string run_identity_hash(const ConfigTree& resolved);
+
+// The identity of runs recorded before fingerprints: the same, with data and plugins counted by
+// their paths. A store's run whose hash is a config's legacy hash is that config's run (old
+// databases keep their runs, at the paths they were recorded with).
+std::string legacy_identity_hash(const ConfigTree& resolved);
 
 }  // namespace trainyard
