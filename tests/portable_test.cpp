@@ -55,8 +55,8 @@ TEST_F(PortableTest, DataMovedElsewhereIsTheSameExperiment) {
   Result again = trainyard("run " + file + " --db " + db() + at_moved);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("2 already completed"), std::string::npos) << again.output;
-  EXPECT_NE(again.output.find("next: trainyard report --db " + db() + " --set 'dataset.root=" +
-                              moved.string() + "'"),
+  EXPECT_NE(again.output.find("next: trainyard report --db " + db() +
+                              " --set 'dataset.root=" + moved.string() + "'"),
             std::string::npos)
       << again.output;
 

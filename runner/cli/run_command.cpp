@@ -118,7 +118,8 @@ int run_command(const std::vector<std::string>& args) {
       "interrupted, runs not started are listed as such; `trainyard run` again continues")(
       "dry-run",
       "print each run's differences from the baseline and whether it already completed; writes "
-      "nothing but the data folders' fingerprint caches")("verbose", "with --dry-run: every run's whole resolved config")(
+      "nothing but the data folders' fingerprint caches")(
+      "verbose", "with --dry-run: every run's whole resolved config")(
       "nnodes", po::value(&node.nnodes),
       "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
       "node-rank", po::value(&node.node_rank),
