@@ -14,7 +14,9 @@ inline constexpr int kExitFailure = 1;    // a run failed, or something unexpect
 inline constexpr int kExitUserError = 2;  // bad config, data, weights or command line
 inline constexpr int kExitNothingRan =
     3;  // every run of a batch skipped: this machine cannot run them
-inline constexpr int kExitInterrupted = 130;
+// The batch stopped at its --time-limit: run it again to continue (sysexits.h's EX_TEMPFAIL).
+inline constexpr int kExitTimeLimit = 75;
+inline constexpr int kExitInterrupted = 130;  // Ctrl-C or SIGTERM
 
 // A problem the user can fix: bad YAML, a missing or malformed data file, bad weights, a bad
 // command line. The message names the file (and line:column, key or tensor) and the fix.

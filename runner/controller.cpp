@@ -112,7 +112,7 @@ bool BatchSummary::nothing_ran() const {
 }
 
 int BatchSummary::exit_code() const {
-  if (interrupted) return kExitInterrupted;
+  if (interrupted) return at_time_limit ? kExitTimeLimit : kExitInterrupted;
   if (failed > 0) return kExitFailure;
   return nothing_ran() ? kExitNothingRan : kExitOk;
 }
@@ -356,6 +356,7 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
       break;
     case LaunchOutcome::interrupted:
       summary.interrupted = true;
+      ++summary.interrupted_runs;
       break;
     case LaunchOutcome::failed:
       ++summary.failed;

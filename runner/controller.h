@@ -37,10 +37,13 @@ struct BatchSummary {
   int failed = 0;
   int retried = 0;      // attempts made again after a transient failure
   int not_started = 0;  // left for the next `trainyard run`: the batch stopped first
+  int interrupted_runs = 0;  // stopped while training (checkpointed): continued by the next batch
   bool interrupted = false;
+  bool at_time_limit = false;  // the stop came from --time-limit, not from a signal
   bool stopped_on_failure = false;
   // Every run was skipped because this machine cannot run it (one already completed is no skip).
   bool nothing_ran() const;
+  // kExitTimeLimit when the batch stopped at its --time-limit, kExitInterrupted on a signal.
   int exit_code() const;
 };
 

@@ -83,8 +83,11 @@ TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
       R"(sweep: {variants: [{name: long, set: {dataset.train_size: 90000, train.epochs: 1}}, {name: later}]}
 )");
   Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 8s");
-  EXPECT_EQ(stopped.exit_code, 130) << stopped.output;
-  EXPECT_NE(stopped.output.find("stopped at --time-limit 8s"), std::string::npos) << stopped.output;
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.output;  // not 130: that is Ctrl-C
+  EXPECT_NE(stopped.output.find("0 failed, 1 interrupted, 1 not started, stopped at --time-limit 8s"),
+            std::string::npos)
+      << stopped.output;
+  EXPECT_NE(stopped.output.find("run the same command again to continue"), std::string::npos);
   {
     Store store(db());
     const auto runs = store.runs("slow");
@@ -119,7 +122,7 @@ TEST_F(BatchTest, TwoRunsOfOneConfigContinueTheirOwnInterruptedRuns) {
     - {name: b, set: {dataset.train_size: 30000, train.epochs: 1, train.checkpoint_every_steps: 700}}
 )");
   Result stopped = trainyard("run " + twins + " --db " + db() + " --time-limit 1s");
-  ASSERT_EQ(stopped.exit_code, 130) << stopped.output;
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.output;
   {
     Store store(db());
     const auto runs = store.runs("twins");

@@ -217,6 +217,7 @@ int run_command(const std::vector<std::string>& args) {
   }
   Controller controller(store, plugin_loader().registry(), log_dir, g_stop_requested, node, policy);
   BatchSummary summary = controller.run_batch(experiments, vm.count("force") > 0);
+  summary.at_time_limit = time_limit_reached.load();
 
   std::vector<std::string> names;
   for (const auto& experiment : experiments) names.push_back(experiment.name);
@@ -228,11 +229,16 @@ int run_command(const std::vector<std::string>& args) {
   else if (summary.stopped_on_failure)
     ending = ", stopped after a failure (--on-failure stop)";
   fmt::print(
-      stderr, "\n{}: {} completed{}, {} already completed, {} skipped, {} failed{}{}\n",
+      stderr, "\n{}: {} completed{}, {} already completed, {} skipped, {} failed{}{}{}\n",
       join(names), summary.completed,
       summary.resumed > 0 ? fmt::format(" ({} continued where interrupted)", summary.resumed) : "",
       summary.already_completed, summary.skipped, summary.failed,
+      summary.interrupted_runs > 0 ? fmt::format(", {} interrupted", summary.interrupted_runs)
+                                   : "",
       summary.not_started > 0 ? fmt::format(", {} not started", summary.not_started) : "", ending);
+  if (summary.interrupted && summary.at_time_limit)
+    fmt::print(stderr, "run the same command again to continue (exit {}: stopped at --time-limit)\n",
+               kExitTimeLimit);
   if (summary.nothing_ran())
     fmt::print(stderr,
                "nothing ran: every run was skipped, as this machine cannot run it (exit {})\n",
