@@ -35,8 +35,8 @@ struct BatchSummary {
   int already_completed = 0;  // skipped: the same config completed before
   int skipped = 0;            // cannot run on this machine
   int failed = 0;
-  int retried = 0;      // attempts made again after a transient failure
-  int not_started = 0;  // left for the next `trainyard run`: the batch stopped first
+  int retried = 0;           // attempts made again after a transient failure
+  int not_started = 0;       // left for the next `trainyard run`: the batch stopped first
   int interrupted_runs = 0;  // stopped while training (checkpointed): continued by the next batch
   bool interrupted = false;
   bool at_time_limit = false;  // the stop came from --time-limit, not from a signal

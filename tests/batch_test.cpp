@@ -84,8 +84,9 @@ TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
 )");
   Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 8s");
   EXPECT_EQ(stopped.exit_code, 75) << stopped.output;  // not 130: that is Ctrl-C
-  EXPECT_NE(stopped.output.find("0 failed, 1 interrupted, 1 not started, stopped at --time-limit 8s"),
-            std::string::npos)
+  EXPECT_NE(
+      stopped.output.find("0 failed, 1 interrupted, 1 not started, stopped at --time-limit 8s"),
+      std::string::npos)
       << stopped.output;
   EXPECT_NE(stopped.output.find("run the same command again to continue"), std::string::npos);
   {

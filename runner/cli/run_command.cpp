@@ -233,11 +233,11 @@ int run_command(const std::vector<std::string>& args) {
       join(names), summary.completed,
       summary.resumed > 0 ? fmt::format(" ({} continued where interrupted)", summary.resumed) : "",
       summary.already_completed, summary.skipped, summary.failed,
-      summary.interrupted_runs > 0 ? fmt::format(", {} interrupted", summary.interrupted_runs)
-                                   : "",
+      summary.interrupted_runs > 0 ? fmt::format(", {} interrupted", summary.interrupted_runs) : "",
       summary.not_started > 0 ? fmt::format(", {} not started", summary.not_started) : "", ending);
   if (summary.interrupted && summary.at_time_limit)
-    fmt::print(stderr, "run the same command again to continue (exit {}: stopped at --time-limit)\n",
+    fmt::print(stderr,
+               "run the same command again to continue (exit {}: stopped at --time-limit)\n",
                kExitTimeLimit);
   if (summary.nothing_ran())
     fmt::print(stderr,
