@@ -210,6 +210,14 @@ void report_unknown_keys(const ConfigTree& section, const std::vector<std::strin
     const Origin at = section.key_origin(unknown, value);  // "trian:", not its first child
     std::string message = fmt::format("unknown key '{}' for {}", full(unknown), where);
     std::string guess = closest_match(unknown.substr(parent.size()), choices);
+    if (guess.empty()) {  // a word of the key: warmup for warmup_steps
+      const std::string word = unknown.substr(parent.size());
+      for (const auto& choice : choices)
+        if (choice.starts_with(word + "_") || choice.ends_with("_" + word)) {
+          guess = choice;
+          break;
+        }
+    }
     if (guess.empty()) {  // a dot for an underscore or the reverse: early_stop_patience
       std::vector<std::string> below;
       for (const auto& k : known)

@@ -185,6 +185,55 @@ TEST_F(CliTest, BadConfigExitsTwoAndWritesNothing) {
 // Everything that can be known without training is reported by validate, all at once, where it
 // is written: model against dataset (classes, vocabulary, sequence length), missing data, a
 // missing vocabulary, missing weights.
+// Lightning's names mean what they mean there (accelerator gpu, precision 16 with Lightning's
+// note, devices auto counted on this machine), or are refused with the name to write here; a
+// misspelt key and a bad value in one section are both reported.
+TEST_F(CliTest, LightningsNamesAreUnderstood) {
+  const std::string model =
+      "model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: "
+      "32, num_classes: 4}\ndataset: {name: synthetic-images, image_size: 8, num_classes: 4}\n";
+  const std::string good =
+      dir.write("good.yaml",
+                "name: good\n" + model +
+                    "runtime: {accelerator: gpu, precision: 16, devices: auto, strategy: ddp}\n");
+  Result dry = testing::shell("CUDA_VISIBLE_DEVICES=0,1 " + std::string(TRAINYARD_EXE) + " run " +
+                              good + " --dry-run --verbose --db " + db());
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  for (const char* resolved : {"accelerator: cuda", "precision: 16-mixed", "devices: 2"})
+    EXPECT_NE(dry.output.find(resolved), std::string::npos) << resolved << "\n" << dry.output;
+  EXPECT_NE(dry.output.find("good.yaml:4:40: note: `precision=16` is supported for historical "
+                            "reasons but its usage is discouraged. Please set your precision to "
+                            "16-mixed instead!"),
+            std::string::npos)
+      << dry.output;
+  EXPECT_NE(dry.output.find("runtime.devices: auto is 2 on this machine"), std::string::npos);
+  // Without GPUs, devices: auto on cuda cannot be counted: refused with what to write.
+  Result none =
+      testing::shell("CUDA_VISIBLE_DEVICES= " + std::string(TRAINYARD_EXE) + " validate " + good);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("write how many (runtime.devices: 4)"), std::string::npos)
+      << none.output;
+
+  const std::string bad = dir.write(
+      "bad.yaml", "name: bad\n" + model + R"(train: {lr: 0.1, scheduler: {name: cosine, warmup: 3}}
+runtime: {precision: 64, strategy: deepspeed_stage_2}
+)");
+  Result refused = trainyard("validate " + bad);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  for (const char* message :
+       {"bad.yaml:4:9: error: unknown key 'train.lr' (did you mean 'train.optimizer.lr'?)",
+        "unknown key 'train.scheduler.warmup' for scheduler 'cosine' (did you mean "
+        "'warmup_steps'?)",
+        "'runtime.precision': 64 is not offered here",
+        "unknown strategy 'deepspeed_stage_2' (did you mean 'zero2'? (DeepSpeed stage 2"})
+    EXPECT_NE(refused.output.find(message), std::string::npos) << message << "\n" << refused.output;
+  const std::string both =
+      dir.write("both.yaml", "name: both\n" + model + "train: {epochs: -1, lerning_rate: 3}\n");
+  Result two = trainyard("validate " + both);
+  EXPECT_NE(two.output.find("'train.epochs' must be ≥ 0, got -1"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("unknown key 'train.lerning_rate'"), std::string::npos) << two.output;
+}
+
 TEST_F(CliTest, ValidateCatchesEveryStaticMistakeAtOnce) {
   const std::string file = dir.write("mistakes.yaml", R"(
 name: mistakes

@@ -44,6 +44,7 @@ int validate_command(const std::vector<std::string>& args) {
   for (const auto& file : files) {
     try {
       Experiment experiment = load_experiment(file, overrides, plugin_loader(), max_runs);
+      print_notes({experiment});
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
                  experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
     } catch (const ConfigError& e) {

@@ -57,6 +57,11 @@ void add_experiment_option(po::options_description& options, std::string& experi
   options.add_options()("experiment,e", po::value(&experiment), help);
 }
 
+void print_notes(const std::vector<Experiment>& experiments) {
+  for (const auto& experiment : experiments)
+    for (const auto& note : experiment.notes) fmt::print(stderr, "{}\n", note);
+}
+
 void add_override_option(po::options_description& options, std::vector<std::string>& overrides) {
   options.add_options()("set", po::value(&overrides)->composing(),
                         "override a key in every file: --set train.epochs=1 (repeatable)");

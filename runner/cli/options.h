@@ -7,6 +7,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "runner/config/experiment.h"
+
 namespace trainyard {
 
 // Parses `args` into `vm`. Prints the help and returns false for --help; throws UserError
@@ -42,6 +44,9 @@ void add_plugin_option(boost::program_options::options_description& options,
 void add_max_runs_option(boost::program_options::options_description& options, int64_t& max_runs);
 // Throws UserError when --max-runs is below 1; `command` names the command in the message.
 void check_max_runs(const std::string& command, int64_t max_runs);
+
+// Prints each experiment's notes (Experiment::notes: what validation translated) to stderr.
+void print_notes(const std::vector<Experiment>& experiments);
 
 // The default database: $TRAINYARD_DB, else runs/trainyard.db under the current folder.
 std::string default_database_path();

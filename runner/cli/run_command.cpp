@@ -175,6 +175,7 @@ int run_command(const std::vector<std::string>& args) {
   for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
   const std::vector<Experiment> experiments =
       load_batch(files, overrides, plugin_loader(), max_runs);
+  print_notes(experiments);
   if (vm.count("dry-run")) {
     for (size_t i = 0; i < experiments.size(); ++i) {
       if (i > 0) fmt::print("\n");

@@ -387,6 +387,7 @@ int submit_command(const std::vector<std::string>& args) {
   for (const auto& plugin : request->plugins) plugin_loader().add_command_line_plugin(plugin);
   const std::vector<Experiment> experiments =
       load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
+  print_notes(experiments);
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 

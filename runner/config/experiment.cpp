@@ -14,6 +14,7 @@
 #include "common/fingerprint.h"
 #include "common/text.h"
 #include "runner/config/layering.h"
+#include "runner/config/lightning_names.h"
 #include "runner/config/resolve.h"
 #include "runner/config/sweep.h"
 
@@ -287,6 +288,12 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       if (r > 0)  // the variant's own seed, then the next ones
         repeat_tree.set("train.seed", {YAML::Node(seed + r), file_origin(file), file_origin(file)});
       Diagnostics found;
+      std::vector<std::string> notes;
+      translate_lightning_names(repeat_tree, notes, found);
+      for (const auto& note : notes)
+        if (std::find(experiment.notes.begin(), experiment.notes.end(), note) ==
+            experiment.notes.end())
+          experiment.notes.push_back(note);
       ConfigTree resolved = with_plugins(
           plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
       check_components_come_from_named_plugins(run, repeat_tree, registry, plugins, file, found);

@@ -21,6 +21,9 @@ struct Experiment {
   std::string file;
   ReportOptions report;
   std::vector<RunSpec> runs;
+  // "file:5:24: note: ...": what validation translated and thinks the user should know (a
+  // Lightning name's note); each once. The commands print them.
+  std::vector<std::string> notes{};
 };
 
 // At most this many runs per experiment (and per batch) unless `--max-runs` says otherwise: a

@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 #include "runner/config/layering.h"
+#include "runner/config/lightning_names.h"
 
 namespace trainyard {
 
@@ -42,6 +43,16 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
     choice.name = section.default_name;
   } else {
     choice.name = name->node.Scalar();
+  }
+  if (!registry.find(section.kind, choice.name)) {  // another tool's name: say which is ours
+    const std::string hint = lightning_component_hint(section.kind, choice.name);
+    if (!hint.empty()) {
+      diagnostics.error(origin, fmt::format("'{}.name': unknown {} '{}' (did you mean {}); "
+                                            "known: {}",
+                                            path, to_string(section.kind), choice.name, hint,
+                                            join(registry.names(section.kind))));
+      return;
+    }
   }
   const ComponentEntry* entry =
       lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics);
