@@ -80,9 +80,11 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
     s.add("accelerator", &RuntimeOptions::accelerator,
           "where to train: cpu, cuda (Lightning's gpu), or auto (cuda when a GPU is present)",
           one_of({"cpu", "cuda", "auto"}))
-        .add("devices", &RuntimeOptions::devices, "devices (processes) per node; auto or -1: every device of the accelerator here",
+        .add("devices", &RuntimeOptions::devices,
+             "devices (processes) per node; auto or -1: every device of the accelerator here",
              at_least(1))
-        .add("precision", &RuntimeOptions::precision, "numeric precision, Lightning's names (16, bf16 and 32 as Lightning reads them)",
+        .add("precision", &RuntimeOptions::precision,
+             "numeric precision, Lightning's names (16, bf16 and 32 as Lightning reads them)",
              Rule{})
         .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
              at_least(0))
