@@ -253,6 +253,9 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
                          false, ordinal});
         break;
     }
+    if (!policy_.selection.empty() &&
+        (plan.fate == RunFate::starts || plan.fate == RunFate::continues))
+      store_.record_attributes(queue.back().run_id, {{"selected by", policy_.selection}});
   }
 }
 

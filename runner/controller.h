@@ -27,6 +27,9 @@ struct BatchPolicy {
   // Ctrl-C, and say why.
   const std::atomic<bool>* time_limit_reached = nullptr;
   std::string time_limit{};  // as given ("9h"), for messages
+  // The batch's --only and --repeats ("--only fp32 --repeats 1"), recorded with each run it
+  // trains; "" for the files' whole sweeps.
+  std::string selection{};
 };
 
 struct BatchSummary {

@@ -89,5 +89,46 @@ TEST_F(PortableTest, DataMovedElsewhereIsTheSameExperiment) {
   EXPECT_EQ(other.output.find("already completed"), std::string::npos) << other.output;
 }
 
+// A smoke test is one flag: --only and --repeats run part of the file, and what they ran counts as
+// the file's: the report shows a subset at fewer repeats, not another experiment, and the full
+// batch later trains only the rest.
+TEST_F(PortableTest, OnlyAndRepeatsRunPartOfTheFilesExperiment) {
+  const std::string file = dir.write("smoke.yaml", R"(name: smoke
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, image_size: 8, num_classes: 4, train_size: 32, val_size: 16, test_size: 16}
+train: {epochs: 1, batch_size: 16, log_every: 1000}
+runtime: {accelerator: cpu, threads: 1}
+sweep: {repeats: 2, variants: [{name: fp32}, {name: bf16-true, set: {runtime.precision: bf16-true}}]}
+)");
+  Result nothing = trainyard("run " + file + " --db " + db() + " --only 'fp16*'");
+  EXPECT_EQ(nothing.exit_code, 2) << nothing.output;
+  EXPECT_NE(nothing.output.find("--only 'fp16*' matches no variant; the batch's variants: fp32, "
+                                "bf16-true"),
+            std::string::npos)
+      << nothing.output;
+  EXPECT_FALSE(fs::exists(db()));
+
+  Result smoke = trainyard("run " + file + " --db " + db() + " --only 'fp*' --repeats 1");
+  ASSERT_EQ(smoke.exit_code, 0) << smoke.output;
+  EXPECT_NE(smoke.output.find("smoke: 1 completed"), std::string::npos) << smoke.output;
+  {
+    Store store(db());
+    const auto runs = store.runs("smoke");
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].variant, "fp32");
+    EXPECT_EQ(store.attributes(runs[0].id).at("selected by"), "--only fp* --repeats 1");
+  }
+  Result report = trainyard("report --db " + db() + " -o " + (dir.path() / "smoke.md").string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string markdown = testing::read_file(dir.path() / "smoke.md");
+  EXPECT_NE(markdown.find("1 of 2 completed"), std::string::npos) << markdown;
+  EXPECT_EQ(markdown.find("Runs of other configurations"), std::string::npos) << markdown;
+
+  Result rest = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  EXPECT_NE(rest.output.find("smoke: 3 completed, 1 already completed"), std::string::npos)
+      << rest.output;
+}
+
 }  // namespace
 }  // namespace trainyard

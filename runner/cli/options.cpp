@@ -1,5 +1,8 @@
 #include "runner/cli/options.h"
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -8,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "runner/config/experiment.h"
 
 namespace trainyard {
@@ -55,6 +59,69 @@ void add_database_option(po::options_description& options, std::string& db_path,
 void add_experiment_option(po::options_description& options, std::string& experiment,
                            const char* help) {
   options.add_options()("experiment,e", po::value(&experiment), help);
+}
+
+std::string RunSelection::describe() const {
+  std::string out;
+  for (const auto& pattern : only)
+    out += (out.empty() ? "" : " ") + std::string("--only ") + pattern;
+  if (repeats > 0) out += fmt::format("{}--repeats {}", out.empty() ? "" : " ", repeats);
+  return out;
+}
+
+void add_selection_options(po::options_description& options, RunSelection& selection) {
+  options.add_options()("only", po::value(&selection.only)->composing(),
+                        "run only the variants named, or matching a glob: --only fp32 --only "
+                        "'bf16*' (or --only fp32,bf16-mixed); the report shows them as part of "
+                        "the file's experiment")(
+      "repeats", po::value(&selection.repeats),
+      "run each variant only N times (its first N seeds) for this invocation, N up to the file's "
+      "sweep.repeats");
+}
+
+void select_runs(std::vector<Experiment>& experiments, const RunSelection& selection) {
+  std::vector<std::string> patterns;
+  for (const auto& text : selection.only)
+    for (const auto& part : split(text, ','))
+      if (!strip(part).empty()) patterns.push_back(strip(part));
+  if (selection.repeats != 0) {
+    for (auto& experiment : experiments) {
+      int64_t file_repeats = 0;
+      for (const auto& run : experiment.runs) file_repeats = std::max(file_repeats, run.repeat + 1);
+      if (selection.repeats < 1 || selection.repeats > file_repeats)
+        throw UserError(fmt::format(
+            "--repeats {}: experiment '{}' runs each variant {} time{} (sweep.repeats); "
+            "--repeats runs fewer, from 1 to {} — for more, raise sweep.repeats in {}",
+            selection.repeats, experiment.name, file_repeats, file_repeats == 1 ? "" : "s",
+            file_repeats, experiment.file));
+      std::erase_if(experiment.runs,
+                    [&](const RunSpec& run) { return run.repeat >= selection.repeats; });
+    }
+  }
+  if (patterns.empty()) return;
+  std::vector<bool> matched(patterns.size(), false);
+  std::vector<std::string> variants;
+  for (auto& experiment : experiments) {
+    std::vector<RunSpec> kept;
+    for (auto& run : experiment.runs) {
+      if (variants.empty() || variants.back() != run.variant) variants.push_back(run.variant);
+      const std::string full = experiment.name + "/" + run.variant;
+      bool keep = false;
+      for (size_t i = 0; i < patterns.size(); ++i)
+        if (fnmatch(patterns[i].c_str(), run.variant.c_str(), 0) == 0 ||
+            fnmatch(patterns[i].c_str(), full.c_str(), 0) == 0) {
+          matched[i] = true;
+          keep = true;
+        }
+      if (keep) kept.push_back(std::move(run));
+    }
+    experiment.runs = std::move(kept);
+  }
+  for (size_t i = 0; i < patterns.size(); ++i)
+    if (!matched[i])
+      throw UserError(fmt::format("--only '{}' matches no variant; the batch's variants: {}",
+                                  patterns[i], join(variants)));
+  std::erase_if(experiments, [](const Experiment& e) { return e.runs.empty(); });
 }
 
 void print_notes(const std::vector<Experiment>& experiments) {

@@ -45,6 +45,22 @@ void add_max_runs_option(boost::program_options::options_description& options, i
 // Throws UserError when --max-runs is below 1; `command` names the command in the message.
 void check_max_runs(const std::string& command, int64_t max_runs);
 
+// A smoke test's selection of a batch's runs: `--only PATTERN` (variant names or globs, repeatable
+// or comma-separated) and `--repeats N` (sweep.repeats for this invocation). The runs it leaves
+// are the file's own configurations, so the report shows them as a subset, at fewer repeats.
+struct RunSelection {
+  std::vector<std::string> only;
+  int64_t repeats = 0;           // 0: the files'; else at most their sweep.repeats
+  std::string describe() const;  // "--only fp32 --repeats 1", "" for none
+};
+void add_selection_options(boost::program_options::options_description& options,
+                           RunSelection& selection);
+// Keeps the first --repeats repeats of each variant (the seeds the file's first repeats train
+// with: the same configurations) and the runs whose variant (or experiment/variant) matches a
+// --only pattern, dropping experiments left without any. UserError for --repeats beyond the
+// file's sweep.repeats, and for a pattern that matches nothing (with the batch's variants).
+void select_runs(std::vector<Experiment>& experiments, const RunSelection& selection);
+
 // Prints each experiment's notes (Experiment::notes: what validation translated) to stderr.
 void print_notes(const std::vector<Experiment>& experiments);
 

@@ -105,6 +105,8 @@ int run_command(const std::vector<std::string>& args) {
   add_plugin_option(options, plugins);
   add_database_option(options, db_path);
   add_max_runs_option(options, max_runs);
+  RunSelection selection;
+  add_selection_options(options, selection);
   options.add_options()("force", "rerun runs whose config already completed")(
       "retries", po::value(&policy.retries),
       "try a run again, from its checkpoint, up to N times when it failed in a transient way (a "
@@ -173,9 +175,10 @@ int run_command(const std::vector<std::string>& args) {
   // untouched and runs nothing of the batch.
   check_max_runs("run", max_runs);
   for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
-  const std::vector<Experiment> experiments =
-      load_batch(files, overrides, plugin_loader(), max_runs);
+  std::vector<Experiment> experiments = load_batch(files, overrides, plugin_loader(), max_runs);
   print_notes(experiments);
+  select_runs(experiments, selection);
+  policy.selection = selection.describe();
   if (vm.count("dry-run")) {
     for (size_t i = 0; i < experiments.size(); ++i) {
       if (i > 0) fmt::print("\n");

@@ -39,6 +39,7 @@ struct SubmitRequest {
   std::string db_path;
   SlurmOptions slurm;
   int64_t max_runs = kDefaultMaxRuns;
+  RunSelection selection;  // --only, --repeats
   bool force = false, dry_run = false;
 };
 
@@ -73,6 +74,7 @@ std::optional<SubmitRequest> parse_submit_request(const std::vector<std::string>
   add_max_runs_option(options, request.max_runs);
   options.add_options()("slurm", "submit to Slurm (the one scheduler trainyard submits to)");
   add_override_option(options, request.overrides);
+  add_selection_options(options, request.selection);
   add_plugin_option(options, request.plugins);
   add_database_option(
       options, request.db_path,
@@ -385,9 +387,10 @@ int submit_command(const std::vector<std::string>& args) {
   const std::optional<SubmitRequest> request = parse_submit_request(args);
   if (!request) return kExitOk;
   for (const auto& plugin : request->plugins) plugin_loader().add_command_line_plugin(plugin);
-  const std::vector<Experiment> experiments =
+  std::vector<Experiment> experiments =
       load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
   print_notes(experiments);
+  select_runs(experiments, request->selection);
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 
