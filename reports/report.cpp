@@ -197,12 +197,33 @@ void choose_current_runs(Store& store, const std::vector<RunRecord>& runs,
     const RunRecord& run = *other[key];
     OtherRun entry{
         .variant = run.variant, .run_id = run.id, .status = run.status, .ended_at = run.ended_at};
+    entry.metrics = store.final_metrics(run.id);
+    entry.error = run.error;
+    entry.failure = run.failure;
     auto it = by_variant.find(run.variant);
     if (it == by_variant.end())
       entry.differences = {"the file has no variant of this name any more"};
     else
       entry.differences = differences(run.config_yaml, it->second->config_yaml);
     section.other_runs.push_back(std::move(entry));
+  }
+}
+
+// Each run of another configuration against the baseline of its own configuration: the baseline
+// variant's run that differs from the file in the same keys and values (the same smoke test's
+// --set), when there is one.
+void compare_other_runs(ExperimentReport& section) {
+  for (auto& entry : section.other_runs) {
+    if (entry.variant == section.baseline || entry.status != RunStatus::completed) continue;
+    for (const auto& base : section.other_runs) {
+      if (base.variant != section.baseline || base.status != RunStatus::completed ||
+          base.differences != entry.differences)
+        continue;
+      const auto mine = entry.metrics.find(metric::kTrainSeconds);
+      const auto theirs = base.metrics.find(metric::kTrainSeconds);
+      if (mine != entry.metrics.end() && theirs != base.metrics.end() && mine->second > 0)
+        entry.speedup = theirs->second / mine->second;
+    }
   }
 }
 
@@ -292,9 +313,22 @@ Report build_report(Store& store, const std::string& experiment_name,
     if (section.baseline.empty() && !section.rows.empty())
       section.baseline = section.rows.front().variant;
     compare_with_baseline(section);
+    compare_other_runs(section);
     report.experiments.push_back(std::move(section));
   }
   return report;
+}
+
+std::string other_run_status(const OtherRun& run) {
+  const bool named = run.failure != FailureClass::none &&
+                     run.failure != FailureClass::interrupted && run.status != RunStatus::completed;
+  return to_string(run.status) + (named ? fmt::format(" ({})", to_string(run.failure)) : "");
+}
+
+std::string other_run_figure(const OtherRun& run, const std::string& key) {
+  const auto it = run.metrics.find(key);
+  const MetricInfo* info = find_metric(key);
+  return it == run.metrics.end() || info == nullptr ? "—" : format_metric(*info, it->second);
 }
 
 std::string html_escape(const std::string& text) {
@@ -401,10 +435,18 @@ std::string render_markdown(const Report& report) {
     out += "\n";
     if (!section.other_runs.empty()) {
       out += "Runs of other configurations (not in the table):\n\n";
-      for (const auto& run : section.other_runs)
+      for (const auto& run : section.other_runs) {
+        std::string figures;
+        if (run.status == RunStatus::completed)
+          figures =
+              fmt::format(", {}, test accuracy {}{}", other_run_figure(run, metric::kTrainSeconds),
+                          other_run_figure(run, metric::kTestAcc),
+                          run.speedup > 0 ? fmt::format(", {:.2f}x", run.speedup) : "");
         out += fmt::format(
-            "- {} (run {}, {}): {}\n", run.variant, run.run_id, to_string(run.status),
-            run.differences.empty() ? "the same settings" : join(run.differences, "; "));
+            "- {} (run {}, {}{}): {}{}\n", run.variant, run.run_id, other_run_status(run), figures,
+            run.differences.empty() ? "the same settings" : join(run.differences, "; "),
+            run.error.empty() ? "" : " — " + first_line(run.error));
+      }
       out += "\n";
     }
   }

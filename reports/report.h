@@ -59,6 +59,12 @@ struct OtherRun {
   std::string ended_at{};
   // "train.epochs: 1 (the file: 3)", one per differing key; or why the variant is not compared.
   std::vector<std::string> differences{};
+  std::map<std::string, double> metrics{};  // its final figures (time, accuracy, ...)
+  // Over the run of the baseline variant changed the same way (the same differences from the
+  // file: the same smoke test's --set), when there is one: the ratio of their training times.
+  double speedup = 0;
+  std::string error{};  // why it failed or stopped
+  FailureClass failure = FailureClass::none;
 };
 
 struct ExperimentReport {
@@ -102,6 +108,11 @@ struct Report {
 // problem) the rows are each variant's newest runs, with a note saying so.
 Report build_report(Store& store, const std::string& experiment = "",
                     const CurrentExperiments& current = {});
+
+// A run of another configuration: its status with its failure class ("failed (out-of-memory)"),
+// and one of its figures formatted ("—" when it has none).
+std::string other_run_status(const OtherRun& run);
+std::string other_run_figure(const OtherRun& run, const std::string& key);
 
 std::string render_html(const Report& report);
 // "3 of 4 variants completed, 1 failed; geometric-mean speedup over fp32: 2.41x (3 variants)".

@@ -63,6 +63,46 @@ TEST_F(ReportTest, AnEmptyValueInADifferenceIsShownQuoted) {
             (std::vector<std::string>{"model.weights: \"\" (the file: w.safetensors)"}));
 }
 
+// The trial: a smoke test's runs (train.epochs: 1 on the command line) are not the
+// file's, so the table says "not run" — and the runs listed apart show their figures, the speedup
+// over the baseline changed the same way, and a failed one its error and failure class.
+TEST_F(ReportTest, RunsOfOtherConfigurationsKeepTheirFigures) {
+  add_run_of("fp32", 0, RunStatus::completed, 40, 0.5, "train: {epochs: 1}\n", "f1");
+  add_run_of("bf16", 1, RunStatus::completed, 10, 0.25,
+             "train: {epochs: 1}\nruntime: {precision: bf16-mixed}\n", "b1");
+  const int64_t oom = add_run_of("fsdp", 2, RunStatus::failed, 0, 0,
+                                 "train: {epochs: 1}\nruntime: {strategy: fsdp}\n", "s1");
+  store.end_run(oom, RunStatus::failed, "CUDA out of memory. Tried to allocate 2.00 GiB",
+                FailureClass::out_of_memory);
+  CurrentExperiments current = [](const ExperimentRecord&) {
+    return CurrentExperiment{
+        .variants = {{"fp32", "f3", "train: {epochs: 3}\n"},
+                     {"bf16", "b3", "train: {epochs: 3}\nruntime: {precision: bf16-mixed}\n"},
+                     {"fsdp", "s3", "train: {epochs: 3}\nruntime: {strategy: fsdp}\n"}}};
+  };
+  const Report report = build_report(store, "", current);
+  const auto& section = report.experiments[0];
+  ASSERT_EQ(section.other_runs.size(), 3u);
+  EXPECT_DOUBLE_EQ(section.other_runs[0].metrics.at("train_seconds"), 40);
+  EXPECT_EQ(section.other_runs[0].speedup, 0);  // the baseline itself
+  EXPECT_DOUBLE_EQ(section.other_runs[1].speedup, 4.0);
+  EXPECT_EQ(other_run_status(section.other_runs[2]), "failed (out-of-memory)");
+
+  const std::string markdown = render_markdown(report);
+  EXPECT_NE(markdown.find("- bf16 (run 2, completed, 10.0s, test accuracy 25.0%, 4.00x): "
+                          "train.epochs: 1 (the file: 3)"),
+            std::string::npos)
+      << markdown;
+  EXPECT_NE(markdown.find("- fsdp (run 3, failed (out-of-memory)): train.epochs: 1 (the file: 3) "
+                          "— CUDA out of memory. Tried to allocate 2.00 GiB"),
+            std::string::npos)
+      << markdown;
+  const std::string html = render_html(report);
+  EXPECT_NE(html.find("<td>4.00x</td>"), std::string::npos);
+  EXPECT_NE(html.find("CUDA out of memory. Tried to allocate 2.00 GiB"), std::string::npos);
+  EXPECT_NE(html.find("failed (out-of-memory)"), std::string::npos);
+}
+
 // With the file's current configurations, a row is the run of exactly that configuration — not the
 // newer smoke test — and a variant nothing ran yet shows as not run; other configurations are
 // listed apart with the keys in which they differ.
