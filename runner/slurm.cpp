@@ -1,9 +1,11 @@
 #include "runner/slurm.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -45,21 +47,63 @@ namespace {
 
 // The --output line: Slurm's output file `pattern` (%A, %a, %j) in `folder`. sbatch ends a value at
 // unquoted whitespace and reads % as a pattern: the folder's own % are doubled.
-std::string output_line(const std::string& folder, const std::string& pattern) {
+std::string output_option(const std::string& folder, const std::string& pattern) {
   std::string path;
   for (char c : folder) path += c == '%' ? std::string("%%") : std::string(1, c);
   path += "/" + pattern;
-  return "#SBATCH --output=" +
-         (path.find_first_of(" \t") == std::string::npos ? path : "\"" + path + "\"") + "\n";
+  return "--output=" + (path.find_first_of(" \t") == std::string::npos ? path : "\"" + path + "\"");
 }
 
-void common_lines(std::string& script, const SlurmOptions& options) {
-  if (!options.partition.empty()) script += "#SBATCH --partition=" + options.partition + "\n";
-  if (!options.account.empty()) script += "#SBATCH --account=" + options.account + "\n";
-  if (!options.time.empty()) script += "#SBATCH --time=" + options.time + "\n";
+// The #SBATCH lines `generated` with the user's --sbatch-arg lines: one that sets an option (or an
+// equivalent) the script sets replaces it, the others are added.
+std::string directives(const std::vector<std::string>& generated, const SlurmOptions& options) {
+  std::vector<std::string> groups;
+  for (const auto& arg : options.sbatch_args) groups.push_back(sbatch_option_group(arg));
+  std::string out;
+  for (const auto& line : generated) {
+    const std::string group = sbatch_option_group(line);
+    if (std::find(groups.begin(), groups.end(), group) == groups.end())
+      out += "#SBATCH " + line + "\n";
+  }
+  for (const auto& arg : options.sbatch_args) out += "#SBATCH " + arg + "\n";
+  return out;
+}
+
+// --setup: the user's shell lines, before trainyard starts.
+std::string setup_lines(const SlurmOptions& options) {
+  std::string out;
+  for (const auto& line : options.setup_lines) out += line + "\n";
+  return out;
+}
+
+void common_options(std::vector<std::string>& lines, const SlurmOptions& options) {
+  if (!options.partition.empty()) lines.push_back("--partition=" + options.partition);
+  if (!options.account.empty()) lines.push_back("--account=" + options.account);
+  if (!options.time.empty()) lines.push_back("--time=" + options.time);
 }
 
 }  // namespace
+
+std::string sbatch_option_group(const std::string& arg) {
+  std::string text = strip(arg);
+  if (!text.starts_with("-")) return "";
+  const bool long_form = text.starts_with("--");
+  text = text.substr(long_form ? 2 : 1);
+  std::string name = text.substr(0, text.find_first_of("= \t"));
+  if (!long_form) {  // sbatch's short options
+    static const std::map<std::string, std::string> kShort = {
+        {"c", "cpus-per-task"}, {"G", "gpus"},    {"N", "nodes"},    {"t", "time"},
+        {"p", "partition"},     {"A", "account"}, {"J", "job-name"}, {"o", "output"},
+        {"a", "array"},         {"n", "ntasks"},  {"q", "qos"}};
+    name = name.substr(0, 1);
+    const auto it = kShort.find(name);
+    return it == kShort.end() ? name : it->second;
+  }
+  // Ways to ask for GPUs: Slurm rejects a job that mixes --gres=gpu with --gpus-per-node.
+  if (name == "gres" || name == "gpus" || name == "gpus-per-node" || name == "gpus-per-task")
+    return "gpus";
+  return name;
+}
 
 std::string array_script(const ArrayJob& array, int64_t submission_id, const SlurmOptions& options,
                          const std::string& exe, const std::string& folder) {
@@ -69,25 +113,25 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
       "# Written by `trainyard submit --slurm` (submission {}, array {}): tasks {} to {} of "
       "tasks.json,\n# one run each. See docs/cluster.md.\n",
       submission_id, array.number, array.first_task, array.first_task + array.tasks - 1);
-  s += fmt::format("#SBATCH --job-name=trainyard-{}-{}\n", submission_id, array.number);
-  s += fmt::format("#SBATCH --array=0-{}{}\n", array.tasks - 1,
-                   options.max_parallel > 0 ? fmt::format("%{}", options.max_parallel) : "");
-  s += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node=1\n", shape.nodes);
-  // One task per node starts the node's ranks itself (the launcher), as `trainyard run` does.
-  if (shape.cuda)
-    s += fmt::format("#SBATCH --gpus-per-node={}\n#SBATCH --cpus-per-task={}\n",
-                     shape.ranks_per_node, 4 * shape.ranks_per_node);
-  else
-    s += fmt::format("#SBATCH --cpus-per-task={}\n", shape.ranks_per_node);
-  common_lines(s, options);
-  s += output_line(folder, "slurm-%A_%a.out");
-  s += "#SBATCH --open-mode=append\n";  // a requeued task's output follows its first
-  s += "#SBATCH --requeue\n";
+  std::vector<std::string> lines = {
+      fmt::format("--job-name=trainyard-{}-{}", submission_id, array.number),
+      fmt::format("--array=0-{}{}", array.tasks - 1,
+                  options.max_parallel > 0 ? fmt::format("%{}", options.max_parallel) : ""),
+      fmt::format("--nodes={}", shape.nodes), "--ntasks-per-node=1"};
+  // One task per node starts the node's ranks itself (the launcher), as `trainyard run` does: 4
+  // CPUs for each GPU rank (its loader's threads), 1 for each CPU rank.
+  if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
+  lines.push_back(fmt::format("--cpus-per-task={}", (shape.cuda ? 4 : 1) * shape.ranks_per_node));
+  common_options(lines, options);
+  lines.push_back(output_option(folder, "slurm-%A_%a.out"));
+  lines.push_back("--open-mode=append");  // a requeued task's output follows its first
+  lines.push_back("--requeue");
   // The warning before the time limit: the run checkpoints and the task requeues itself. One node:
   // to the batch shell, which is the task (exec); several: to every node's task (srun's step).
-  s += fmt::format("#SBATCH --signal={}USR1@{}\n",
-                   shape.nodes > 1 ? "" : "B:", options.signal_seconds);
-  for (const std::string& arg : options.sbatch_args) s += "#SBATCH " + arg + "\n";
+  lines.push_back(
+      fmt::format("--signal={}USR1@{}", shape.nodes > 1 ? "" : "B:", options.signal_seconds));
+  s += directives(lines, options);
+  s += setup_lines(options);
   const std::string task =
       fmt::format("{} slurm-task --submission {} --task $(({} + SLURM_ARRAY_TASK_ID))",
                   shell_quote(exe), shell_quote(folder), array.first_task);
@@ -109,13 +153,16 @@ std::string report_script(int64_t submission_id, const SlurmOptions& options,
       "# It reads a private copy of the database's snapshot, taken in from the runs' records: a\n"
       "# compute node never writes the database itself.\n",
       submission_id);
-  s += fmt::format("#SBATCH --job-name=trainyard-{}-report\n", submission_id);
-  s += "#SBATCH --nodes=1\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n";
-  if (!after.empty()) s += "#SBATCH --dependency=afterany:" + join(after, ":") + "\n";
-  s += "#SBATCH --kill-on-invalid-dep=no\n";
-  common_lines(s, options);
-  s += output_line(folder, "slurm-report-%j.out");
+  std::vector<std::string> lines = {fmt::format("--job-name=trainyard-{}-report", submission_id),
+                                    "--nodes=1", "--ntasks=1", "--cpus-per-task=1"};
+  if (!after.empty()) lines.push_back("--dependency=afterany:" + join(after, ":"));
+  lines.push_back("--kill-on-invalid-dep=no");
+  common_options(lines, options);
+  lines.push_back(output_option(folder, "slurm-report-%j.out"));
+  // The runs' --sbatch-arg lines are theirs (memory, GPUs, QOS): the report asks for one CPU.
+  s += directives(lines, SlurmOptions{});
   s += "set -euo pipefail\n";
+  s += setup_lines(options);
   s += "scratch=$(mktemp -d \"${TMPDIR:-/tmp}/trainyard-report.XXXXXX\")\n";
   s += "trap 'rm -rf \"$scratch\"' EXIT\n";
   s += "cp " + shell_quote(folder + "/snapshot.db") + " \"$scratch/trainyard.db\"\n";

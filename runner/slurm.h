@@ -28,7 +28,11 @@ struct SlurmOptions {
   int max_parallel = 0;   // each array's %N throttle; 0: none
   int gpus_per_node = 0;  // 0: a CUDA run asks for runtime.devices GPUs on its node
   int nodes = 1;          // nodes of a run whose strategy trains on several processes
-  std::vector<std::string> sbatch_args{};  // passed through, one #SBATCH line each
+  // Passed through, one #SBATCH line each; one that sets an option the script sets itself (or an
+  // equivalent: --gres for --gpus-per-node) replaces that line (sbatch_option_group).
+  std::vector<std::string> sbatch_args{};
+  // Shell lines run before trainyard in every script (`module load gcc/13`): --setup.
+  std::vector<std::string> setup_lines{};
   int max_requeues = 3;      // times a task requeues itself after Slurm's warning signal
   int signal_seconds = 120;  // the warning (SIGUSR1) this long before the time limit
 };
@@ -60,6 +64,11 @@ std::vector<ArrayJob> plan_arrays(const std::vector<TaskShape>& shapes, int max_
 
 // The sbatch script of an array. `exe`: the trainyard executable (the same path on every node);
 // `folder`: the submission's folder, where Slurm's output files go.
+// Which sbatch option an argument sets, with the equivalent ones as one: "--gres=gpu:4" and
+// "--gpus-per-node=4" are both "gpus"; "-c 8" and "--cpus-per-task=8" are "cpus-per-task". ""
+// when it is not an option.
+std::string sbatch_option_group(const std::string& arg);
+
 std::string array_script(const ArrayJob& array, int64_t submission_id, const SlurmOptions& options,
                          const std::string& exe, const std::string& folder);
 // The report job's script: the report from a private copy of the submission's snapshot of the

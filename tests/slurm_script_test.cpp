@@ -32,6 +32,34 @@ TEST(SlurmScript, ArrayOfOneNodeRunsThrottledWithItsOptions) {
     EXPECT_TRUE(has_line(s, line)) << line << " missing from:\n" << s;
 }
 
+// A cluster without root: --setup lines run before trainyard in every script, and an --sbatch-arg
+// that sets what the script sets (or an equivalent Slurm would refuse beside it) replaces it.
+TEST(SlurmScript, SetupLinesAndSbatchArgsThatReplaceGeneratedOnes) {
+  SlurmOptions options{.sbatch_args = {"--gres=gpu:a100:4", "-c 16", "--qos=long"},
+                       .setup_lines = {"module load gcc/13", "source /shared/env.sh"}};
+  const ArrayJob array{.number = 1, .first_task = 0, .tasks = 2, .shape = {1, 4, true}};
+  const std::string s = array_script(array, 3, options, "/shared/bin/trainyard", "/shared/sub");
+  for (const char* line : {"#SBATCH --gres=gpu:a100:4", "#SBATCH -c 16", "#SBATCH --qos=long"})
+    EXPECT_TRUE(has_line(s, line)) << line << " missing from:\n" << s;
+  EXPECT_EQ(s.find("--gpus-per-node"), std::string::npos) << s;
+  EXPECT_EQ(s.find("--cpus-per-task=16"), std::string::npos) << s;
+  EXPECT_EQ(s.find("#SBATCH --cpus-per-task"), std::string::npos) << s;
+  const size_t setup = s.find("\nmodule load gcc/13\nsource /shared/env.sh\n");
+  ASSERT_NE(setup, std::string::npos) << s;
+  EXPECT_LT(s.rfind("#SBATCH"), setup);  // sbatch reads directives only before the first command
+  EXPECT_LT(setup, s.find("exec "));
+  const std::string report = report_script(3, options, "/shared/bin/trainyard", "/shared/sub", {});
+  EXPECT_NE(report.find("module load gcc/13\n"), std::string::npos) << report;
+  EXPECT_EQ(report.find("--gres"), std::string::npos) << report;  // the runs' resources, not its
+
+  EXPECT_EQ(sbatch_option_group("--gpus-per-node=2"), "gpus");
+  EXPECT_EQ(sbatch_option_group("--gres=gpu:2"), "gpus");
+  EXPECT_EQ(sbatch_option_group("-G 2"), "gpus");
+  EXPECT_EQ(sbatch_option_group("--cpus-per-task=8"), "cpus-per-task");
+  EXPECT_EQ(sbatch_option_group("--mem=64G"), "mem");
+  EXPECT_EQ(sbatch_option_group("mem=64G"), "");
+}
+
 TEST(SlurmScript, MultiNodeRunsStartOneTaskPerNodeThroughSrun) {
   const ArrayJob array{.number = 0, .first_task = 0, .tasks = 1, .shape = {2, 2, false}};
   const std::string s = array_script(array, 1, {}, "/t", "/f");

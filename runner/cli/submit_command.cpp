@@ -95,8 +95,11 @@ std::optional<SubmitRequest> parse_submit_request(const std::vector<std::string>
       "signal-seconds", po::value(&slurm.signal_seconds),
       "the warning comes this long before the time limit (default 120)")(
       "sbatch-arg", po::value(&slurm.sbatch_args)->composing(),
-      "one more #SBATCH line, e.g. --sbatch-arg=--mem=64G (repeatable)")(
-      "force", "submit runs whose config already completed")(
+      "one more #SBATCH line, e.g. --sbatch-arg=--mem=64G (repeatable); one that sets an option "
+      "the script sets (--gres for --gpus-per-node, --cpus-per-task) replaces that line")(
+      "setup", po::value(&slurm.setup_lines)->composing(),
+      "a shell line each task runs before trainyard, e.g. --setup 'module load gcc/13' "
+      "(repeatable)")("force", "submit runs whose config already completed")(
       "dry-run", "print the sbatch scripts and what would be submitted; submits nothing");
   po::options_description arguments;
   arguments.add_options()("file", po::value(&request.files)->composing(), "experiment files");
