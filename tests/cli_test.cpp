@@ -234,6 +234,31 @@ runtime: {precision: 64, strategy: deepspeed_stage_2}
   EXPECT_NE(two.output.find("unknown key 'train.lerning_rate'"), std::string::npos) << two.output;
 }
 
+// A weights file is read at validation (its header; the tensors are not read): a PyTorch .bin and
+// a truncated safetensors file are refused with the loader's messages, exit 2, before any worker.
+TEST_F(CliTest, ValidationReadsTheWeightsFilesHeader) {
+  const std::string model =
+      "model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: "
+      "32, num_classes: 4, weights: ";
+  const std::string rest = "}\ndataset: {name: synthetic-images, image_size: 8, num_classes: 4}\n";
+  // What torch.save writes: a zip archive ("PK\3\4"), whose first 8 bytes read as a huge length.
+  const std::string bin =
+      dir.write("pytorch_model.bin", std::string("PK\3\4\0\0\0\0", 8) + "data.pkl");
+  Result zip = trainyard("validate " + dir.write("bin.yaml", "name: bin\n" + model + bin + rest));
+  EXPECT_EQ(zip.exit_code, 2) << zip.output;
+  EXPECT_NE(zip.output.find("bin.yaml:2:119: error: model.weights: "), std::string::npos)
+      << zip.output;
+  EXPECT_NE(zip.output.find("a PyTorch .bin/.pt file must be converted first"), std::string::npos)
+      << zip.output;
+  // A header that says 200 bytes, in a file of 20.
+  const std::string cut =
+      dir.write("cut.safetensors", std::string("\xc8\0\0\0\0\0\0\0", 8) + "{\"w\": {\"dty");
+  Result truncated =
+      trainyard("validate " + dir.write("cut.yaml", "name: cut\n" + model + cut + rest));
+  EXPECT_EQ(truncated.exit_code, 2) << truncated.output;
+  EXPECT_NE(truncated.output.find("the file is truncated"), std::string::npos) << truncated.output;
+}
+
 TEST_F(CliTest, ValidateCatchesEveryStaticMistakeAtOnce) {
   const std::string file = dir.write("mistakes.yaml", R"(
 name: mistakes

@@ -83,6 +83,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
   try {
     const auto* bytes = static_cast<const uint8_t*>(mapping_);
+    // torch.save's formats, by their first bytes: a zip archive (since PyTorch 1.6) or a pickle
+    // (protocol 2 to 5) — where a safetensors header's JSON would begin with '{'.
+    const bool json_follows = size_ > 8 && bytes[8] == '{';
+    if (!json_follows && ((bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 && bytes[3] == 4) ||
+                          (bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5)))
+      fail(path,
+           "is a PyTorch checkpoint (torch.save's zip or pickle), not safetensors; a PyTorch "
+           ".bin/.pt file must be converted first: save_file(torch.load(path), out) with "
+           "safetensors.torch (docs/data.md)");
     uint64_t header_bytes = 0;
     for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];  // little-endian
     if (header_bytes > kMaxHeaderBytes)

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/text.h"
+#include "components/weights/safetensors.h"
 #include "runner/config/layering.h"
 #include "runner/config/lightning_names.h"
 
@@ -131,12 +132,23 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
                     data.max_length, model.max_positions));
   std::error_code ec;
   const std::string& weights = run.weights.weights;
-  if (!weights.empty() && (!std::filesystem::is_regular_file(weights, ec)))
+  if (weights.empty()) return;
+  if (!std::filesystem::is_regular_file(weights, ec)) {
     diagnostics.error(
         origin_of_key(tree, "model.weights", fallback),
-        fmt::format("model.weights: no such file '{}'; name a safetensors file (README, "
-                    "\"Data and weights\"), or remove the key for random initialisation",
+        fmt::format("model.weights: no such file '{}'; name a safetensors file (docs/data.md), "
+                    "or remove the key for random initialisation",
                     weights));
+    return;
+  }
+  // Its header, read now (memory-mapped: the tensors are not read): a truncated file, another
+  // format or a PyTorch .bin is refused here with the loader's own message, not by a worker.
+  try {
+    SafetensorsFile file(weights);
+  } catch (const UserError& e) {
+    diagnostics.error(origin_of_key(tree, "model.weights", fallback),
+                      fmt::format("model.weights: {}", e.what()));
+  }
 }
 
 // The rules that span sections: combinations that cannot work, refused with the fix. `runtime_ok`:
