@@ -143,7 +143,7 @@ TEST_F(BatchTest, TwoRunsOfOneConfigContinueTheirOwnInterruptedRuns) {
 
 // --on-failure stop: no new run starts after one failed; the rest wait for the next batch.
 TEST_F(BatchTest, OnFailureStopLeavesTheRestForLater) {
-  const std::string broken = dir.write("broken.safetensors", "not safetensors");
+  const std::string broken = testing::write_foreign_weights(dir, "broken.safetensors");
   const std::string file =
       experiment("stops", "sweep: {variants: [{name: broken, set: {model.weights: '" + broken +
                               "'}}, {name: fine}]}\n");

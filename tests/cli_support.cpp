@@ -32,6 +32,14 @@ Result shell(const std::string& command_line) {
   return result;
 }
 
+std::string write_foreign_weights(const TempDir& dir, const std::string& name) {
+  const std::string header =
+      R"({"not_in_the_model.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return dir.write(name, bytes + header + std::string(4, '\0'));
+}
+
 std::string source(const std::string& relative) {
   return std::string(TRAINYARD_SOURCE_DIR) + "/" + relative;
 }

@@ -34,6 +34,10 @@ Result shell(const std::string& command_line);
 
 // A file of the source tree, by its path relative to the root.
 std::string source(const std::string& relative);
+
+// Writes `name` in `dir`: a well-formed safetensors file (it passes validation) whose one tensor
+// the model has not, so that loading it fails the run as bad input (strict weights).
+std::string write_foreign_weights(const TempDir& dir, const std::string& name);
 std::string read_file(const std::filesystem::path& path);
 
 // Kills a forked trainyard (and, through PR_SET_PDEATHSIG, its workers) when a test ends early.

@@ -118,12 +118,12 @@ TEST_F(ConfigTest, WrongTypeOutOfRangeAndUnknownEnumAreAllReportedAtOnce) {
   std::string text = kValid;
   text.replace(text.find("epochs: 2"), 9, "epochs: -1");
   text.replace(text.find("width: 16"), 9, "width: wide");
-  text.replace(text.find("accelerator: cpu"), 16, "accelerator: gpu");
+  text.replace(text.find("accelerator: cpu"), 16, "accelerator: tpu");
   Diagnostics d = errors(text + "  precision: 16-mixed\n");
   EXPECT_EQ(d.size(), 3u) << d.format();
   EXPECT_TRUE(has(d, "'model.width' must be an integer, got 'wide'"));
   EXPECT_TRUE(has(d, "'train.epochs' must be ≥ 0, got -1"));
-  EXPECT_TRUE(has(d, "'runtime.accelerator' has unknown value 'gpu'"));
+  EXPECT_TRUE(has(d, "'runtime.accelerator' has unknown value 'tpu'"));
   EXPECT_TRUE(has(d, "expected one of: cpu, cuda, auto"));
 }
 

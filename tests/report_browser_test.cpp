@@ -34,7 +34,7 @@ class ReportBrowserTest : public testing::CliTest {};
 TEST_F(ReportBrowserTest, TheReportOfARealBatchRendersInChromium) {
   ASSERT_EQ(shell("command -v chromium").exit_code, 0)
       << "chromium is missing: scripts/setup.sh installs it (Debian's chromium)";
-  const std::string broken = dir.write("broken.safetensors", "not a safetensors file");
+  const std::string broken = testing::write_foreign_weights(dir, "broken.safetensors");
   const std::string file = dir.write("morning.yaml", R"(
 name: morning
 description: fp32 against bf16-mixed, twice each; one variant with broken weights

@@ -185,7 +185,7 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
 
 // Bad input fails at once and is never retried, whatever --retries says; its class is stored.
 TEST_F(ResumeTest, BadInputIsNeverRetried) {
-  const std::string weights = dir.write("broken.safetensors", "not a safetensors file");
+  const std::string weights = testing::write_foreign_weights(dir, "broken.safetensors");
   const std::string file = experiment("single", 1);
   Result result =
       trainyard("run " + file + " --db " + db() + " --retries 3 --set model.weights=" + weights);

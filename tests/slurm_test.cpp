@@ -209,7 +209,7 @@ TEST_F(SlurmTest, JobRequeuedBySlurmContinuesFromItsCheckpoint) {
 // A run that fails is recorded failed, with its class and its log's last lines (two ranks: the
 // message of one rank alone would be just its own).
 TEST_F(SlurmTest, FailingRunIsRecordedFailedWithItsLogTail) {
-  const std::string broken = dir.write("broken.safetensors", "not safetensors");
+  const std::string broken = testing::write_foreign_weights(dir, "broken.safetensors");
   const std::string file =
       experiment("fails", "sweep: {variants: [{name: broken, set: {model.weights: '" + broken +
                               "', runtime.devices: 2, runtime.strategy: ddp}}, {name: fine}]}\n");
