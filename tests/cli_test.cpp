@@ -259,6 +259,21 @@ TEST_F(CliTest, ValidationReadsTheWeightsFilesHeader) {
   EXPECT_NE(truncated.output.find("the file is truncated"), std::string::npos) << truncated.output;
 }
 
+// A data root that is not there is one error, at dataset.root — not one per split.
+TEST_F(CliTest, AMissingDataRootIsOneError) {
+  const std::string file = dir.write("gone.yaml", R"(name: gone
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: imagefolder, root: /nowhere/photos}
+)");
+  Result result = trainyard("validate " + file);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(
+      result.output.find("gone.yaml:3:36: error: imagefolder: no such folder /nowhere/photos"),
+      std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("\n1 error"), std::string::npos) << result.output;
+}
+
 TEST_F(CliTest, ValidateCatchesEveryStaticMistakeAtOnce) {
   const std::string file = dir.write("mistakes.yaml", R"(
 name: mistakes
@@ -359,13 +374,14 @@ sweep:
   EXPECT_NE(verbose.output.find("precision: bf16-mixed\n"), std::string::npos) << verbose.output;
 }
 
-// The data and weights as files on disk (empty: validation looks for them, it does not read them).
+// The data and weights as files on disk (the data empty: validation looks for it, it does not read
+// it; the weights well-formed: validation reads their header).
 std::string fake_study_files(const testing::TempDir& dir) {
   for (const auto& name : testing::kCifar10Files) dir.write("cifar-10-batches-bin/" + name, "");
   for (const char* folder : {"train/pos", "train/neg", "test/pos", "test/neg"})
     fs::create_directories(dir.path() / "aclImdb" / folder);
-  dir.write("vit_b_16.safetensors", "");
-  dir.write("distilbert/model.safetensors", "");
+  testing::write_foreign_weights(dir, "vit_b_16.safetensors");
+  testing::write_foreign_weights(dir, "distilbert/model.safetensors");
   dir.write("distilbert/vocab.txt", read_file(source("tests/fixtures/vocab.txt")));
   const std::string d = dir.path().string();
   return " --set dataset.root=" + d + "/cifar-10-batches-bin --set model.weights=" + d +

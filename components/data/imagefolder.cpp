@@ -148,6 +148,13 @@ void register_imagefolder(Registry& registry) {
         const fs::path root(o.root);
         std::error_code ec;
         Capabilities capabilities;
+        if (!fs::is_directory(root, ec)) {  // one problem, not one per split
+          capabilities.problems.emplace_back(
+              "root", fmt::format("imagefolder: no such folder {}; dataset.root must hold "
+                                  "train/<class>/ and val/<class>/ folders of images",
+                                  root.string()));
+          return capabilities;
+        }
         for (const char* split : {"train", "val"})
           if (!fs::is_directory(root / split, ec))
             capabilities.problems.emplace_back(
