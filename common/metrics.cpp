@@ -1,5 +1,7 @@
 #include "common/metrics.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "common/text.h"
@@ -123,6 +125,15 @@ std::string format_metric(const MetricInfo& metric, double value) {
       return fmt::format("{:.4g}", value);
   }
   return fmt::format("{}", value);
+}
+
+std::string chance_verdict(double accuracy, int64_t classes, int64_t samples) {
+  if (classes < 2 || samples < 1 || !std::isfinite(accuracy)) return "";
+  const double chance = 1.0 / static_cast<double>(classes);
+  const double sigma = std::sqrt(chance * (1 - chance) / static_cast<double>(samples));
+  if (accuracy > chance + 2 * sigma) return "";
+  return fmt::format("did not learn: test accuracy {:.1f}% is at chance ({:.1f}% for {} classes)",
+                     100 * accuracy, 100 * chance, classes);
 }
 
 }  // namespace trainyard

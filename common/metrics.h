@@ -2,6 +2,7 @@
 // the console, in the database and in the reports. Adding a metric is one line in metrics.cpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,12 @@ std::string format_metric(const MetricInfo& metric, double value);
 
 // What a stored value of `unit` is: "seconds", "bytes", "a fraction (0-1)", ...
 const char* describe_unit(MetricUnit unit);
+
+// "did not learn: test accuracy 26.0% is at chance (25.0% for 4 classes)" when `accuracy` over
+// `samples` test samples is no better than guessing among `classes` — within two binomial standard
+// deviations above 1/classes — else "". A run whose accuracy stays there learned nothing the test
+// can see (a learning rate off by orders of magnitude, labels shuffled apart from their inputs).
+std::string chance_verdict(double accuracy, int64_t classes, int64_t samples);
 
 // Keys the engine writes; spelled once here so a typo is a compile error, not a silent new metric.
 namespace metric {

@@ -66,6 +66,15 @@ TEST_F(BatchTest, RunsAreCountedAcrossTheBatch) {
   EXPECT_NE(result.output.find("run 1/3: a/one"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("run 3/3: b/default"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("a, b: 3 completed"), std::string::npos) << result.output;
+  // 64 samples and 8 steps at the fine-tuning rate learn nothing the test can see: said, and kept.
+  EXPECT_NE(result.output.find("did not learn: test accuracy"), std::string::npos) << result.output;
+  {
+    Store store(db());
+    const auto runs = store.runs("b");
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_NE(store.attributes(runs[0].id)["learning"].find("is at chance (25.0% for 4 classes)"),
+              std::string::npos);
+  }
   Result again = trainyard("run " + a + " " + b + " --db " + db());
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_NE(again.output.find("3 already completed"), std::string::npos) << again.output;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/metrics.h"
 #include "common/text.h"
 
@@ -34,6 +36,19 @@ TEST(MetricsTest, VocabularyIsUniqueAndFormatted) {
   EXPECT_EQ(format_metric(*find_metric(metric::kSpeedup), 2.918), "2.92x");
   EXPECT_EQ(format_metric(*find_metric(metric::kTrainSeconds), 18.7 * 60), "18m 42s");
   EXPECT_EQ(find_metric("nope"), nullptr);
+}
+
+// A test accuracy no better than guessing is flagged; one two binomial deviations above it is not.
+TEST(ChanceVerdict, AccuracyAtChanceIsFlagged) {
+  EXPECT_EQ(chance_verdict(0.25, 4, 256),
+            "did not learn: test accuracy 25.0% is at chance (25.0% for 4 classes)");
+  EXPECT_NE(chance_verdict(0.10, 10, 10000), "");
+  // 4 classes over 256 samples: sigma = sqrt(.25 * .75 / 256) = 2.7%; chance + 2 sigma = 30.4%.
+  EXPECT_NE(chance_verdict(0.30, 4, 256), "");
+  EXPECT_EQ(chance_verdict(0.31, 4, 256), "");
+  EXPECT_EQ(chance_verdict(0.90, 10, 100), "");
+  EXPECT_EQ(chance_verdict(0.5, 1, 100), "");  // one class: nothing to guess
+  EXPECT_EQ(chance_verdict(std::nan(""), 4, 100), "");
 }
 
 }  // namespace

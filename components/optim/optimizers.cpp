@@ -41,7 +41,11 @@ struct SgdOptions {
 template <class Opts>
 OptionSet<Opts> adam_family_options() {
   OptionSet<Opts> options;
-  options.add("lr", &Opts::lr, "learning rate", greater_than(0))
+  options
+      .add("lr", &Opts::lr,
+           "learning rate; the default 5e-5 is the reference studies' fine-tuning rate (from "
+           "pretrained weights); from scratch a network usually wants 1e-3 or more",
+           greater_than(0))
       .add("beta1", &Opts::beta1, "decay of the first-moment average", between(0, 1))
       .add("beta2", &Opts::beta2, "decay of the second-moment average", between(0, 1))
       .add("eps", &Opts::eps, "term added to the denominator", greater_than(0))

@@ -789,6 +789,12 @@ MetricValues Trainer::finish(double train_seconds) {
   const double test_seconds = seconds_since(test_start);
   log("test loss {:.4f} acc {:.2f}% ({}); training time {}", test.loss, 100 * test.accuracy,
       format_duration(test_seconds), format_duration(train_seconds));
+  const std::string verdict =
+      chance_verdict(test.accuracy, data_.num_classes, static_cast<int64_t>(data_.test->size()));
+  if (!verdict.empty()) {
+    log("{}", verdict);
+    context_.observer.on_setup({{"learning", verdict}});  // in the report's run details
+  }
   return final_metrics(test, train_seconds, test_seconds);
 }
 
