@@ -60,8 +60,11 @@ std::vector<FileEntry> list_files(const fs::path& root) {
       continue;
     }
     std::error_code type_ec;
-    if (entry.is_regular_file(type_ec))  // a symbolic link counts as the file it names
-      out.push_back(stat_entry(fs::relative(entry.path(), root).generic_string(), entry.path()));
+    // A symbolic link counts as the file it names. The relative name lexically: fs::relative
+    // would resolve every component of every path, a stat per level per file.
+    if (entry.is_regular_file(type_ec))
+      out.push_back(
+          stat_entry(entry.path().lexically_relative(root).generic_string(), entry.path()));
   }
   std::sort(out.begin(), out.end(),
             [](const FileEntry& a, const FileEntry& b) { return a.relative < b.relative; });
