@@ -222,7 +222,9 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
       deadline = std::chrono::steady_clock::now() +
                  std::chrono::seconds(std::min(spec.grace_seconds, kFailureGraceSeconds));
     }
-    if (stop_requested.load() && !stopping) {
+    // A run whose result came has completed: a stop requested while its ranks exit (a batch's
+    // --time-limit passing in that moment) does not make it interrupted.
+    if (stop_requested.load() && !stopping && !got_result) {
       stopping = interrupted = true;
       stop_all(SIGTERM);
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);

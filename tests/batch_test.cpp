@@ -1,6 +1,5 @@
 // A batch of experiment files overnight: every file validated before anything trains, runs counted
-// across the batch, a time limit that stops in time and leaves the rest for the next run, a
-// failure policy, early stopping.
+// across the batch, a failure policy, early stopping (its --time-limit: tests/plugin_test.cpp).
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -78,47 +77,6 @@ TEST_F(BatchTest, RunsAreCountedAcrossTheBatch) {
   Result again = trainyard("run " + a + " " + b + " --db " + db());
   EXPECT_EQ(again.exit_code, 0);
   EXPECT_NE(again.output.find("3 already completed"), std::string::npos) << again.output;
-}
-
-// --time-limit: the running run stops (checkpointed), the rest are listed as not started, and the
-// next `trainyard run` finishes the batch.
-TEST_F(BatchTest, TimeLimitStopsInTimeAndTheNextRunFinishes) {
-  const std::string slow = experiment(
-      "slow",
-      // 'long' must outlast the limit: about 11 s of steps on two cores (30000 samples did not,
-      // once a CPU worker stopped loading LibTorch's CUDA side). The limit leaves the worker's
-      // start (3 s on a loaded machine) time to reach training, so that there is a checkpoint; the
-      // test runs alone (tests/serial_tests.cmake).
-      R"(sweep: {variants: [{name: long, set: {dataset.train_size: 90000, train.epochs: 1}}, {name: later}]}
-)");
-  Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 8s");
-  EXPECT_EQ(stopped.exit_code, 75) << stopped.output;  // not 130: that is Ctrl-C
-  EXPECT_NE(
-      stopped.output.find("0 failed, 1 interrupted, 1 not started, stopped at --time-limit 8s"),
-      std::string::npos)
-      << stopped.output;
-  EXPECT_NE(stopped.output.find("run the same command again to continue"), std::string::npos);
-  {
-    Store store(db());
-    const auto runs = store.runs("slow");
-    ASSERT_EQ(runs.size(), 2u);
-    EXPECT_EQ(runs[0].status, RunStatus::interrupted);
-    EXPECT_EQ(runs[0].failure, FailureClass::interrupted);
-    EXPECT_NE(runs[0].error.find("--time-limit 8s"), std::string::npos) << runs[0].error;
-    EXPECT_EQ(runs[1].failure, FailureClass::not_started);
-    EXPECT_NE(runs[1].error.find("not started"), std::string::npos) << runs[1].error;
-  }
-  // The next batch continues 'long' from its checkpoint and starts 'later', each under its id.
-  Result rest = trainyard("run " + slow + " --db " + db());
-  ASSERT_EQ(rest.exit_code, 0) << rest.output;
-  EXPECT_NE(rest.output.find("continues from its checkpoint at epoch"), std::string::npos)
-      << rest.output;
-  Store store(db());
-  const auto runs = store.runs("slow");
-  ASSERT_EQ(runs.size(), 2u);
-  EXPECT_EQ(runs[0].status, RunStatus::completed);
-  EXPECT_EQ(runs[0].resumes, 1);
-  EXPECT_EQ(runs[1].status, RunStatus::completed);
 }
 
 // Two variants of one config (they differ only in train.checkpoint_every_steps, outside the run's

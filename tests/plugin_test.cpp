@@ -325,5 +325,50 @@ TEST_F(PluginTest, TheResNetStudyValidatesWithItsPlugin) {
       << run.output;
 }
 
+// --time-limit: the running run stops (checkpointed), the rest are listed as not started, and the
+// next `trainyard run` finishes the batch. The test plugin slow-linear sleeps 20 ms in each
+// forward, so that 'long' trains for 12 s on any machine: the 8 s limit passes after its first
+// checkpoints (every 25 steps) and before its end. It runs alone (tests/serial_tests.cmake): the
+// worker's start must not take the limit's time on a machine busy with other tests.
+TEST_F(PluginTest, ATimeLimitStopsInTimeAndTheNextRunFinishes) {
+  const std::string slow = dir.write("slow.yaml", fmt::format(R"(name: slow
+plugins: [{}]
+model: {{name: slow-linear, step_ms: 20}}
+dataset: {{name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4}}
+train: {{epochs: 2, batch_size: 16, log_every: 1000, checkpoint_every_steps: 25}}
+runtime: {{accelerator: cpu, threads: 1}}
+sweep: {{variants: [{{name: long, set: {{dataset.train_size: 9600, train.epochs: 1}}}}, {{name: later}}]}}
+)",
+                                                              built("bad", "slow_linear")));
+  Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 8s");
+  EXPECT_EQ(stopped.exit_code, 75) << stopped.output;  // not 130: that is Ctrl-C
+  EXPECT_NE(
+      stopped.output.find("0 failed, 1 interrupted, 1 not started, stopped at --time-limit 8s"),
+      std::string::npos)
+      << stopped.output;
+  EXPECT_NE(stopped.output.find("run the same command again to continue"), std::string::npos);
+  {
+    Store store(db());
+    const auto runs = store.runs("slow");
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].status, RunStatus::interrupted);
+    EXPECT_EQ(runs[0].failure, FailureClass::interrupted);
+    EXPECT_NE(runs[0].error.find("--time-limit 8s"), std::string::npos) << runs[0].error;
+    EXPECT_EQ(runs[1].failure, FailureClass::not_started);
+    EXPECT_NE(runs[1].error.find("not started"), std::string::npos) << runs[1].error;
+  }
+  // The next batch continues 'long' from its checkpoint and starts 'later', each under its id.
+  Result rest = trainyard("run " + slow + " --db " + db());
+  ASSERT_EQ(rest.exit_code, 0) << rest.output;
+  EXPECT_NE(rest.output.find("continues from its checkpoint at epoch 1, batch "), std::string::npos)
+      << rest.output;
+  Store store(db());
+  const auto runs = store.runs("slow");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].status, RunStatus::completed);
+  EXPECT_EQ(runs[0].resumes, 1);
+  EXPECT_EQ(runs[1].status, RunStatus::completed);
+}
+
 }  // namespace
 }  // namespace trainyard::testing
