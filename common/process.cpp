@@ -3,13 +3,21 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
 #include <stdexcept>
+#include <thread>
 
 extern char** environ;
 
@@ -95,6 +103,64 @@ std::string user_name() {
 bool process_alive(int64_t pid) {
   if (pid <= 0) return false;
   return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (cpus <= 0) cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  // "max 100000" (no quota) or "<quota> <period>" in microseconds: quota / period CPUs' time.
+  std::ifstream quota_file("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (quota_file >> quota >> period && quota != "max" && period > 0) {
+    const double allowed = std::ceil(std::strtod(quota.c_str(), nullptr) / period);
+    if (allowed >= 1 && allowed < cpus) cpus = static_cast<int>(allowed);
+  }
+  return std::max(cpus, 1);
+}
+
+namespace {
+
+// Per CPU of /proc/stat: its idle time (idle + iowait) and its total, in clock ticks.
+std::map<int, std::pair<uint64_t, uint64_t>> cpu_times() {
+  std::map<int, std::pair<uint64_t, uint64_t>> times;
+  std::ifstream stat("/proc/stat");
+  std::string line;
+  while (std::getline(stat, line)) {
+    int cpu = -1;
+    unsigned long long v[8] = {};  // user nice system idle iowait irq softirq steal
+    if (std::sscanf(line.c_str(), "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0],
+                    &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 9)
+      continue;  // the "cpu " total line, or another
+    uint64_t total = 0;
+    for (unsigned long long x : v) total += x;
+    times[cpu] = {v[3] + v[4], total};
+  }
+  return times;
+}
+
+}  // namespace
+
+double idle_cpus(std::chrono::milliseconds window) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  const auto before = cpu_times();
+  std::this_thread::sleep_for(window);
+  const auto after = cpu_times();
+  double idle = 0;
+  bool any = false;
+  for (const auto& [cpu, times] : after) {
+    const auto earlier = before.find(cpu);
+    if (!CPU_ISSET(cpu, &set) || earlier == before.end()) continue;
+    const double total = static_cast<double>(times.second - earlier->second.second);
+    if (total <= 0) continue;
+    idle += static_cast<double>(times.first - earlier->second.first) / total;
+    any = true;
+  }
+  return any ? idle : -1;
 }
 
 }  // namespace trainyard

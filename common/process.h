@@ -1,7 +1,8 @@
 // Processes: running a program and reading what it printed, quoting for a shell, this process (its
-// executable, host and user), and whether another one lives.
+// executable, host, user and the CPUs it may use), and whether another one lives.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,6 +27,15 @@ std::string self_executable();
 // This machine's host name, and the user this process runs as (the uid when it has no name).
 std::string host_name();
 std::string user_name();
+
+// CPUs this process may run on: those of its affinity mask (taskset, Slurm's --cpus-per-task, a
+// container's cpuset), fewer when a cgroup v2 CPU quota (cpu.max: docker --cpus) allows less.
+// At least 1.
+int usable_cpus();
+
+// How many of the CPUs this process may run on were idle over the last `window` (from
+// /proc/stat's per-CPU counts): the others are busy with other processes. -1 when unknown.
+double idle_cpus(std::chrono::milliseconds window);
 
 // True when process `pid` of this host exists (also when it is another user's).
 bool process_alive(int64_t pid);

@@ -40,6 +40,9 @@ struct Capabilities {
   // What is wrong with the files the options name, found without building the component (a
   // missing root, a folder without its expected files): option key -> the problem and its fix.
   std::vector<std::pair<std::string, std::string>> problems{};
+  // What validation should say about them that is not wrong (a class without validation images):
+  // printed as notes by validate, run and submit.
+  std::vector<std::string> notes{};
 };
 
 // A component chosen by name, with its resolved options (every option, defaults included) and

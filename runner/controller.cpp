@@ -310,8 +310,8 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:
   // said, since their times then measure the machine, not the strategy. (More CUDA devices than
   // the machine has is a skip, decided when planning.)
-  if (const unsigned cores = std::thread::hardware_concurrency();
-      resolve_device(run.runtime).type == "cpu" && cores > 0 && run.runtime.devices > cores)
+  if (const int cores = usable_cpus();
+      resolve_device(run.runtime).type == "cpu" && run.runtime.devices > cores)
     log.both->warn(
         "{} CPU ranks on {} cores: the ranks take turns, so this run's times say more about the "
         "machine than about strategy {}",

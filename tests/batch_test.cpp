@@ -110,10 +110,9 @@ TEST_F(BatchTest, TwoRunsOfOneConfigContinueTheirOwnInterruptedRuns) {
 
 // --on-failure stop: no new run starts after one failed; the rest wait for the next batch.
 TEST_F(BatchTest, OnFailureStopLeavesTheRestForLater) {
-  const std::string broken = testing::write_foreign_weights(dir, "broken.safetensors");
-  const std::string file =
-      experiment("stops", "sweep: {variants: [{name: broken, set: {model.weights: '" + broken +
-                              "'}}, {name: fine}]}\n");
+  const std::string file = experiment(
+      "stops", "sweep: {variants: [{name: broken, set: " + testing::failing_data_set(dir) +
+                   "}, {name: fine}]}\n");
   Result result = trainyard("run " + file + " --db " + db() + " --on-failure stop");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_NE(result.output.find("stopped after a failure"), std::string::npos) << result.output;

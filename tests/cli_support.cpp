@@ -40,6 +40,13 @@ std::string write_foreign_weights(const TempDir& dir, const std::string& name) {
   return dir.write(name, bytes + header + std::string(4, '\0'));
 }
 
+std::string failing_data_set(const TempDir& dir) {
+  for (const auto& name : kCifar10Files)
+    dir.write("truncated-cifar/" + name, std::string(100, 'x'));
+  return "{dataset: {name: cifar10, root: '" + (dir.path() / "truncated-cifar").string() +
+         "'}, model.num_classes: 10}";
+}
+
 std::string source(const std::string& relative) {
   return std::string(TRAINYARD_SOURCE_DIR) + "/" + relative;
 }

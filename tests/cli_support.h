@@ -35,9 +35,15 @@ Result shell(const std::string& command_line);
 // A file of the source tree, by its path relative to the root.
 std::string source(const std::string& relative);
 
-// Writes `name` in `dir`: a well-formed safetensors file (it passes validation) whose one tensor
-// the model has not, so that loading it fails the run as bad input (strict weights).
+// Writes `name` in `dir`: a well-formed safetensors file whose one tensor no model has. Validation
+// reads its header and refuses it at model.weights (strict weights): data for that check, and
+// placeholder weights with model.strict: false.
 std::string write_foreign_weights(const TempDir& dir, const std::string& name);
+// A variant's `set:` whose run fails as bad input when it reads its data, after validation: a
+// CIFAR-10 folder (written in `dir`) whose six files are there but truncated — validation looks for
+// them, the run reads them ("data_batch_1.bin: 100 bytes is not a whole number of records") — with
+// model.num_classes 10, CIFAR-10's.
+std::string failing_data_set(const TempDir& dir);
 std::string read_file(const std::filesystem::path& path);
 
 // Kills a forked trainyard (and, through PR_SET_PDEATHSIG, its workers) when a test ends early.

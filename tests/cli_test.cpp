@@ -384,8 +384,49 @@ std::string fake_study_files(const testing::TempDir& dir) {
   testing::write_foreign_weights(dir, "distilbert/model.safetensors");
   dir.write("distilbert/vocab.txt", read_file(source("tests/fixtures/vocab.txt")));
   const std::string d = dir.path().string();
+  // The placeholders fit no model: loaded not strictly, which validation does not check.
   return " --set dataset.root=" + d + "/cifar-10-batches-bin --set model.weights=" + d +
-         "/vit_b_16.safetensors";
+         "/vit_b_16.safetensors --set model.strict=false";
+}
+
+// Validation reads a weights file's header against the model it would load into: a file another
+// model wrote (here: one block fewer) or no model's is refused at model.weights, with what does not
+// fit, before anything trains; model.strict: false accepts it, as loading then does.
+TEST_F(CliTest, ValidationChecksTheWeightsAgainstTheModel) {
+  const std::string file = dir.write("w.yaml", R"(name: w
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 32, val_size: 16, test_size: 16, num_classes: 4}
+train: {epochs: 1, batch_size: 16, save_weights: true}
+runtime: {accelerator: cpu, threads: 1}
+)");
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  const std::string weights = Store(db()).attributes(Store(db()).runs("w")[0].id)["weights_path"];
+  ASSERT_TRUE(fs::exists(weights)) << weights;
+  const std::string with = " --set model.weights=" + weights;
+  Result fits = trainyard("validate " + file + with +
+                          " --set dataset.num_classes=3 --set model.num_classes=3");
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;  // another head is initialised afresh
+  Result deeper = trainyard("validate " + file + with + " --set model.depth=2");
+  EXPECT_EQ(deeper.exit_code, 2) << deeper.output;
+  EXPECT_NE(deeper.output.find("--set model.weights=" + weights +
+                               ": error: model.weights: weights " + weights +
+                               ": the checkpoint does not fit the model; missing from "
+                               "the checkpoint: encoder.layers.encoder_layer_1."),
+            std::string::npos)
+      << deeper.output;
+  EXPECT_NE(deeper.output.find("or set model.strict: false to load what fits"), std::string::npos);
+  EXPECT_EQ(trainyard("validate " + file + with + " --set model.depth=2 --set model.strict=false")
+                .exit_code,
+            0);
+  const std::string other_db = (dir.path() / "other.db").string();
+  Result run = trainyard("run " + file + with + " --set model.depth=2 --db " + other_db);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_FALSE(fs::exists(other_db));  // nothing written
+  const std::string foreign = testing::write_foreign_weights(dir, "foreign.safetensors");
+  Result none = trainyard("validate " + file + " --set model.weights=" + foreign);
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("not in the model: not_in_the_model.weight"), std::string::npos)
+      << none.output;
 }
 
 // As shipped, the reference studies' files name placeholder paths: validation says which, all at
@@ -401,7 +442,7 @@ TEST_F(CliTest, ReferenceStudiesValidateAndSkipWhatThisMachineLacks) {
   const std::string vit_files = fake_study_files(dir), d = dir.path().string();
   const std::string imdb_files = " --set dataset.root=" + d + "/aclImdb --set dataset.vocab=" + d +
                                  "/distilbert/vocab.txt --set model.weights=" + d +
-                                 "/distilbert/model.safetensors";
+                                 "/distilbert/model.safetensors --set model.strict=false";
   Result vit = trainyard("validate " + source("experiments/vit_cifar10.yaml") + vit_files);
   EXPECT_EQ(vit.exit_code, 0) << vit.output;
   EXPECT_NE(vit.output.find("5 runs"), std::string::npos) << vit.output;

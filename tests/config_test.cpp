@@ -670,6 +670,18 @@ TEST(IdentityTest, RunsRecordedBeforeFingerprintsKeepTheirIdentity) {
             run_identity_hash(here));
   EXPECT_NE(run_identity_hash(resolved("/tmp/golden/cifar", "0bad (6 files, 369 kB)")),
             run_identity_hash(here));
+
+  // Those runs kept their best val_acc epoch: train.monitor val_acc is theirs, val_loss (the
+  // default since) is not; with train.checkpoint: last nothing was monitored.
+  auto with = [](ConfigTree tree, const std::string& key, const std::string& value) {
+    tree.set(key, {YAML::Node(value), Origin{}, Origin{}});
+    return tree;
+  };
+  EXPECT_EQ(run_identity_hash(with(before, "train.monitor", "val_acc")), "8cb00ea70807123d");
+  EXPECT_EQ(legacy_identity_hash(with(here, "train.monitor", "val_acc")), "8cb00ea70807123d");
+  EXPECT_NE(run_identity_hash(with(before, "train.monitor", "val_loss")), "8cb00ea70807123d");
+  const ConfigTree last = with(before, "train.checkpoint", "last");
+  EXPECT_EQ(run_identity_hash(with(last, "train.monitor", "val_loss")), run_identity_hash(last));
 }
 
 }  // namespace

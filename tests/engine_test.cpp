@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
+#include <fmt/format.h>
 #include <torch/cuda.h>
 
 #include "components/builtin.h"
@@ -32,7 +34,11 @@ struct Recorder : RunObserver {
   void on_epoch(int64_t epoch, const MetricValues& values) override {
     epochs.emplace_back(epoch, values);
   }
+  void on_setup(const std::map<std::string, std::string>& values) override {
+    for (const auto& [key, value] : values) attributes[key] = value;
+  }
   std::vector<std::string> lines;
+  std::map<std::string, std::string> attributes;
   std::vector<std::pair<int64_t, MetricValues>> epochs;
 };
 
@@ -123,6 +129,40 @@ TEST_F(EngineTest, GradientAccumulationMatchesTheLargerBatch) {
   EXPECT_EQ(a.at("steps"), 8);
   EXPECT_EQ(b.at("steps"), 8);
   EXPECT_NEAR(a.at("test_loss"), b.at("test_loss"), 1e-4);
+}
+
+// train.monitor chooses the tested epoch: the lowest val_loss by default, or the highest val_acc;
+// on a tie the later epoch. The run's details say which and why. Noisy images and a high learning
+// rate keep the validation accuracy tied at one value over every epoch (so val_acc keeps the last)
+// while the validation loss is lowest at an earlier one.
+TEST_F(EngineTest, TheMonitoredFigureChoosesTheKeptEpoch) {
+  std::set<int64_t> chosen;
+  for (const std::string monitor : {"val_loss", "val_acc"}) {
+    SCOPED_TRACE(monitor);
+    Recorder recorder;
+    MetricValues m = train(spec({"train.epochs=6", "train.optimizer.lr=0.03", "dataset.noise=1.0",
+                                 "dataset.val_size=16", "train.monitor=" + monitor}),
+                           recorder);
+    int64_t expected = 0;
+    double kept = 0;
+    for (const auto& [epoch, values] : recorder.epochs) {
+      const double value = values.at(monitor);
+      if (expected == 0 || (monitor == "val_loss" ? value <= kept : value >= kept))
+        expected = epoch, kept = value;
+    }
+    EXPECT_EQ(m.at("best_epoch"), expected);
+    chosen.insert(expected);
+    const std::string reason = recorder.attributes["kept_epoch"];
+    EXPECT_EQ(
+        reason.rfind(fmt::format("epoch {} of 6: {} ", expected,
+                                 monitor == "val_loss" ? "lowest val loss" : "highest val acc"),
+                     0),
+        0u)
+        << reason;
+    EXPECT_NE(reason.find("(train.monitor: " + monitor + "; a tie keeps the later epoch)"),
+              std::string::npos);
+  }
+  EXPECT_EQ(chosen.size(), 2u) << "both monitors kept the same epoch: the test shows nothing";
 }
 
 TEST_F(EngineTest, LastCheckpointTestsTheFinalWeights) {

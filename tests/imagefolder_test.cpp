@@ -8,9 +8,12 @@
 
 #include <fstream>
 
+#include "common/files.h"
 #include "components/builtin.h"
 #include "components/data/dataset.h"
 #include "components/data/image_decode.h"
+#include "components/data/imagefolder.h"
+#include "runner/config/experiment.h"
 #include "tests/test_support.h"
 
 namespace trainyard {
@@ -62,15 +65,16 @@ class ImageFolderTest : public ::testing::Test {
   std::string file(const char* split, const char* label, const char* name) {
     return (dir.path() / split / label / name).string();
   }
-  DataSplits load(int64_t size = 16) {
+  DataSplits load(int64_t size = 16, const std::string& more = "") {
     ComponentChoice choice{.name = "imagefolder"};
     flatten_into(choice.options,
-                 YAML::Load("{root: '" + dir.path().string() + "', normalize: none}"), "t");
+                 YAML::Load("{root: '" + dir.path().string() + "', normalize: none" + more + "}"),
+                 "t");
     return build_dataset(builtin_registry(), choice, {.image_size = size});
   }
-  std::string error_of() {
+  std::string error_of(const std::string& more = "") {
     try {
-      load();
+      load(16, more);
     } catch (const UserError& e) {
       return e.what();
     }
@@ -156,6 +160,62 @@ TEST_F(ImageFolderTest, BrokenFolders) {
       << error_of();
   std::filesystem::rename(dir.path() / "val", dir.path() / "validation");
   EXPECT_NE(error_of().find("imagefolder: missing folder"), std::string::npos);
+}
+
+// val_fraction: of each class round(fraction x its images), at least one, never all; the same
+// split for the same seed.
+TEST(HeldOutForValidation, IsPerClassSeededAndLeavesEveryClassAnImageToTrainOn) {
+  std::vector<int64_t> labels(10, 0);
+  labels.insert(labels.end(), {1, 1, 1, 2});
+  const std::vector<bool> held = held_out_for_validation(labels, 0.2, 7);
+  auto held_of = [&](const std::vector<bool>& split, int64_t label) {
+    int n = 0;
+    for (size_t i = 0; i < labels.size(); ++i) n += split[i] && labels[i] == label;
+    return n;
+  };
+  EXPECT_EQ(held_of(held, 0), 2);  // 0.2 x 10
+  EXPECT_EQ(held_of(held, 1), 1);  // round(0.6)
+  EXPECT_EQ(held_of(held, 2), 0);  // its only image stays to train on
+  EXPECT_EQ(held_out_for_validation(labels, 0.2, 7), held);
+  bool differs = false;
+  for (int64_t seed = 8; seed < 12; ++seed)
+    differs = differs || held_out_for_validation(labels, 0.2, seed) != held;
+  EXPECT_TRUE(differs);
+}
+
+TEST_F(ImageFolderTest, ValFractionHoldsValidationImagesOutOfTrainWhenThereIsNoVal) {
+  remove_tree((dir.path() / "val").string());  // not fs::remove_all: common/files.h
+  DataSplits splits = load(16, ", val_fraction: 0.5, seed: 3");
+  EXPECT_EQ(splits.train->size(), 2);  // of each class's two images, one
+  EXPECT_EQ(splits.validation->size(), 2);
+  const Batch train = splits.train->get_batch({0, 1}), val = splits.validation->get_batch({0, 1});
+  EXPECT_EQ(train.targets[0].item<int64_t>(), 0);
+  EXPECT_EQ(val.targets[0].item<int64_t>(), 0);
+  EXPECT_EQ(val.targets[1].item<int64_t>(), 1);
+  EXPECT_NE(error_of().find("missing folder " + (dir.path() / "val").string() +
+                            "; dataset.root must hold train/<class>/ and val/<class>/ folders of "
+                            "images (or set dataset.val_fraction"),
+            std::string::npos)
+      << error_of();
+  std::filesystem::create_directories(dir.path() / "val" / "cat");
+  EXPECT_NE(error_of(", val_fraction: 0.5").find("has val/ already; remove val_fraction"),
+            std::string::npos);
+}
+
+// A class of train/ that val/ lacks, or holds no image of, is said at validation: not wrong, but
+// its validation figures would not measure it.
+TEST_F(ImageFolderTest, AClassMissingFromValIsANoteOfValidation) {
+  remove_tree((dir.path() / "val" / "dog").string());
+  const std::string file = dir.write("e.yaml", R"(name: e
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 2}
+dataset: {name: imagefolder, root: ')" + dir.path().string() +
+                                                   "'}\n");
+  Experiment experiment = load_experiment(file, {}, builtin_registry());
+  ASSERT_EQ(experiment.notes.size(), 1u);
+  EXPECT_EQ(experiment.notes[0], "imagefolder: class 'dog' has no images in " +
+                                     (dir.path() / "val").string() +
+                                     ": the validation figures do not measure it (add some "
+                                     "there, or remove val/ and set dataset.val_fraction)");
 }
 
 }  // namespace

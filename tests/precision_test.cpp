@@ -55,7 +55,9 @@ runtime: {accelerator: cpu, threads: 1}
 
 struct Recorder : RunObserver {
   void on_log(const std::string&) override {}
-  void on_setup(const std::map<std::string, std::string>& a) override { attributes = a; }
+  void on_setup(const std::map<std::string, std::string>& a) override {
+    for (const auto& [key, value] : a) attributes[key] = value;  // sent in several calls
+  }
   void on_epoch(int64_t, const MetricValues&) override {}
   std::map<std::string, std::string> attributes;
 };

@@ -34,10 +34,10 @@ class ReportBrowserTest : public testing::CliTest {};
 TEST_F(ReportBrowserTest, TheReportOfARealBatchRendersInChromium) {
   ASSERT_EQ(shell("command -v chromium").exit_code, 0)
       << "chromium is missing: scripts/setup.sh installs it (Debian's chromium)";
-  const std::string broken = testing::write_foreign_weights(dir, "broken.safetensors");
+  const std::string broken = testing::failing_data_set(dir);
   const std::string file = dir.write("morning.yaml", R"(
 name: morning
-description: fp32 against bf16-mixed, twice each; one variant with broken weights
+description: fp32 against bf16-mixed, twice each; one variant with broken data
 model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4, dropout: 0.1}
 dataset: {name: synthetic-images, train_size: 2048, val_size: 64, test_size: 64, num_classes: 4}
 train: {epochs: 3, batch_size: 16, log_every: 1000, checkpoint_every_steps: 10}
@@ -47,7 +47,7 @@ sweep:
   variants:
     - name: fp32
     - {name: bf16, set: {runtime.precision: bf16-mixed}}
-    - {name: broken, set: {model.weights: ')" + broken + R"('}}
+    - {name: broken, set: )" + broken + R"(}
 )");
   // The first run is killed mid-epoch and continued by the second batch: a resumed run.
   pid_t controller = testing::start_run(file, db());

@@ -185,10 +185,11 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
 
 // Bad input fails at once and is never retried, whatever --retries says; its class is stored.
 TEST_F(ResumeTest, BadInputIsNeverRetried) {
-  const std::string weights = testing::write_foreign_weights(dir, "broken.safetensors");
-  const std::string file = experiment("single", 1);
-  Result result =
-      trainyard("run " + file + " --db " + db() + " --retries 3 --set model.weights=" + weights);
+  const std::string file = dir.write(
+      "resume-single.yaml",
+      testing::read_file(experiment("single", 1)) +
+          "sweep: {variants: [{name: broken, set: " + testing::failing_data_set(dir) + "}]}\n");
+  Result result = trainyard("run " + file + " --db " + db() + " --retries 3");
   EXPECT_EQ(result.exit_code, 1) << result.output;
   Store store(db());
   ASSERT_EQ(store.runs("resume-single").size(), 1u);

@@ -209,10 +209,10 @@ TEST_F(SlurmTest, JobRequeuedBySlurmContinuesFromItsCheckpoint) {
 // A run that fails is recorded failed, with its class and its log's last lines (two ranks: the
 // message of one rank alone would be just its own).
 TEST_F(SlurmTest, FailingRunIsRecordedFailedWithItsLogTail) {
-  const std::string broken = testing::write_foreign_weights(dir, "broken.safetensors");
-  const std::string file =
-      experiment("fails", "sweep: {variants: [{name: broken, set: {model.weights: '" + broken +
-                              "', runtime.devices: 2, runtime.strategy: ddp}}, {name: fine}]}\n");
+  std::string broken = testing::failing_data_set(dir);
+  broken.insert(broken.size() - 1, ", runtime.devices: 2, runtime.strategy: ddp");
+  const std::string file = experiment(
+      "fails", "sweep: {variants: [{name: broken, set: " + broken + "}, {name: fine}]}\n");
   const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
   ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
   ASSERT_TRUE(wait_for([&] { return all_ended(); }, 120))
@@ -221,7 +221,7 @@ TEST_F(SlurmTest, FailingRunIsRecordedFailedWithItsLogTail) {
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0].status, RunStatus::failed);
   EXPECT_EQ(runs[0].failure, FailureClass::bad_input);
-  EXPECT_NE(runs[0].error.find("broken.safetensors"), std::string::npos) << runs[0].error;
+  EXPECT_NE(runs[0].error.find("data_batch_1.bin: 100 bytes"), std::string::npos) << runs[0].error;
   EXPECT_NE(runs[0].error.find("last lines"), std::string::npos) << runs[0].error;
   EXPECT_EQ(runs[1].status, RunStatus::completed) << runs[1].error;
   const Result listed = trainyard("runs --db " + db());

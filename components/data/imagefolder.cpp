@@ -1,7 +1,10 @@
 #include "components/data/imagefolder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
+#include <random>
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -88,7 +91,49 @@ std::vector<Sample> list_split(const fs::path& dir, const std::vector<std::strin
   return samples;
 }
 
+// What is wrong with root's folders for these options, each with its fix; empty when nothing is.
+std::vector<std::string> folder_problems(const ImageFolderOptions& o) {
+  const fs::path root(o.root);
+  std::error_code ec;
+  const std::string layout = o.val_fraction > 0
+                                 ? "a train/<class>/ folder of images"
+                                 : "train/<class>/ and val/<class>/ folders of images (or set "
+                                   "dataset.val_fraction to hold validation images out of train/)";
+  if (!fs::is_directory(root, ec))  // one problem, not one per split
+    return {fmt::format("imagefolder: no such folder {}; dataset.root must hold {}", root.string(),
+                        layout)};
+  std::vector<std::string> problems;
+  for (const char* split : {"train", "val"}) {
+    const bool wanted = split == std::string("train") || o.val_fraction == 0;
+    if (wanted && !fs::is_directory(root / split, ec))
+      problems.push_back(fmt::format("imagefolder: missing folder {}; dataset.root must hold {}",
+                                     (root / split).string(), layout));
+  }
+  if (o.val_fraction > 0 && fs::is_directory(root / "val", ec))
+    problems.push_back(fmt::format(
+        "imagefolder: dataset.val_fraction holds validation images out of train/, but {} has "
+        "val/ already; remove val_fraction to validate on val/, or the val/ folder",
+        root.string()));
+  return problems;
+}
+
 }  // namespace
+
+std::vector<bool> held_out_for_validation(const std::vector<int64_t>& labels, double fraction,
+                                          int64_t seed) {
+  std::map<int64_t, std::vector<size_t>> by_class;
+  for (size_t i = 0; i < labels.size(); ++i) by_class[labels[i]].push_back(i);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed));
+  std::vector<bool> held_out(labels.size(), false);
+  for (auto& [label, indices] : by_class) {
+    for (size_t i = indices.size(); i > 1; --i)  // Fisher-Yates, by the generator's own numbers
+      std::swap(indices[i - 1], indices[rng() % i]);
+    const auto count = static_cast<size_t>(std::llround(fraction * indices.size()));
+    const size_t kept = std::min(std::max<size_t>(count, 1), indices.size() - 1);
+    for (size_t i = 0; i < kept; ++i) held_out[indices[i]] = true;
+  }
+  return held_out;
+}
 
 void register_imagefolder(Registry& registry) {
   OptionSet<ImageFolderOptions> options;
@@ -102,19 +147,20 @@ void register_imagefolder(Registry& registry) {
            "imagenet: ImageNet mean/std (pretrained models); none: [0, 1]",
            one_of({"none", "imagenet"}))
       .add("augment", &ImageFolderOptions::augment, "training augmentation: none, flip, crop-flip",
-           one_of({"none", "flip", "crop-flip"}));
+           one_of({"none", "flip", "crop-flip"}))
+      .add("val_fraction", &ImageFolderOptions::val_fraction,
+           "without val/: hold out this share of each class of train/ for validation; 0 = off "
+           "(val/ is needed)",
+           between(0, 0.9))
+      .add("seed", &ImageFolderOptions::seed,
+           "seed of the val_fraction split (the same split for every run and repeat)", at_least(0));
   registry.add<DataSplits(const DataContext&)>(
       ComponentKind::dataset, "imagefolder",
       "your JPEG/PNG images, one folder per class (train/, val/, test/)", options,
       [](const ImageFolderOptions& o, const DataContext& context) {
         const fs::path root(o.root);
         std::error_code ec;
-        for (const char* split : {"train", "val"})
-          if (!fs::is_directory(root / split, ec))
-            throw UserError(fmt::format(
-                "imagefolder: missing folder {}; dataset.root must hold train/<class>/ and "
-                "val/<class>/ folders of images (test/ is optional)",
-                (root / split).string()));
+        for (const std::string& problem : folder_problems(o)) throw UserError(problem);
         const int64_t size = o.image_size > 0 ? o.image_size : context.image_size;
         if (size <= 0)
           throw UserError("imagefolder: set dataset.image_size (the model has no image_size)");
@@ -123,10 +169,26 @@ void register_imagefolder(Registry& registry) {
           throw UserError(fmt::format("imagefolder: {} must hold at least two class folders",
                                       (root / "train").string()));
         DataSplits splits;
-        splits.train =
-            std::make_shared<ImageFiles>(list_split(root / "train", classes, o.root), size);
-        splits.validation =
-            std::make_shared<ImageFiles>(list_split(root / "val", classes, o.root), size);
+        std::vector<Sample> train = list_split(root / "train", classes, o.root), validation;
+        if (o.val_fraction > 0) {
+          std::vector<int64_t> labels;
+          for (const Sample& sample : train) labels.push_back(sample.label);
+          const std::vector<bool> held_out =
+              held_out_for_validation(labels, o.val_fraction, o.seed);
+          std::vector<Sample> kept;
+          for (size_t i = 0; i < train.size(); ++i)
+            (held_out[i] ? validation : kept).push_back(std::move(train[i]));
+          train = std::move(kept);
+          if (context.log)
+            context.log(
+                fmt::format("imagefolder: {} of train/'s images held out for validation "
+                            "(val_fraction {}, seed {})",
+                            validation.size(), o.val_fraction, o.seed));
+        } else {
+          validation = list_split(root / "val", classes, o.root);
+        }
+        splits.train = std::make_shared<ImageFiles>(std::move(train), size);
+        splits.validation = std::make_shared<ImageFiles>(std::move(validation), size);
         if (fs::is_directory(root / "test", ec)) {
           splits.test =
               std::make_shared<ImageFiles>(list_split(root / "test", classes, o.root), size);
@@ -148,22 +210,23 @@ void register_imagefolder(Registry& registry) {
         const fs::path root(o.root);
         std::error_code ec;
         Capabilities capabilities;
-        if (!fs::is_directory(root, ec)) {  // one problem, not one per split
+        for (const std::string& problem : folder_problems(o))
           capabilities.problems.emplace_back(
-              "root", fmt::format("imagefolder: no such folder {}; dataset.root must hold "
-                                  "train/<class>/ and val/<class>/ folders of images",
-                                  root.string()));
-          return capabilities;
+              o.val_fraction > 0 && fs::is_directory(root / "val", ec) ? "val_fraction" : "root",
+              problem);
+        if (!capabilities.problems.empty()) return capabilities;
+        for (const auto& entry : fs::directory_iterator(root / "train", ec)) {
+          if (!entry.is_directory()) continue;
+          ++capabilities.num_classes;
+          // A class validation never sees: its accuracy goes unmeasured, and "best" ignores it.
+          const fs::path val = root / "val" / entry.path().filename();
+          if (o.val_fraction == 0 && (!fs::is_directory(val, ec) ||
+                                      fs::directory_iterator(val, ec) == fs::directory_iterator()))
+            capabilities.notes.push_back(fmt::format(
+                "imagefolder: class '{}' has no images in {}: the validation figures do not "
+                "measure it (add some there, or remove val/ and set dataset.val_fraction)",
+                entry.path().filename().string(), (root / "val").string()));
         }
-        for (const char* split : {"train", "val"})
-          if (!fs::is_directory(root / split, ec))
-            capabilities.problems.emplace_back(
-                "root", fmt::format("imagefolder: missing folder {}; dataset.root must hold "
-                                    "train/<class>/ and val/<class>/ folders of images",
-                                    (root / split).string()));
-        if (capabilities.problems.empty())
-          for (const auto& entry : fs::directory_iterator(root / "train", ec))
-            if (entry.is_directory()) ++capabilities.num_classes;
         return capabilities;
       });
 }

@@ -64,7 +64,11 @@ std::string WeightsReport::summary() const {
   return text;
 }
 
-WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
+namespace {
+
+// load_weights and check_weights: the checkpoint's tensors matched to the model's by name and
+// shape; with `copy`, the matching ones copied in and an unfit head initialised afresh.
+WeightsReport match_weights(Model& model, const std::string& path, bool strict, bool copy) {
   SafetensorsFile file(path);
   std::vector<std::string> names;
   for (const auto& entry : file.entries()) names.push_back(entry.name);
@@ -100,11 +104,12 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
                                                 shape_text(target->second.sizes())));
       continue;
     }
+    ++report.loaded;
+    if (!copy) continue;
     // A view of the mapped bytes (never written), converted and copied into the parameter.
     auto source = torch::from_blob(const_cast<uint8_t*>(entry.data), entry.shape,
                                    torch::TensorOptions().dtype(torch_dtype(entry.dtype)));
     target->second.copy_(source);
-    ++report.loaded;
   }
   for (const auto& [name, tensor] : targets) {
     if (in_checkpoint.count(name)) continue;
@@ -114,7 +119,7 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
       report.missing.push_back(name);
   }
   if (head_unfit) {
-    model.reset_head();
+    if (copy) model.reset_head();
     report.head_reset = true;
   }
   if (strict &&
@@ -131,6 +136,16 @@ WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
                     "model.strict: false to load what fits");
   }
   return report;
+}
+
+}  // namespace
+
+WeightsReport load_weights(Model& model, const std::string& path, bool strict) {
+  return match_weights(model, path, strict, /*copy=*/true);
+}
+
+WeightsReport check_weights(Model& model, const std::string& path, bool strict) {
+  return match_weights(model, path, strict, /*copy=*/false);
 }
 
 namespace {

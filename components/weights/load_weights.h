@@ -26,6 +26,9 @@ struct WeightsReport {
 };
 
 WeightsReport load_weights(Model& model, const std::string& path, bool strict);
+// What load_weights would report and refuse, from the file's header alone: nothing is read into
+// the model, nor its head reset (validation, before a run starts).
+WeightsReport check_weights(Model& model, const std::string& path, bool strict);
 
 // Writes every parameter and buffer of `model` (its own names, which are torchvision's or Hugging
 // Face's, in their dtypes) to a safetensors file that model.weights can load again.

@@ -18,6 +18,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/config/experiment.h"
+#include "runner/engine/engine.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -44,6 +45,7 @@ int validate_command(const std::vector<std::string>& args) {
   for (const auto& file : files) {
     try {
       Experiment experiment = load_experiment(file, overrides, plugin_loader(), max_runs);
+      check_weights_fit(experiment.runs, plugin_loader().registry());
       print_notes({experiment});
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
                  experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");

@@ -19,6 +19,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/controller.h"
+#include "runner/engine/engine.h"
 #include "runner/nodes.h"
 #include "runner/run_plan.h"
 
@@ -178,6 +179,8 @@ int run_command(const std::vector<std::string>& args) {
   std::vector<Experiment> experiments = load_batch(files, overrides, plugin_loader(), max_runs);
   print_notes(experiments);
   select_runs(experiments, selection);
+  for (const Experiment& experiment : experiments)
+    check_weights_fit(experiment.runs, plugin_loader().registry());
   policy.selection = selection.describe();
   if (vm.count("dry-run")) {
     for (size_t i = 0; i < experiments.size(); ++i) {

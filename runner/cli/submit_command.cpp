@@ -22,6 +22,7 @@
 #include "runner/cli/options.h"
 #include "runner/cli/slurm_tasks.h"
 #include "runner/controller.h"
+#include "runner/engine/engine.h"
 #include "runner/run_plan.h"
 #include "runner/slurm.h"
 
@@ -394,6 +395,8 @@ int submit_command(const std::vector<std::string>& args) {
       load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
   print_notes(experiments);
   select_runs(experiments, request->selection);
+  for (const Experiment& experiment : experiments)
+    check_weights_fit(experiment.runs, plugin_loader().registry());
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 

@@ -290,12 +290,15 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       Diagnostics found;
       std::vector<std::string> notes;
       translate_lightning_names(repeat_tree, notes, found);
+      ConfigTree resolved = with_plugins(
+          plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
+      for (const ComponentChoice* choice : {&run.model, &run.dataset})
+        notes.insert(notes.end(), choice->capabilities.notes.begin(),
+                     choice->capabilities.notes.end());
       for (const auto& note : notes)
         if (std::find(experiment.notes.begin(), experiment.notes.end(), note) ==
             experiment.notes.end())
           experiment.notes.push_back(note);
-      ConfigTree resolved = with_plugins(
-          plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
       check_components_come_from_named_plugins(run, repeat_tree, registry, plugins, file, found);
       if (found.empty()) resolved = with_fingerprints(run, repeat_tree, resolved, file, found);
       run.plugins = plugins;

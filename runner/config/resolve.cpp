@@ -231,6 +231,7 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
     if (const ConfigValue* value = model_section.find(key)) weights_section.set(key, *value);
   run.weights =
       weights_option_set().decode(weights_section, "model", "model", fallback, diagnostics);
+  run.weights_origin = origin_of_key(tree, "model.weights", fallback);
   resolved.merge(weights_option_set().encode(run.weights, "model", fallback));
   collect_data_paths(weights_option_set().describe(), "model", resolved, run);
   resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, run, diagnostics);

@@ -38,6 +38,10 @@ const OptionSet<TrainOptions>& train_option_set() {
         .add("checkpoint", &TrainOptions::checkpoint,
              "weights used for the test: the best validation epoch's, or the last epoch's",
              one_of({"best", "last"}))
+        .add("monitor", &TrainOptions::monitor,
+             "train.checkpoint: best keeps the epoch with the lowest val_loss, or the highest "
+             "val_acc; on a tie, the later epoch",
+             one_of({"val_loss", "val_acc"}))
         .add("log_every", &TrainOptions::log_every, "optimizer steps between progress lines",
              at_least(1))
         .add("limit_train_batches", &TrainOptions::limit_train_batches,
@@ -86,7 +90,9 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
         .add("precision", &RuntimeOptions::precision,
              "numeric precision, Lightning's names (16, bf16 and 32 as Lightning reads them)",
              Rule{})
-        .add("threads", &RuntimeOptions::threads, "intra-op CPU threads; 0 = LibTorch's default",
+        .add("threads", &RuntimeOptions::threads,
+             "intra-op CPU threads per rank; 0 = one per usable CPU that is idle when the run "
+             "starts, shared among the run's ranks on the node",
              at_least(0))
         .add("matmul_precision", &RuntimeOptions::matmul_precision,
              "float32 matrix products: highest (full fp32), high (TF32 on GPUs that have it), "
@@ -123,6 +129,13 @@ ConfigTree without_care_keys(const ConfigTree& resolved) {
   // Early stopping off computes what a config without the option did (older databases' runs).
   const ConfigValue* patience = resolved.find("train.early_stop.patience");
   if (!patience || patience->node.as<int64_t>() == 0) identity.erase("train.early_stop");
+  // Runs recorded before train.monitor existed kept the best val_acc epoch: a config monitoring
+  // val_acc is theirs. With train.checkpoint: last nothing is monitored.
+  const ConfigValue* monitor = resolved.find("train.monitor");
+  const ConfigValue* checkpoint = resolved.find("train.checkpoint");
+  if ((monitor && monitor->node.as<std::string>("") == "val_acc") ||
+      (checkpoint && checkpoint->node.as<std::string>("") == "last"))
+    identity.erase("train.monitor");
   return identity;
 }
 

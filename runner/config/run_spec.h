@@ -28,6 +28,8 @@ struct TrainOptions {
   int64_t grad_accum = 1;           // micro-batches per optimizer step
   double clip_grad_norm = 0.0;      // 0: no clipping
   std::string checkpoint = "best";  // which weights the test uses: best validation, or last
+  // What "best" means: the lowest val_loss, or the highest val_acc; a tie keeps the later epoch.
+  std::string monitor = "val_loss";
   int64_t log_every = 50;           // steps between progress lines
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
   int64_t limit_eval_batches = 0;   // 0: all; else evaluate this many batches per split
@@ -69,7 +71,8 @@ struct RunSpec {
   std::string variant;  // "default" when the experiment has no sweep
   int64_t repeat = 0;   // sweep.repeats: the variant's r-th run, trained with seed train.seed + r
   ComponentChoice model;
-  WeightsOptions weights;  // of the model
+  WeightsOptions weights;   // of the model
+  Origin weights_origin{};  // where model.weights is written, for what validation finds in it
   ComponentChoice dataset;
   ComponentChoice optimizer;
   ComponentChoice scheduler;

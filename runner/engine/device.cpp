@@ -1,12 +1,16 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include "common/process.h"
 #include "components/device/cuda_module.h"
 #include "runner/engine/engine.h"
 
@@ -65,9 +69,28 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
   if (runtime.compile == "cuda-graphs")
     info.unavailable_reason =
         "runtime.compile: cuda-graphs needs a CUDA device; this machine has none";
-  int threads = runtime.threads > 0 ? static_cast<int>(runtime.threads) : at::get_num_threads();
-  info.name = fmt::format("{} ({} threads)", cpu_model_name(), threads);
+  // The threads the trainer set (intra_op_threads) before it asks.
+  info.name = fmt::format("{} ({} threads)", cpu_model_name(), at::get_num_threads());
   return info;
+}
+
+int intra_op_threads(const RuntimeOptions& runtime, std::string& why) {
+  if (runtime.threads > 0) {
+    why = "runtime.threads";
+    return static_cast<int>(runtime.threads);
+  }
+  // The CPUs idle now, not all of them: a thread more than there are free cores waits at every
+  // parallel region's barrier for one that another process holds, and a step then takes up to
+  // twice as long as with fewer threads, erratically (bench/results/threads-*). Idle: every
+  // usable CPU.
+  const int cpus = usable_cpus();
+  const double idle = idle_cpus(std::chrono::milliseconds(200));
+  const int free = idle < 0 ? cpus : std::clamp(static_cast<int>(std::lround(idle)), 1, cpus);
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");  // the launcher's, as torchrun's
+  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
+  why = fmt::format("runtime.threads 0: {} of {} usable CPUs idle, / {}", free, cpus,
+                    ranks == 1 ? std::string("1 rank") : fmt::format("{} ranks", ranks));
+  return std::max(1, free / ranks);
 }
 
 std::string torch_version() { return TORCH_VERSION; }

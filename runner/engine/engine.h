@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "components/registry.h"
 #include "runner/config/run_spec.h"
@@ -54,6 +55,19 @@ struct DeviceInfo {
 };
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime);
+
+// Intra-op CPU threads for a rank: runtime.threads, or with 0 (the default) one per CPU this
+// process may use that is idle now (measured over 200 ms), shared among the run's ranks on this
+// node (LOCAL_WORLD_SIZE), at least 1. LibTorch's own default, one per core whatever else runs,
+// made steps 2-3x slower on a busy machine (bench/results/threads-*). `why` says how it was
+// chosen, for the run's details.
+int intra_op_threads(const RuntimeOptions& runtime, std::string& why);
+
+// Each run's model.weights against its model, from the file's header alone (check_weights):
+// tensors missing, unexpected or of another shape (the head excepted) are refused as they would be
+// when the run starts — a ConfigError at model.weights naming them, before anything trains. Each
+// distinct model is built once, on the CPU. Runs without weights cost nothing.
+void check_weights_fit(const std::vector<RunSpec>& runs, const Registry& registry);
 
 // Dense peak TFLOP/s of `device_name` for `dtype` ("BFloat16", "Half", "TensorFloat32", "Float"),
 // or 0 when not in the table (then no MFU is reported rather than a guess).

@@ -57,6 +57,38 @@ struct SplitResult {
   double accuracy = 0;
 };
 
+// The figure train.monitor names, of an epoch's recorded figures; NaN when it has none.
+double monitored_figure(const std::string& monitor, const TrainerState& progress, int64_t epoch) {
+  const auto figures = progress.epochs.find(epoch);
+  if (figures == progress.epochs.end()) return std::nan("");
+  const auto value = figures->second.find(monitor);  // "val_loss", "val_acc": metric names
+  return value == figures->second.end() ? std::nan("") : value->second;
+}
+
+// train.monitor: whether the epoch just validated is kept over the one kept so far
+// (progress.best_epoch). The first epoch is; a number beats a NaN (a diverged epoch); a tie goes to
+// the later epoch, whose weights trained longer.
+bool is_kept_over(const std::string& monitor, const SplitResult& val,
+                  const TrainerState& progress) {
+  if (progress.best_epoch == 0) return true;
+  const double kept = monitored_figure(monitor, progress, progress.best_epoch);
+  const bool loss = monitor == metric::kValLoss;
+  const double value = loss ? val.loss : val.accuracy;
+  if (std::isnan(value)) return std::isnan(kept);
+  if (std::isnan(kept)) return true;
+  return loss ? value <= kept : value >= kept;
+}
+
+// Why the tested weights are those of progress.best_epoch: for the log and the run's details.
+std::string kept_epoch_reason(const TrainOptions& train, const TrainerState& progress) {
+  if (train.checkpoint == "last") return "the last epoch trained (train.checkpoint: last)";
+  const double value = monitored_figure(train.monitor, progress, progress.best_epoch);
+  const std::string figure = train.monitor == metric::kValLoss
+                                 ? fmt::format("lowest val loss {:.4f}", value)
+                                 : fmt::format("highest val acc {:.2f}%", 100 * value);
+  return figure + " (train.monitor: " + train.monitor + "; a tie keeps the later epoch)";
+}
+
 // Sums of loss and correct predictions kept on the device, read once per split: no host
 // synchronisation inside the loop.
 struct Accumulator {
@@ -188,6 +220,7 @@ class Trainer {
   // Components, built once by build().
   torch::Device device_{torch::kCPU};
   std::string device_name_;
+  std::string threads_;  // the CPU threads it uses, and why: for the run's details
   DataSplits data_;
   std::unique_ptr<DataLoader> train_loader_, val_loader_, test_loader_;
   std::unique_ptr<DeviceFeed> feed_;  // the loaders' batches onto the device
@@ -252,7 +285,10 @@ void Trainer::build() {
 
 DeviceInfo Trainer::setup_device() {
   load_cuda_if_wanted(run_.runtime.accelerator);  // before anything asks LibTorch about CUDA
-  if (run_.runtime.threads > 0) at::set_num_threads(static_cast<int>(run_.runtime.threads));
+  std::string threads_why;
+  at::set_num_threads(intra_op_threads(run_.runtime, threads_why));
+  threads_ = fmt::format("intra-op {} ({}), inter-op {}, data workers {}", at::get_num_threads(),
+                         threads_why, at::get_num_interop_threads(), run_.runtime.data_workers);
   at::globalContext().setFloat32MatmulPrecision(run_.runtime.matmul_precision);
   DeviceInfo device = resolve_device(run_.runtime);
   if (!device.unavailable_reason.empty()) throw UserError(device.unavailable_reason);
@@ -367,6 +403,7 @@ void Trainer::setup_optimization() {
   if (precision_->loss_scaling()) scaler_ = std::make_unique<LossScaler>(device_);
   std::map<std::string, std::string> attributes = precision_->attributes();
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
+  attributes["threads"] = threads_;
   attributes["reduce_dtype"] =
       c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   attributes.merge(strategy_->attributes());
@@ -685,8 +722,8 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
 void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train,
                            const SplitResult& val) {
   const TrainOptions& options = run_.train;
-  if (val.accuracy > progress_.best_val_acc) {
-    progress_.best_val_acc = val.accuracy;
+  progress_.best_val_acc = std::max(progress_.best_val_acc, val.accuracy);
+  if (is_kept_over(options.monitor, val, progress_)) {
     progress_.best_epoch = epoch + 1;
     if (options.checkpoint == "best" && epoch + 1 < options.epochs)
       best_weights_ = snapshot_weights();
@@ -783,6 +820,10 @@ MetricValues Trainer::run() {
 MetricValues Trainer::finish(double train_seconds) {
   if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
   restore_best_weights();
+  if (progress_.best_epoch > 0)
+    context_.observer.on_setup(
+        {{"kept_epoch", fmt::format("epoch {} of {}: {}", progress_.best_epoch, progress_.epoch,
+                                    kept_epoch_reason(run_.train, progress_))}});
   if (run_.train.save_weights) save_tested_weights();
   const auto test_start = Clock::now();
   const SplitResult test = evaluate(*test_loader_);
@@ -805,8 +846,8 @@ void Trainer::restore_best_weights() {
     return;
   }
   if (best_weights_.empty()) return;  // the live weights are the best
-  log("restoring the weights of epoch {} (best validation accuracy {:.2f}%)", progress_.best_epoch,
-      100 * progress_.best_val_acc);
+  log("restoring the weights of epoch {} ({})", progress_.best_epoch,
+      kept_epoch_reason(run_.train, progress_));
   restore_weights(best_weights_);
 }
 

@@ -1,0 +1,40 @@
+// check_weights_fit (engine.h): validation's look at model.weights through the model itself.
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "components/models/model.h"
+#include "components/weights/load_weights.h"
+#include "config/diagnostics.h"
+#include "runner/engine/engine.h"
+
+namespace trainyard {
+
+void check_weights_fit(const std::vector<RunSpec>& runs, const Registry& registry) {
+  Diagnostics diagnostics;
+  std::set<std::pair<std::string, std::string>> checked;  // model and its options, weights file
+  for (const RunSpec& run : runs) {
+    if (run.weights.weights.empty() || !run.weights.strict) continue;
+    // Once per model and file: a sweep over the learning rate builds one model.
+    const std::string model = run.model.name + "\n" + run.model.options.to_yaml_text();
+    if (!checked.insert({model, run.weights.weights}).second) continue;
+    // The dataset's figures as the run will know them; a vocabulary read only when the run starts
+    // (imdb's) is taken as the model's own.
+    const Capabilities& data = run.dataset.capabilities;
+    const int64_t vocab_size =
+        data.vocab_size > 0 ? data.vocab_size : run.model.capabilities.vocab_size;
+    try {
+      torch::NoGradGuard no_grad;
+      ModelPtr built =
+          build_model(registry, run.model,
+                      ModelContext{.num_classes = data.num_classes, .vocab_size = vocab_size});
+      check_weights(*built, run.weights.weights, /*strict=*/true);
+    } catch (const UserError& e) {
+      diagnostics.error(run.weights_origin, fmt::format("model.weights: {}", e.what()));
+    }
+  }
+  diagnostics.throw_if_any();
+}
+
+}  // namespace trainyard
