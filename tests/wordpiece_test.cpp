@@ -72,6 +72,25 @@ TEST(WordPieceTest, MatchesTheTokenizersLibraryOnGeneratedText) {
   EXPECT_LT(newer, 20);  // most cases are compared
 }
 
+// A word-final capital sigma: the library lowercases it without context, to σ ("ΜΑΤΟΣ:" is μα ##το
+// ##σ :), where Unicode's Final_Sigma rule (ICU's toLower) gives ς and μα ##τος. Chosen texts, with
+// a vocabulary that tells the two apart (fixtures/make_wordpiece_differential.py).
+TEST(WordPieceTest, LowercasesAWordFinalSigmaAsTheTokenizersLibraryDoes) {
+  std::ifstream in(fixture("wordpiece_differential.json"));
+  const nlohmann::json sigma = nlohmann::json::parse(in)["sigma"];
+  WordPieceTokenizer tokenizer =
+      WordPieceTokenizer::from_vocab_file(fixture(sigma["vocab"].get<std::string>()));
+  ASSERT_GE(sigma["cases"].size(), 8u);
+  for (const auto& c : sigma["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    EXPECT_EQ(tokenizer.encode(text, 48, /*pad=*/true).input_ids,
+              c["input_ids"].get<std::vector<int64_t>>())
+        << text;
+  }
+  const std::vector<std::string> tokens = tokenizer.tokenize("ΜΑΤΟΣ:");
+  EXPECT_EQ(tokens, (std::vector<std::string>{"μα", "##το", "##σ", ":"}));
+}
+
 TEST(WordPieceTest, NormalisesAndSplits) {
   WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
   auto tokens = tokenizer.tokenize("Crème\t(café)");

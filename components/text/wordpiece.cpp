@@ -4,7 +4,6 @@
 #include <sstream>
 
 #include <fmt/format.h>
-#include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
@@ -127,17 +126,20 @@ std::vector<std::string> WordPieceTokenizer::normalize_and_split(std::string_vie
       cleaned.append(c);
     }
   }
-  // 2. Strip accents: NFD, then drop non-spacing marks. 3. Full lowercase.
+  // 2. Strip accents: NFD, then drop non-spacing marks. 3. Lowercase.
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
   icu::UnicodeString decomposed = nfd->normalize(cleaned, status);
   if (U_FAILURE(status)) decomposed = cleaned;
+  // Lowercase code point by code point, as the tokenizers library does (Rust's
+  // char::to_lowercase): without context, so a word-final capital sigma becomes σ, not the ς of
+  // ICU's toLower (Unicode's Final_Sigma rule). The one lowercase mapping to more than one code
+  // point, İ's, cannot occur here: NFD split it and its dot was dropped.
   icu::UnicodeString stripped;
   for (int32_t i = 0; i < decomposed.length(); i = decomposed.moveIndex32(i, 1)) {
     UChar32 c = decomposed.char32At(i);
-    if (u_charType(c) != U_NON_SPACING_MARK) stripped.append(c);
+    if (u_charType(c) != U_NON_SPACING_MARK) stripped.append(u_tolower(c));
   }
-  stripped.toLower(icu::Locale::getRoot());
 
   // 4. Split on whitespace; punctuation characters are words of their own.
   std::vector<std::string> words;

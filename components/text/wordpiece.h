@@ -1,7 +1,8 @@
 // BERT's tokenizer, uncased: the same ids as Hugging Face's BertTokenizerFast for a vocab.txt.
 //
 //   normalise   drop NUL, U+FFFD and control characters; whitespace becomes ' '; spaces around CJK
-//               ideographs; NFD and drop non-spacing marks (accents); full Unicode lowercase
+//               ideographs; NFD and drop non-spacing marks (accents); lowercase each code point
+//               (no context: a word-final Σ is σ, as the tokenizers library lowercases)
 //   split       on whitespace, and every punctuation character is a word of its own
 //   WordPiece   greedy longest-match-first with "##" continuations; a word that cannot be covered,
 //               or is longer than 100 characters, is [UNK]
@@ -30,8 +31,8 @@ class WordPieceTokenizer {
   static constexpr size_t kMaxCharsPerWord = 100;
   // Changes whenever the same text and vocabulary would give other ids (it keys token caches): 2
   // matches special tokens written in the text and keeps unassigned code points, as the tokenizers
-  // library does.
-  static constexpr int kVersion = 2;
+  // library does; 3 lowercases without context (a word-final capital sigma).
+  static constexpr int kVersion = 3;
 
   // Reads a vocabulary, one token per line, id = line number - 1. Throws UserError naming the file
   // (and line) when it is missing, empty, repeats a token or lacks [PAD], [UNK], [CLS] or [SEP].
