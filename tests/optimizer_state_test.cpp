@@ -78,8 +78,9 @@ void expect_round_trip(const std::string& name, const std::string& yaml) {
     for (const auto& [key, tensor] : original->parameter_state(p)) copy[key] = tensor.clone();
     states.push_back(copy);
   }
-  if (original->state_bytes() > 0)
+  if (original->state_bytes() > 0) {
     for (const auto& state : states) EXPECT_FALSE(state.empty()) << where;
+  }
 
   // Continued in a new optimizer (as a resumed run does) over copies of the weights.
   Parameters second = copies(first);

@@ -29,7 +29,12 @@ class RunPlanTest : public ::testing::Test {
     return id;
   }
   ConfigHistory history(const std::string& hash) {
-    return read_histories(store, Experiment{.name = "exp"})[hash];
+    return read_histories(store, named("exp"))[hash];
+  }
+  static Experiment named(const std::string& name) {
+    Experiment experiment;
+    experiment.name = name;
+    return experiment;
   }
 };
 
@@ -39,7 +44,7 @@ const PlanContext kSlurm{.scheduler = Scheduler::slurm};
 TEST_F(RunPlanTest, ANewConfigStartsANewRun) {
   EXPECT_EQ(plan_run(history("h"), kLocal).fate, RunFate::starts);
   EXPECT_EQ(plan_run(history("h"), kSlurm).fate, RunFate::starts);
-  EXPECT_TRUE(read_histories(store, Experiment{.name = "not-recorded"}).empty());
+  EXPECT_TRUE(read_histories(store, named("not-recorded")).empty());
 }
 
 // A run recorded before fingerprints (under the hash its config then had, of paths) is the run of
@@ -47,8 +52,11 @@ TEST_F(RunPlanTest, ANewConfigStartsANewRun) {
 TEST_F(RunPlanTest, ARunRecordedUnderALegacyHashIsTheConfigsRun) {
   const int64_t old = started("by-path");
   store.complete_run(old, {});
-  Experiment experiment{.name = "exp"};
-  experiment.runs.push_back(RunSpec{.config_hash = "by-content", .legacy_config_hash = "by-path"});
+  Experiment experiment = named("exp");
+  RunSpec run;
+  run.config_hash = "by-content";
+  run.legacy_config_hash = "by-path";
+  experiment.runs.push_back(run);
   const auto histories = read_histories(store, experiment);
   ASSERT_EQ(histories.count("by-content"), 1u);
   EXPECT_EQ(histories.count("by-path"), 0u);

@@ -73,7 +73,7 @@ class VariantProblems {
   struct Problem {
     Origin origin;
     std::string message;
-    std::vector<std::string> variants;
+    std::vector<std::string> variants{};
     bool in_own_set = false;  // written in a variant's `set`: its place names the variant
   };
 
