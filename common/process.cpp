@@ -155,12 +155,26 @@ double idle_cpus(std::chrono::milliseconds window) {
   for (const auto& [cpu, times] : after) {
     const auto earlier = before.find(cpu);
     if (!CPU_ISSET(cpu, &set) || earlier == before.end()) continue;
-    const double total = static_cast<double>(times.second - earlier->second.second);
+    // Signed: iowait may go backwards between two reads.
+    const double total =
+        static_cast<double>(times.second) - static_cast<double>(earlier->second.second);
     if (total <= 0) continue;
-    idle += static_cast<double>(times.first - earlier->second.first) / total;
+    const double idle_ticks =
+        static_cast<double>(times.first) - static_cast<double>(earlier->second.first);
+    idle += std::clamp(idle_ticks / total, 0.0, 1.0);
     any = true;
   }
   return any ? idle : -1;
+}
+
+int idle_cpu_threads(int ranks, std::string& why) {
+  ranks = std::max(ranks, 1);
+  const int cpus = usable_cpus();
+  const double idle = idle_cpus(std::chrono::milliseconds(200));
+  const int free = idle < 0 ? cpus : std::clamp(static_cast<int>(std::lround(idle)), 1, cpus);
+  why = "runtime.threads 0: " + std::to_string(free) + " of " + std::to_string(cpus) +
+        " usable CPUs idle, / " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+  return std::max(1, free / ranks);
 }
 
 }  // namespace trainyard

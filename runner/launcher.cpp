@@ -20,9 +20,11 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/process.h"
+#include "runner/engine/engine.h"
 #include "runner/worker_messages.h"
 
 namespace trainyard {
@@ -74,7 +76,26 @@ struct Rank {
 };
 
 // Starts rank `r`: its output goes to its log file, its reports to the pipe on fd 3.
-void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int port) {
+// runtime.threads 0, for every rank of this node alike: the count the run recorded in the
+// checkpoint it continues from (so that it computes what it would have), else the CPUs idle now,
+// measured before any rank starts (a rank measuring beside its starting siblings would count them).
+// A run with runtime.threads set ignores it.
+std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
+  if (!spec.continue_from.empty()) {
+    std::ifstream file(spec.continue_from + "/trainer_state.json");
+    const nlohmann::json state = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+    if (state.is_object() && state.contains("intra_op_threads") &&
+        state["intra_op_threads"].is_number_integer() && state["intra_op_threads"].get<int>() > 0)
+      return {state["intra_op_threads"].get<int>(),
+              "runtime.threads 0: as the run chose when it started"};
+  }
+  std::string why;
+  const int threads = idle_cpu_threads(spec.devices, why);
+  return {threads, why};
+}
+
+void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int port,
+           const std::pair<int, std::string>& threads) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
@@ -104,7 +125,9 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
         {"NODE_RANK", std::to_string(spec.node.node_rank)},
         {"MASTER_ADDR", spec.node.master_addr},
         {"MASTER_PORT", std::to_string(port)},
-        {kChannelVariable, std::to_string(kChannelFd)}};
+        {kChannelVariable, std::to_string(kChannelFd)},
+        {kThreadsVariable, std::to_string(threads.first)},
+        {kThreadsWhyVariable, threads.second}};
     for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
     std::vector<const char*> argv = {executable.c_str(), "worker",
                                      "--config",         spec.config_path.c_str(),
@@ -141,12 +164,13 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
                         const std::atomic<bool>& stop_requested) {
   const std::string executable = self_executable();
   const int port = spec.port > 0 ? spec.port : free_port();
+  const std::pair<int, std::string> threads = default_threads(spec);
   std::vector<Rank> ranks(static_cast<size_t>(spec.devices));
   for (int r = 0; r < spec.devices; ++r) {
     ranks[r].rank = spec.node.node_rank * spec.devices + r;
     ranks[r].local = r;
     ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, ranks[r].rank);
-    spawn(ranks[r], spec, executable, port);
+    spawn(ranks[r], spec, executable, port, threads);
   }
 
   LaunchResult result;
@@ -222,11 +246,13 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
       deadline = std::chrono::steady_clock::now() +
                  std::chrono::seconds(std::min(spec.grace_seconds, kFailureGraceSeconds));
     }
-    // A run whose result came has completed: a stop requested while its ranks exit (a batch's
-    // --time-limit passing in that moment) does not make it interrupted.
-    if (stop_requested.load() && !stopping && !got_result) {
-      stopping = interrupted = true;
-      stop_all(SIGTERM);
+    if (stop_requested.load() && !stopping) {
+      // A run whose result came has completed: a stop requested while its ranks exit (a batch's
+      // --time-limit passing in that moment) does not make it interrupted, nor signals them — but
+      // a rank that hangs on its way out is still killed after the grace.
+      stopping = true;
+      interrupted = !got_result;
+      if (interrupted) stop_all(SIGTERM);
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
     }
     if (stopping && std::chrono::steady_clock::now() > deadline) stop_all(SIGKILL);

@@ -173,6 +173,7 @@ TEST(TrainerStateTest, RoundTripKeepsEveryFigureIncludingNonFiniteOnes) {
   state.world_size = 2;
   state.batch_size = 8;
   state.strategy = "ddp";
+  state.intra_op_threads = 3;
   state.meter = {{"samples", 96}};
   // A diverged epoch: nlohmann writes NaN as null, which made the whole state unreadable.
   state.epochs[1] = {{"train_loss", std::nan("")}, {"val_loss", INFINITY}, {"val_acc", 0.25}};
@@ -181,6 +182,7 @@ TEST(TrainerStateTest, RoundTripKeepsEveryFigureIncludingNonFiniteOnes) {
   EXPECT_EQ(back.batch, 3);
   EXPECT_EQ(back.step, 11);
   EXPECT_EQ(back.strategy, "ddp");
+  EXPECT_EQ(back.intra_op_threads, 3);
   EXPECT_EQ(back.meter, state.meter);
   EXPECT_TRUE(std::isnan(back.epochs.at(1).at("train_loss")));
   EXPECT_EQ(back.epochs.at(1).at("val_loss"), INFINITY);

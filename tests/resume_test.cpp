@@ -105,6 +105,35 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategy,
                                            std::pair{"zero2", 2}, std::pair{"fsdp", 2}),
                          [](const auto& info) { return std::string(info.param.first); });
 
+// runtime.threads 0: a run killed and continued trains on with the threads it chose when it
+// started (other threads sum in another order), and its details say so.
+TEST_F(ResumeTest, AContinuedRunKeepsTheThreadsItChoseWhenItStarted) {
+  std::string text = testing::read_file(experiment("single", 1));
+  text.replace(text.find("threads: 1"), 10, "threads: 0");
+  const std::string file = dir.write("resume-single.yaml", text);
+  pid_t controller = start_run(file, db());
+  KillOnExit guard{controller};
+  bool mid_epoch = false;
+  for (int i = 0; i < 1200 && !mid_epoch; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    mid_epoch = checkpoint_batch(logs(), 1) > 0;
+  }
+  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
+  kill(controller, SIGKILL);
+  exit_code_of(controller);
+  Store before(db());
+  EXPECT_NE(before.attributes(before.runs("resume-single")[0].id)["threads"].find(
+                "usable CPUs idle, / 1 rank"),
+            std::string::npos);
+  Result again = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  Store store(db());
+  const std::string threads = store.attributes(store.runs("resume-single")[0].id)["threads"];
+  EXPECT_NE(threads.find("(runtime.threads 0: as the run chose when it started)"),
+            std::string::npos)
+      << threads;
+}
+
 // Ctrl-C: one process writes a checkpoint where it stands before it stops; the run is recorded
 // interrupted and the next `trainyard run` continues it exactly.
 TEST_F(ResumeTest, CtrlCCheckpointsWhereTheRunStandsAndTheNextRunContinues) {

@@ -179,6 +179,11 @@ void register_imagefolder(Registry& registry) {
           for (size_t i = 0; i < train.size(); ++i)
             (held_out[i] ? validation : kept).push_back(std::move(train[i]));
           train = std::move(kept);
+          if (validation.empty())
+            throw UserError(fmt::format(
+                "imagefolder: dataset.val_fraction {} holds no image out of {}: every class has a "
+                "single image (one is always left to train on); add images, or a val/ folder",
+                o.val_fraction, (root / "train").string()));
           if (context.log)
             context.log(
                 fmt::format("imagefolder: {} of train/'s images held out for validation "

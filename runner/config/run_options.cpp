@@ -129,13 +129,11 @@ ConfigTree without_care_keys(const ConfigTree& resolved) {
   // Early stopping off computes what a config without the option did (older databases' runs).
   const ConfigValue* patience = resolved.find("train.early_stop.patience");
   if (!patience || patience->node.as<int64_t>() == 0) identity.erase("train.early_stop");
-  // Runs recorded before train.monitor existed kept the best val_acc epoch: a config monitoring
-  // val_acc is theirs. With train.checkpoint: last nothing is monitored.
-  const ConfigValue* monitor = resolved.find("train.monitor");
+  // With train.checkpoint: last nothing is monitored. (Runs recorded before train.monitor kept
+  // the best val_acc epoch and the earlier one on a tie, which no setting does now: they are no
+  // configuration's.)
   const ConfigValue* checkpoint = resolved.find("train.checkpoint");
-  if ((monitor && monitor->node.as<std::string>("") == "val_acc") ||
-      (checkpoint && checkpoint->node.as<std::string>("") == "last"))
-    identity.erase("train.monitor");
+  if (checkpoint && checkpoint->node.as<std::string>("") == "last") identity.erase("train.monitor");
   return identity;
 }
 

@@ -69,8 +69,9 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
   if (runtime.compile == "cuda-graphs")
     info.unavailable_reason =
         "runtime.compile: cuda-graphs needs a CUDA device; this machine has none";
-  // The threads the trainer set (intra_op_threads) before it asks.
-  info.name = fmt::format("{} ({} threads)", cpu_model_name(), at::get_num_threads());
+  // Not the threads: the controller resolves the device too, and the threads are the worker's
+  // (the run's `threads` attribute).
+  info.name = cpu_model_name();
   return info;
 }
 
@@ -79,18 +80,14 @@ int intra_op_threads(const RuntimeOptions& runtime, std::string& why) {
     why = "runtime.threads";
     return static_cast<int>(runtime.threads);
   }
-  // The CPUs idle now, not all of them: a thread more than there are free cores waits at every
-  // parallel region's barrier for one that another process holds, and a step then takes up to
-  // twice as long as with fewer threads, erratically (bench/results/threads-*). Idle: every
-  // usable CPU.
-  const int cpus = usable_cpus();
-  const double idle = idle_cpus(std::chrono::milliseconds(200));
-  const int free = idle < 0 ? cpus : std::clamp(static_cast<int>(std::lround(idle)), 1, cpus);
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");  // the launcher's, as torchrun's
-  const int ranks = local ? std::max(1, std::atoi(local)) : 1;
-  why = fmt::format("runtime.threads 0: {} of {} usable CPUs idle, / {}", free, cpus,
-                    ranks == 1 ? std::string("1 rank") : fmt::format("{} ranks", ranks));
-  return std::max(1, free / ranks);
+  // Chosen once for every rank by the launcher (launch_run), or recorded by the run it continues.
+  if (const char* chosen = std::getenv(kThreadsVariable)) {
+    const char* chosen_why = std::getenv(kThreadsWhyVariable);
+    why = chosen_why ? chosen_why : "runtime.threads 0";
+    return std::max(1, std::atoi(chosen));
+  }
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");  // the engine without a launcher: 1
+  return idle_cpu_threads(local ? std::atoi(local) : 1, why);
 }
 
 std::string torch_version() { return TORCH_VERSION; }

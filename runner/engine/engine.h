@@ -56,11 +56,12 @@ struct DeviceInfo {
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime);
 
-// Intra-op CPU threads for a rank: runtime.threads, or with 0 (the default) one per CPU this
-// process may use that is idle now (measured over 200 ms), shared among the run's ranks on this
-// node (LOCAL_WORLD_SIZE), at least 1. LibTorch's own default, one per core whatever else runs,
-// made steps 2-3x slower on a busy machine (bench/results/threads-*). `why` says how it was
-// chosen, for the run's details.
+// Intra-op CPU threads for a rank: runtime.threads, or with 0 (the default) what the launcher chose
+// for every rank of the run (TRAINYARD_THREADS: the CPUs idle when it started, idle_cpu_threads in
+// common/process.h, or the count the run recorded in the checkpoint it continues from, so that it
+// computes what it would have). `why` says how, for the run's details.
+inline constexpr const char* kThreadsVariable = "TRAINYARD_THREADS";
+inline constexpr const char* kThreadsWhyVariable = "TRAINYARD_THREADS_WHY";
 int intra_op_threads(const RuntimeOptions& runtime, std::string& why);
 
 // Each run's model.weights against its model, from the file's header alone (check_weights):

@@ -287,6 +287,7 @@ DeviceInfo Trainer::setup_device() {
   load_cuda_if_wanted(run_.runtime.accelerator);  // before anything asks LibTorch about CUDA
   std::string threads_why;
   at::set_num_threads(intra_op_threads(run_.runtime, threads_why));
+  progress_.intra_op_threads = at::get_num_threads();  // recorded: a continued run uses it again
   threads_ = fmt::format("intra-op {} ({}), inter-op {}, data workers {}", at::get_num_threads(),
                          threads_why, at::get_num_interop_threads(), run_.runtime.data_workers);
   at::globalContext().setFloat32MatmulPrecision(run_.runtime.matmul_precision);
@@ -473,6 +474,7 @@ void Trainer::log_setup(const DeviceInfo& device) const {
   log("device {} ({}), precision {} ({}), strategy {} on {} rank{} (gradients averaged in {})",
       device.type, device.name, precision_->name(), precision_->describe(), run_.strategy.name,
       ranks, ranks == 1 ? "" : "s", c10::toString(strategy_->reduce_dtype()));
+  log("CPU threads: {}", threads_);
   log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
       run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
       data_.test->size(), data_.num_classes);

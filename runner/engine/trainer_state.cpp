@@ -81,6 +81,7 @@ std::string trainer_state_json(const TrainerState& state) {
                          {"train_seconds", json_number(state.train_seconds)},
                          {"epoch_seconds", json_number(state.epoch_seconds)},
                          {"epochs_without_improvement", state.epochs_without_improvement},
+                         {"intra_op_threads", state.intra_op_threads},
                          {"meter", json_numbers(state.meter)}};
   if (!std::isnan(state.best_monitored)) json["best_monitored"] = json_number(state.best_monitored);
   nlohmann::json epochs = nlohmann::json::object();
@@ -121,6 +122,7 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& pat
     state.train_seconds = real_field(json, "train_seconds", 0.0);
     state.epoch_seconds = real_field(json, "epoch_seconds", 0.0);
     state.epochs_without_improvement = count_field(json, "epochs_without_improvement", 0, 0, false);
+    state.intra_op_threads = count_field(json, "intra_op_threads", 0, 0, false);
     state.best_monitored = real_field(json, "best_monitored", std::nan(""));
     if (json.contains("meter")) state.meter = numbers_from_json(json.at("meter"));
     if (json.contains("epochs")) {

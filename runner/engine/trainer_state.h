@@ -17,6 +17,9 @@ struct TrainerState {
   int64_t best_epoch = 0;
   double best_val_acc = -1;
   std::string strategy;  // what wrote it, for the log and for mid-epoch positions
+  // The intra-op threads it trained with: with runtime.threads 0, the same run continuing uses
+  // them again (other threads sum in another order). 0: not recorded (an earlier trainyard's).
+  int64_t intra_op_threads = 0;
   int64_t world_size = 1;
   int64_t batch_size = 0;  // per rank, with world_size: where a mid-epoch position lies in the data
   // The run's own counts, for the same run continuing: a new run resuming from the state starts
