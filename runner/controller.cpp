@@ -324,7 +324,8 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
                   .output_prefix = stem.string(),
                   .devices = static_cast<int>(run.runtime.devices),
                   .node = node,
-                  .port = node.port_for_run(planned.ordinal)};
+                  .port = node.port_for_run(planned.ordinal),
+                  .threads = run.runtime.threads};
   LaunchResult result;
   for (int attempt = 0;; ++attempt) {
     // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.

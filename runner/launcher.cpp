@@ -79,8 +79,9 @@ struct Rank {
 // runtime.threads 0, for every rank of this node alike: the count the run recorded in the
 // checkpoint it continues from (so that it computes what it would have), else the CPUs idle now,
 // measured before any rank starts (a rank measuring beside its starting siblings would count them).
-// A run with runtime.threads set ignores it.
+// A run with runtime.threads set needs none (its ranks read runtime.threads themselves).
 std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
+  if (spec.threads > 0) return {static_cast<int>(spec.threads), "runtime.threads"};
   if (!spec.continue_from.empty()) {
     std::ifstream file(spec.continue_from + "/trainer_state.json");
     const nlohmann::json state = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);

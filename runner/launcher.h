@@ -26,6 +26,9 @@ struct LaunchSpec {
   int devices = 1;    // ranks on this node
   NodeSpec node;      // this node's place; ranks are node_rank * devices + local rank
   int port = 0;       // MASTER_PORT; 0: a free port (one node only)
+  // runtime.threads: when set, the ranks use it and the launcher measures nothing; 0 (or not
+  // known to the caller): the launcher chooses the ranks' threads (default_threads in the .cpp).
+  int64_t threads = 0;
   // Between SIGTERM and SIGKILL: long enough for one process to write its checkpoint.
   int grace_seconds = 15;
   // The run's own checkpoint to continue from after an interruption (RunContext::continue_from);

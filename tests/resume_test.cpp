@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -61,6 +62,21 @@ runtime: {{accelerator: cpu, threads: 1, strategy: {0}, devices: {1}}}
                                                                  strategy, devices, batch));
   }
   fs::path logs() const { return dir.path() / "runs" / "logs"; }
+  // Starts `file`'s batch and SIGKILLs its controller once a checkpoint lies inside epoch 2: the
+  // controller's exit status, or nothing when no such checkpoint came (the batch is then killed).
+  std::optional<int> killed_inside_epoch_2(const std::string& file) {
+    pid_t controller = start_run(file, db());
+    KillOnExit guard{controller};
+    bool mid_epoch = false;
+    for (int i = 0; i < 1200 && !mid_epoch; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      mid_epoch = checkpoint_batch(logs(), 1) > 0;
+    }
+    if (!mid_epoch) return std::nullopt;
+    kill(controller, SIGKILL);
+    guard.pid = -1;
+    return exit_code_of(controller);
+  }
 };
 
 class EveryStrategy : public ResumeTest,
@@ -76,16 +92,9 @@ TEST_P(EveryStrategy, KilledControllerContinuesBitForBit) {
   Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db);
   ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
 
-  pid_t controller = start_run(file, db());
-  KillOnExit guard{controller};
-  bool mid_epoch = false;
-  for (int i = 0; i < 1200 && !mid_epoch; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    mid_epoch = checkpoint_batch(logs(), 1) > 0;
-  }
-  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
-  kill(controller, SIGKILL);
-  EXPECT_EQ(exit_code_of(controller), 128 + SIGKILL);
+  const std::optional<int> killed = killed_inside_epoch_2(file);
+  ASSERT_TRUE(killed) << "no mid-epoch checkpoint in epoch 2";
+  EXPECT_EQ(*killed, 128 + SIGKILL);
 
   Result again = trainyard("run " + file + " --db " + db());
   ASSERT_EQ(again.exit_code, 0) << again.output;
@@ -111,16 +120,7 @@ TEST_F(ResumeTest, AContinuedRunKeepsTheThreadsItChoseWhenItStarted) {
   std::string text = testing::read_file(experiment("single", 1));
   text.replace(text.find("threads: 1"), 10, "threads: 0");
   const std::string file = dir.write("resume-single.yaml", text);
-  pid_t controller = start_run(file, db());
-  KillOnExit guard{controller};
-  bool mid_epoch = false;
-  for (int i = 0; i < 1200 && !mid_epoch; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    mid_epoch = checkpoint_batch(logs(), 1) > 0;
-  }
-  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
-  kill(controller, SIGKILL);
-  exit_code_of(controller);
+  ASSERT_TRUE(killed_inside_epoch_2(file)) << "no mid-epoch checkpoint in epoch 2";
   Store before(db());
   EXPECT_NE(before.attributes(before.runs("resume-single")[0].id)["threads"].find(
                 "usable CPUs idle, / 1 rank"),

@@ -160,7 +160,8 @@ void register_imagefolder(Registry& registry) {
       [](const ImageFolderOptions& o, const DataContext& context) {
         const fs::path root(o.root);
         std::error_code ec;
-        for (const std::string& problem : folder_problems(o)) throw UserError(problem);
+        if (const auto problems = folder_problems(o); !problems.empty())
+          throw UserError(problems.front());
         const int64_t size = o.image_size > 0 ? o.image_size : context.image_size;
         if (size <= 0)
           throw UserError("imagefolder: set dataset.image_size (the model has no image_size)");
