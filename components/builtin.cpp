@@ -6,6 +6,7 @@
 #include "components/data/synthetic_images.h"
 #include "components/data/synthetic_text.h"
 #include "components/models/distilbert.h"
+#include "components/models/torchscript.h"
 #include "components/models/vit.h"
 #include "components/optim/optimizers.h"
 #include "components/optim/schedulers.h"
@@ -20,6 +21,7 @@ namespace trainyard {
 void register_builtin_components(Registry& registry) {
   register_vit(registry);
   register_distilbert(registry);
+  register_torchscript(registry);
   register_cifar10(registry);
   register_imagefolder(registry);
   register_imdb(registry);

@@ -25,7 +25,7 @@
 // The plugin API's version: raised whenever a public header (ARCHITECTURE.md, "Public API")
 // changes in a way a plugin built against the old one would misread (2: OptionInfo and Rule gained
 // names_data).
-#define TRAINYARD_PLUGIN_API_VERSION 2
+#define TRAINYARD_PLUGIN_API_VERSION 3
 
 #define TRAINYARD_PLUGIN_STRING_(x) #x
 #define TRAINYARD_PLUGIN_STRING(x) TRAINYARD_PLUGIN_STRING_(x)

@@ -37,6 +37,9 @@ struct Capabilities {
   int64_t max_length = 0;     // dataset: the longest sequence it yields; 0: no sequences
   // dataset: batches of varying shape (dynamic padding); CUDA graphs capture one shape
   bool varying_shapes = false;
+  // model: why runtime.compile: cuda-graphs cannot capture its forward, with the fix; empty when
+  // it can (validation refuses the combination with this reason).
+  std::string cuda_graphs_refusal{};
   // What is wrong with the files the options name, found without building the component (a
   // missing root, a folder without its expected files): option key -> the problem and its fix.
   std::vector<std::pair<std::string, std::string>> problems{};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct DataSplits {
   int64_t vocab_size = 0;          // of the tokenizer, for text; 0 for images
   BatchTransform train_transform;  // empty: batches are model input as they are
   BatchTransform eval_transform;
+  // What the run's details list about the data beyond its options: the classes' names, how the
+  // splits were made ("dataset_classes": "negative=0, positive=1").
+  std::map<std::string, std::string> details{};
 };
 
 // What a dataset learns from the rest of the run when it is built.

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -106,34 +105,6 @@ std::string read_text(const std::string& path) {
   return text.str();
 }
 
-// Tokenises every review, using every core; sequences are [CLS] ... [SEP], truncated, unpadded.
-TokenizedTexts tokenize_reviews(const std::vector<Review>& reviews,
-                                const WordPieceTokenizer& tokenizer, int64_t max_length) {
-  const size_t workers =
-      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 16));
-  std::vector<std::vector<std::vector<int64_t>>> parts(workers);
-  std::vector<std::exception_ptr> errors(workers);
-  std::vector<std::thread> threads;
-  for (size_t w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      try {
-        for (size_t i = w; i < reviews.size(); i += workers)
-          parts[w].push_back(
-              tokenizer.encode(read_text(reviews[i].path), max_length, /*pad=*/false).input_ids);
-      } catch (...) {
-        errors[w] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  TokenizedTexts texts;
-  for (size_t i = 0; i < reviews.size(); ++i)
-    texts.add(parts[i % workers][i / workers], reviews[i].label);
-  return texts;
-}
-
 std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, size_t reviews,
                       uint64_t bytes) {
   return fmt::format("tokenizer {} vocab {} max_length {} reviews {} bytes {}",
@@ -208,7 +179,11 @@ void register_imdb(Registry& registry) {
           if (context.log)
             context.log(
                 fmt::format("imdb: tokenising {} reviews (max_length {})", n, o.max_length));
-          texts = tokenize_reviews(reviews, tokenizer, o.max_length);
+          std::vector<int64_t> labels;
+          for (const Review& review : reviews) labels.push_back(review.label);
+          texts = tokenize_texts(
+              labels, [&](size_t i) { return read_text(reviews[i].path); }, tokenizer,
+              o.max_length);
           if (o.cache) write_cache(cache_path, key, *texts, context);
         }
         auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));

@@ -1,7 +1,11 @@
 #include "components/data/text_batch.h"
 
 #include <algorithm>
+#include <exception>
 #include <random>
+#include <thread>
+
+#include "components/text/wordpiece.h"
 
 namespace trainyard {
 
@@ -45,6 +49,33 @@ Batch TextDataset::get_batch(const std::vector<int64_t>& indices) const {
   // kernels a mask rules out (transformers drops an all-ones mask for the same reason).
   if (!padded) batch.attention_mask = torch::Tensor();
   return batch;
+}
+
+TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
+                              const std::function<std::string(size_t)>& text_of,
+                              const WordPieceTokenizer& tokenizer, int64_t max_length) {
+  const size_t count = labels.size();
+  const size_t workers =
+      std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 16));
+  std::vector<std::vector<std::vector<int64_t>>> parts(workers);
+  std::vector<std::exception_ptr> errors(workers);
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      try {
+        for (size_t i = w; i < count; i += workers)
+          parts[w].push_back(tokenizer.encode(text_of(i), max_length, /*pad=*/false).input_ids);
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  TokenizedTexts texts;
+  for (size_t i = 0; i < count; ++i) texts.add(parts[i % workers][i / workers], labels[i]);
+  return texts;
 }
 
 std::vector<int64_t> numpy_permutation(uint32_t seed, int64_t n) {

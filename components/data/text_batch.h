@@ -4,6 +4,7 @@
 // carries no attention mask.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,13 @@ class TextDataset : public Dataset {
   bool dynamic_padding_;
   int64_t pad_id_;
 };
+
+// Tokenises `labels.size()` texts ([CLS] ... [SEP], truncated to max_length, unpadded) on every
+// core; `text_of(i)` gives text i (read from a file, say) and may be called from any thread.
+class WordPieceTokenizer;
+TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
+                              const std::function<std::string(size_t)>& text_of,
+                              const WordPieceTokenizer& tokenizer, int64_t max_length);
 
 // numpy.random.RandomState(seed).permutation(n), exactly: the reference studies' shuffle.
 std::vector<int64_t> numpy_permutation(uint32_t seed, int64_t n);

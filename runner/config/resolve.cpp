@@ -100,6 +100,8 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
            "needs the fused adam or adamw (their steps and learning rate stay on the device)");
   // Captured at one batch's shape after warm-up steps at others, the graph would replay few
   // steps, and its memory would be planned for one length.
+  if (!run.model.capabilities.cuda_graphs_refusal.empty())
+    refuse("model.name", run.model.capabilities.cuda_graphs_refusal);
   if (run.dataset.capabilities.varying_shapes)
     refuse("dataset.padding",
            fmt::format("captures one batch shape; dataset {} pads each batch to its longest "
@@ -121,9 +123,16 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
   if (model.vocab_size > 0 && data.vocab_size > model.vocab_size)
     diagnostics.error(
         origin_of_key(tree, "model.vocab_size", fallback),
-        fmt::format("model.vocab_size is {} but the dataset's vocabulary has {} tokens; "
-                    "set model.vocab_size: {}",
-                    model.vocab_size, data.vocab_size, data.vocab_size));
+        run.model.options.find("vocab_size")
+            ? fmt::format("model.vocab_size is {} but the dataset's vocabulary has {} tokens; "
+                          "set model.vocab_size: {}",
+                          model.vocab_size, data.vocab_size, data.vocab_size)
+            // A model that reads its vocabulary off its weights (a TorchScript module's
+            // embedding) has no option to set.
+            : fmt::format("model {}'s token embedding has {} rows but the dataset's vocabulary "
+                          "has {} tokens; use the model's own vocabulary file, or give it an "
+                          "embedding of {} rows",
+                          run.model.name, model.vocab_size, data.vocab_size, data.vocab_size));
   if (model.max_positions > 0 && data.max_length > model.max_positions)
     diagnostics.error(
         origin_of_key(tree, "dataset.max_length", fallback),

@@ -408,6 +408,7 @@ void Trainer::setup_optimization() {
   attributes["reduce_dtype"] =
       c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   attributes.merge(strategy_->attributes());
+  attributes.insert(data_.details.begin(), data_.details.end());  // the classes' names, the split
   std::vector<std::string> plugins;  // where the run's components may come from, and which build
   for (const auto& plugin : run_.plugins)
     plugins.push_back(fmt::format("{} (sha256 {})", plugin.path, plugin.sha256.substr(0, 16)));
