@@ -5,6 +5,7 @@
 #include "components/data/imdb.h"
 #include "components/data/synthetic_images.h"
 #include "components/data/synthetic_text.h"
+#include "components/data/textfile.h"
 #include "components/models/distilbert.h"
 #include "components/models/torchscript.h"
 #include "components/models/vit.h"
@@ -27,6 +28,7 @@ void register_builtin_components(Registry& registry) {
   register_imdb(registry);
   register_synthetic_images(registry);
   register_synthetic_text(registry);
+  register_textfile(registry);
   register_optimizers(registry);
   register_schedulers(registry);
   register_precisions(registry);

@@ -170,8 +170,11 @@ TEST_F(TorchScriptTest, AutocastReachesTheInterpretedOps) {
   }
   EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
   EXPECT_TRUE(torch::equal(logits, reference().at("cnn/bf16_logits")));
-  for (const auto& b : cnn->named_buffers())
-    if (b.value().is_floating_point()) EXPECT_EQ(b.value().scalar_type(), torch::kFloat);
+  for (const auto& b : cnn->named_buffers()) {
+    if (b.value().is_floating_point()) {
+      EXPECT_EQ(b.value().scalar_type(), torch::kFloat);
+    }
+  }
 }
 
 // bf16-true converts the module's own tensors (the interpreter sees the same ones) and the images.

@@ -50,7 +50,8 @@ std::string signature_of(const c10::FunctionSchema& schema) {
   std::vector<std::string> arguments;
   for (size_t i = 1; i < schema.arguments().size(); ++i) {
     const auto& a = schema.arguments()[i];
-    arguments.push_back(a.type()->str() + " " + a.name() + (a.default_value() ? "=..." : ""));
+    arguments.push_back(
+        fmt::format("{} {}{}", a.type()->str(), a.name(), a.default_value() ? "=..." : ""));
   }
   std::vector<std::string> returns;
   for (const auto& r : schema.returns()) returns.push_back(r.type()->str());

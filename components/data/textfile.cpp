@@ -1,0 +1,355 @@
+#include "components/data/textfile.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "common/fingerprint.h"
+#include "common/text.h"
+#include "components/data/text_batch.h"
+#include "components/data/text_records.h"
+#include "components/text/wordpiece.h"
+
+namespace trainyard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// One of the files the options name: which option names it, and where it is.
+struct NamedFile {
+  std::string option;  // "file", "train", "val" or "test"
+  std::string path;
+};
+
+// Every file read and checked, every record with its class, and the three splits as indices into
+// `records`: what validation knows, and what the dataset tokenises.
+struct TextFiles {
+  std::vector<NamedFile> files;
+  std::vector<TextRecord> records;  // file by file, in the order of `files`
+  std::vector<int64_t> classes;     // per record
+  LabelSet labels;
+  std::vector<int64_t> train, validation, test;
+  std::string split;  // how the splits were made, for the run's details
+};
+
+// A problem with one file: validation reports it at that file's option.
+struct FileProblem : UserError {
+  FileProblem(std::string option, const std::string& message)
+      : UserError(message), option(std::move(option)) {}
+  std::string option;
+};
+
+std::vector<NamedFile> named_files(const TextFileOptions& o) {
+  if (!o.file.empty()) return {{"file", o.file}};
+  std::vector<NamedFile> files{{"train", o.train}};
+  if (!o.val.empty()) files.push_back({"val", o.val});
+  if (!o.test.empty()) files.push_back({"test", o.test});
+  return files;
+}
+
+TextFormat format_of(const TextFileOptions& o, const NamedFile& file) {
+  if (o.format == "csv") return TextFormat::csv;
+  if (o.format == "tsv") return TextFormat::tsv;
+  if (o.format == "jsonl") return TextFormat::jsonl;
+  if (const auto by_extension = text_format_of(file.path)) return *by_extension;
+  throw FileProblem(file.option,
+                    fmt::format("textfile: cannot tell the format of '{}' from its extension "
+                                "(.csv, .tsv, .jsonl); set dataset.format: csv, tsv or jsonl",
+                                file.path));
+}
+
+// `count` records of `pool` (indices), numpy.random.RandomState(seed).permutation'd, cut into
+// [train | validation | test]; a split given by its own file takes nothing from the pool.
+void carve(const TextFileOptions& o, const std::vector<int64_t>& pool, bool carve_validation,
+           bool carve_test, TextFiles& out, const std::string& pool_name) {
+  const auto n = static_cast<int64_t>(pool.size());
+  const int64_t n_val =
+      carve_validation ? std::llround(o.val_fraction * static_cast<double>(n)) : 0;
+  const int64_t n_test = carve_test ? std::llround(o.test_fraction * static_cast<double>(n)) : 0;
+  const int64_t n_train = n - n_val - n_test;
+  if (n_train < 1 || (carve_validation && n_val < 1) || (carve_test && n_test < 1))
+    throw FileProblem(
+        o.file.empty() ? "train" : "file",
+        fmt::format("textfile: {} holds {} records, too few to split by val_fraction {} and "
+                    "test_fraction {} (each split needs at least one); add records or raise the "
+                    "fractions",
+                    pool_name, n, o.val_fraction, o.test_fraction));
+  const std::vector<int64_t> order = numpy_permutation(static_cast<uint32_t>(o.split_seed), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t record = pool[static_cast<size_t>(order[static_cast<size_t>(i)])];
+    (i < n_train ? out.train : i < n_train + n_val ? out.validation : out.test).push_back(record);
+  }
+  std::vector<std::string> carved;
+  if (carve_validation) carved.push_back(fmt::format("{} validation", n_val));
+  if (carve_test) carved.push_back(fmt::format("{} test", n_test));
+  out.split = fmt::format(
+      "{}: {} records shuffled by numpy.random.RandomState({}).permutation, then {} train, {}",
+      pool_name, n, o.split_seed, n_train, join(carved, ", "));
+}
+
+TextFiles read_files(const TextFileOptions& o) {
+  TextFiles out;
+  out.files = named_files(o);
+  const TextFields fields{.text = o.text_field, .label = o.label_field};
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // per file: [begin, end) of out.records
+  for (const NamedFile& file : out.files) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file.path, ec))
+      throw FileProblem(file.option, fmt::format("textfile: no such file '{}'; set dataset.{} to "
+                                                 "a CSV, TSV or JSON Lines file",
+                                                 file.path, file.option));
+    try {
+      std::vector<TextRecord> records = read_text_records(file.path, format_of(o, file), fields);
+      const auto begin = static_cast<int64_t>(out.records.size());
+      for (auto& r : records) out.records.push_back(std::move(r));
+      ranges.emplace_back(begin, static_cast<int64_t>(out.records.size()));
+    } catch (const FileProblem&) {
+      throw;
+    } catch (const UserError& e) {
+      throw FileProblem(file.option, e.what());
+    }
+  }
+  const std::vector<TextRecord> training(out.records.begin(),
+                                         out.records.begin() + ranges[0].second);
+  try {
+    out.labels = label_set_of(training, out.files[0].path);
+    if (out.labels.num_classes() < 2)
+      throw UserError(
+          fmt::format("textfile: {} has one label ('{}'); a classifier needs at least two classes",
+                      out.files[0].path, out.labels.names.empty() ? "" : out.labels.names[0]));
+  } catch (const FileProblem&) {
+    throw;
+  } catch (const UserError& e) {
+    throw FileProblem(out.files[0].option, e.what());
+  }
+  for (size_t f = 0; f < out.files.size(); ++f)
+    for (int64_t i = ranges[f].first; i < ranges[f].second; ++i) {
+      try {
+        out.classes.push_back(
+            class_id(out.labels, out.records[static_cast<size_t>(i)], out.files[f].path));
+      } catch (const UserError& e) {
+        throw FileProblem(out.files[f].option, e.what());
+      }
+    }
+  auto indices = [](std::pair<int64_t, int64_t> range) {
+    std::vector<int64_t> v;
+    for (int64_t i = range.first; i < range.second; ++i) v.push_back(i);
+    return v;
+  };
+  const bool own_validation = !o.val.empty(), own_test = !o.test.empty();
+  carve(o, indices(ranges[0]), !own_validation, !own_test, out, out.files[0].path);
+  for (size_t f = 1; f < out.files.size(); ++f) {
+    (out.files[f].option == "val" ? out.validation : out.test) = indices(ranges[f]);
+    out.split += fmt::format("; {} {} records from {}", out.files[f].option,
+                             ranges[f].second - ranges[f].first, out.files[f].path);
+  }
+  if (own_validation && own_test)
+    out.split = fmt::format("{} train, {} validation, {} test records, from their own files",
+                            out.train.size(), out.validation.size(), out.test.size());
+  return out;
+}
+
+// "negative=0, positive=1": the classes as the run's details list them.
+std::string class_mapping(const LabelSet& labels) {
+  if (labels.integers) return fmt::format("integer labels 0..{}", labels.num_classes() - 1);
+  std::vector<std::string> pairs;
+  for (size_t i = 0; i < labels.names.size(); ++i)
+    pairs.push_back(fmt::format("{}={}", labels.names[i], i));
+  return join(pairs);
+}
+
+// Validation asks once per run, and a sweep has many runs of one dataset: the files are read once
+// per process while their sizes and times stay the same.
+std::shared_ptr<const TextFiles> read_files_once(const TextFileOptions& o) {
+  std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.format, o.text_field, o.label_field,
+                                o.val_fraction, o.test_fraction, o.split_seed);
+  for (const NamedFile& file : named_files(o)) {
+    struct stat info {};
+    const bool exists = ::stat(file.path.c_str(), &info) == 0;
+    key += fmt::format("\n{}={} {} {}.{}", file.option, file.path, exists ? info.st_size : -1,
+                       exists ? info.st_mtim.tv_sec : -1, exists ? info.st_mtim.tv_nsec : -1);
+  }
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const TextFiles>> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end())
+    it = known.emplace(key, std::make_shared<const TextFiles>(read_files(o))).first;
+  return it->second;
+}
+
+Capabilities describe_textfile(const TextFileOptions& o) {
+  Capabilities capabilities{.max_length = o.max_length, .varying_shapes = o.padding == "dynamic"};
+  try {
+    const auto files = read_files_once(o);
+    capabilities.num_classes = files->labels.num_classes();
+    capabilities.notes.push_back(
+        fmt::format("textfile: {}; classes: {}", files->split, class_mapping(files->labels)));
+  } catch (const FileProblem& e) {
+    capabilities.problems.emplace_back(e.option, e.what());
+  }
+  std::error_code ec;
+  if (fs::path(o.vocab).extension() == ".json") {
+    // Not read yet: its normaliser and special tokens would need checking against the tokenizers
+    // library. The BERT family ships the vocab.txt beside it, which says the same for the uncased
+    // models.
+    capabilities.problems.emplace_back(
+        "vocab", fmt::format("textfile: dataset.vocab '{}' is a Hugging Face tokenizer.json, "
+                             "and a tokenizer.json is not read yet; name the model's "
+                             "vocab.txt (an uncased BERT-family model ships one beside it)",
+                             o.vocab));
+    return capabilities;
+  }
+  if (!fs::is_regular_file(o.vocab, ec)) {
+    capabilities.problems.emplace_back(
+        "vocab", fmt::format("textfile: cannot read the vocabulary '{}'; dataset.vocab must be "
+                             "the model's vocab.txt (one WordPiece token a line)",
+                             o.vocab));
+    return capabilities;
+  }
+  try {
+    capabilities.vocab_size = WordPieceTokenizer::from_vocab_file(o.vocab).vocab_size();
+  } catch (const UserError& e) {
+    capabilities.problems.emplace_back("vocab", e.what());
+  }
+  return capabilities;
+}
+
+// What the token cache is keyed by: the files' contents, how they are read, the tokenizer.
+std::string cache_key(const TextFileOptions& o, const TextFiles& files,
+                      const WordPieceTokenizer& tokenizer) {
+  std::string key = fmt::format("tokenizer {} vocab {} max_length {} fields {} {} format {}",
+                                WordPieceTokenizer::kVersion, tokenizer.vocab_hash(), o.max_length,
+                                o.text_field, o.label_field, o.format);
+  for (const NamedFile& file : files.files)
+    key += fmt::format(" {} {}", file.option, content_fingerprint(file.path).hash);
+  return key;
+}
+
+}  // namespace
+
+void register_textfile(Registry& registry) {
+  OptionSet<TextFileOptions> options;
+  options
+      .add("file", &TextFileOptions::file,
+           "one CSV, TSV or JSON Lines file, split by val_fraction and test_fraction (or train)",
+           names_data())
+      .add("train", &TextFileOptions::train, "the training file (or file)", names_data())
+      .add("val", &TextFileOptions::val,
+           "the validation file; empty: val_fraction of train, carved from it", names_data())
+      .add("test", &TextFileOptions::test,
+           "the test file; empty: test_fraction of train, carved from it", names_data())
+      .add("format", &TextFileOptions::format, "the files' format; auto: by extension",
+           one_of({"auto", "csv", "tsv", "jsonl"}))
+      .add("text_field", &TextFileOptions::text_field, "the field (column or key) of the text")
+      .add("label_field", &TextFileOptions::label_field,
+           "the field of the label: integers are class ids; strings are sorted into classes")
+      .add("val_fraction", &TextFileOptions::val_fraction,
+           "of the records split (file, or train without val) that validate", between(0, 0.9))
+      .add("test_fraction", &TextFileOptions::test_fraction,
+           "of the records split (file, or train without test) that test", between(0, 0.9))
+      .add("split_seed", &TextFileOptions::split_seed,
+           "the split's shuffle: numpy.random.RandomState(split_seed).permutation",
+           between(0, 4294967295.0))
+      .add("vocab", &TextFileOptions::vocab, "the BERT vocab.txt of the model",
+           names_data(required()))
+      .add("max_length", &TextFileOptions::max_length, "tokens per text, [CLS] and [SEP] included",
+           at_least(2))
+      .add("padding", &TextFileOptions::padding,
+           "max_length: pad every text to max_length; dynamic: to the batch's longest",
+           one_of({"max_length", "dynamic"}))
+      .add("cache", &TextFileOptions::cache,
+           "keep the tokenised texts in .trainyard-cache beside the training file")
+      .check([](const TextFileOptions& o) -> std::optional<std::string> {
+        if (o.file.empty() == o.train.empty())
+          return "set dataset.file (one file, split by val_fraction and test_fraction) or "
+                 "dataset.train (with dataset.val and dataset.test, or carved from it), not "
+                 "both";
+        if (!o.file.empty() && (!o.val.empty() || !o.test.empty()))
+          return "dataset.file is split into train, val and test: remove dataset.val and "
+                 "dataset.test, or name the training file dataset.train";
+        if (o.val_fraction + o.test_fraction >= 1)
+          return fmt::format("val_fraction {} and test_fraction {} leave nothing to train on",
+                             o.val_fraction, o.test_fraction);
+        return std::nullopt;
+      });
+  registry.add<DataSplits(const DataContext&)>(
+      ComponentKind::dataset, "textfile",
+      "your texts from CSV, TSV or JSON Lines files (text and label fields), tokenised for BERT",
+      options,
+      [](const TextFileOptions& o, const DataContext& context) {
+        if (context.max_positions > 0 && o.max_length > context.max_positions)
+          throw UserError(
+              fmt::format("textfile: max_length {} is longer than the model's max_positions {}",
+                          o.max_length, context.max_positions));
+        std::shared_ptr<const TextFiles> files;
+        try {
+          files = read_files_once(o);
+        } catch (const FileProblem& e) {
+          throw UserError(e.what());
+        }
+        WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(o.vocab);
+        const auto n = static_cast<int64_t>(files->records.size());
+        const std::string key = cache_key(o, *files, tokenizer);
+        const std::string cache_path =
+            (fs::path(files->files[0].path).parent_path() / ".trainyard-cache" /
+             fmt::format("textfile-{}.safetensors", stable_hash(key).substr(0, 16)))
+                .string();
+        std::string damage;
+        std::optional<TokenizedTexts> texts =
+            o.cache ? read_token_cache(cache_path, key, tokenizer.vocab_size(),
+                                       files->labels.num_classes(), &damage)
+                    : std::nullopt;
+        if (texts && texts->size() != n) {
+          damage = fmt::format("{} holds {} texts, not {}", cache_path, texts->size(), n);
+          texts.reset();
+        }
+        if (!damage.empty() && context.log)
+          context.log(
+              fmt::format("textfile: ignoring a damaged cache ({}); tokenising again", damage));
+        if (texts) {
+          if (context.log)
+            context.log(fmt::format("textfile: {} texts from the token cache {}", n, cache_path));
+        } else {
+          if (context.log)
+            context.log(
+                fmt::format("textfile: tokenising {} texts (max_length {})", n, o.max_length));
+          texts = tokenize_texts(
+              files->classes, [&](size_t i) { return files->records[i].text; }, tokenizer,
+              o.max_length);
+          if (o.cache) {
+            try {
+              write_token_cache(cache_path, key, *texts);
+            } catch (const std::exception& e) {
+              // A read-only data folder only costs the next run the tokenisation again.
+              if (context.log)
+                context.log(fmt::format("textfile: cannot write the token cache {}: {}", cache_path,
+                                        e.what()));
+            }
+          }
+        }
+        auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));
+        const bool dynamic = o.padding == "dynamic";
+        DataSplits splits;
+        splits.train = std::make_shared<TextDataset>(shared, files->train, o.max_length, dynamic,
+                                                     tokenizer.pad_id());
+        splits.validation = std::make_shared<TextDataset>(shared, files->validation, o.max_length,
+                                                          dynamic, tokenizer.pad_id());
+        splits.test = std::make_shared<TextDataset>(shared, files->test, o.max_length, dynamic,
+                                                    tokenizer.pad_id());
+        splits.num_classes = files->labels.num_classes();
+        splits.vocab_size = tokenizer.vocab_size();
+        splits.details = {{"dataset_classes", class_mapping(files->labels)},
+                          {"dataset_split", files->split}};
+        return splits;
+      },
+      describe_textfile);
+}
+
+}  // namespace trainyard

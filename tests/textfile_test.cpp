@@ -1,0 +1,184 @@
+// dataset: textfile end to end, as a user meets it: CSV, TSV and JSON Lines files (a BOM, CRLF
+// line ends, quoted newlines, empty texts) train a small DistilBERT, their classes and split listed
+// in the run's details; an edited file is tokenised again; and every malformed file is refused at
+// validation with its file and line, exit 2, and nothing in the database.
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string experiment(const std::string& name, const std::string& dataset,
+                       const std::string& classes = "2") {
+  return fmt::format(R"(name: {}
+model: {{name: distilbert, layers: 1, dim: 16, heads: 2, hidden_dim: 32, max_positions: 32,
+        vocab_size: 297, num_classes: {}, dropout: 0, attention_dropout: 0, classifier_dropout: 0}}
+dataset: {{name: textfile, vocab: {}, max_length: 32, {}}}
+train: {{epochs: 1, batch_size: 4, optimizer: {{name: adamw, lr: 1.0e-3}}, log_every: 1000}}
+runtime: {{accelerator: cpu, threads: 1}}
+)",
+                     name, classes, source("tests/fixtures/vocab.txt"), dataset);
+}
+
+// `n` reviews as CSV rows: every third one quoted with a newline inside, a few empty.
+std::string csv_rows(int n, const char* line_end) {
+  std::string rows;
+  for (int i = 0; i < n; ++i) {
+    const char* label = i % 2 ? "positive" : "negative";
+    if (i % 7 == 0)
+      rows += fmt::format(",{}{}", label, line_end);  // an empty text
+    else if (i % 3 == 0)
+      rows +=
+          fmt::format("\"a \"\"quoted\"\" review,{}\nover two lines\",{}{}", i, label, line_end);
+    else
+      rows +=
+          fmt::format("review number {} was {},{}{}", i, i % 2 ? "good" : "bad", label, line_end);
+  }
+  return rows;
+}
+
+class TextFileTest : public CliTest {};
+
+TEST_F(TextFileTest, TrainsOnCsvTsvAndJsonLines) {
+  // One CSV file with a BOM and CRLF line ends, split 80/10/10.
+  dir.write("reviews.csv", "\xEF\xBB\xBFtext,label\r\n" + csv_rows(40, "\r\n"));
+  // Three TSV files, the label column first.
+  std::string tsv = "label\ttext\n";
+  for (int i = 0; i < 24; ++i) tsv += fmt::format("{}\ttext {} of the TSV\n", i % 3, i);
+  dir.write("train.tsv", tsv);
+  dir.write("val.tsv", "label\ttext\n0\tone\n1\ttwo\n2\tthree\n");
+  dir.write("test.tsv", "label\ttext\n2\tfour\n1\tfive\n");
+  // JSON Lines with integer labels and a blank line; validation carved from the training file.
+  std::string jsonl;
+  for (int i = 0; i < 20; ++i)
+    jsonl += fmt::format("{{\"review\": \"line {} \\u00e9t\\u00e9\", \"stars\": {}}}\n", i, i % 2);
+  dir.write("train.jsonl", jsonl + "\n");
+  dir.write("test.jsonl", "{\"review\": \"x\", \"stars\": 1}\n{\"review\": \"\", \"stars\": 0}\n");
+
+  const std::string csv =
+      dir.write("csv.yaml", experiment("csv", "file: " + (dir.path() / "reviews.csv").string()));
+  const std::string tsv_file =
+      dir.write("tsv.yaml",
+                experiment("tsv",
+                           fmt::format("train: {0}/train.tsv, val: {0}/val.tsv, test: {0}/test.tsv",
+                                       dir.path().string()),
+                           "3"));
+  const std::string json = dir.write(
+      "json.yaml",
+      experiment("json",
+                 fmt::format("train: {0}/train.jsonl, test: {0}/test.jsonl, text_field: review, "
+                             "label_field: stars, val_fraction: 0.25",
+                             dir.path().string())));
+  Result validate = trainyard(fmt::format("validate {} {} {}", csv, tsv_file, json));
+  ASSERT_EQ(validate.exit_code, 0) << validate.output;
+  EXPECT_NE(validate.output.find("classes: negative=0, positive=1"), std::string::npos)
+      << validate.output;
+  Result run = trainyard(fmt::format("run {} {} {} --db {}", csv, tsv_file, json, db()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  const RunRecord csv_run = store.runs("csv").at(0);
+  const auto csv_details = store.attributes(csv_run.id);
+  EXPECT_EQ(csv_details.at("dataset_classes"), "negative=0, positive=1");
+  EXPECT_NE(csv_details.at("dataset_split")
+                .find("40 records shuffled by numpy.random.RandomState(0).permutation, then 32 "
+                      "train, 4 validation, 4 test"),
+            std::string::npos)
+      << csv_details.at("dataset_split");
+  EXPECT_EQ(store.final_metrics(csv_run.id).at("steps"), 8);  // 32 / 4
+  const auto tsv_details = store.attributes(store.runs("tsv").at(0).id);
+  EXPECT_EQ(tsv_details.at("dataset_classes"), "integer labels 0..2");
+  EXPECT_EQ(tsv_details.at("dataset_split"),
+            "24 train, 3 validation, 2 test records, from their own files");
+  const RunRecord json_run = store.runs("json").at(0);
+  EXPECT_EQ(store.final_metrics(json_run.id).at("steps"), 3);  // 15 of 20 train, batches of 4
+  EXPECT_NE(store.attributes(json_run.id).at("dataset_split").find("test 2 records from"),
+            std::string::npos);
+}
+
+// The token cache is keyed by the file's content: the same file again is read from the cache, an
+// edited one is tokenised again.
+TEST_F(TextFileTest, AnEditedFileIsTokenisedAgain) {
+  const std::string data = dir.write("reviews.csv", "text,label\n" + csv_rows(30, "\n"));
+  const std::string file = dir.write("csv.yaml", experiment("cache", "file: " + data));
+  auto log_of_last_run = [&] {
+    Store store(db());
+    const auto runs = store.runs("cache");
+    return read_file(runs.back().environment.log_path);
+  };
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  EXPECT_NE(log_of_last_run().find("textfile: tokenising 30 texts"), std::string::npos);
+  ASSERT_EQ(trainyard("run " + file + " --db " + db() + " --force").exit_code, 0);
+  EXPECT_NE(log_of_last_run().find("textfile: 30 texts from the token cache"), std::string::npos);
+  dir.write("reviews.csv", "text,label\n" + csv_rows(31, "\n"));
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  EXPECT_NE(log_of_last_run().find("textfile: tokenising 31 texts"), std::string::npos);
+}
+
+// Each malformed file: exit 2 at validation, the file and line named, no database written.
+TEST_F(TextFileTest, MalformedFilesAreRefusedWithFileAndLine) {
+  // 20 records on 27 lines (six hold a quoted line break): a bad record appended is line 28.
+  const std::string good = "text,label\n" + csv_rows(20, "\n");
+  struct Case {
+    const char* name;
+    std::string content;
+    std::string where;  // "<file>:<line>:" expected in the output
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {"quoting.csv", good + "\"open quote never closed,negative\n", "quoting.csv:28:", "quote"},
+      {"after-quote.csv", good + "\"closed\"x,negative\n", "after-quote.csv:28:", "quote"},
+      {"missing.csv", good + "only one field\n", "missing.csv:28:", "field"},
+      {"no-text.csv", "review,label\nx,negative\ny,positive\n", "no-text.csv:1:", "text_field"},
+      {"bad.jsonl",
+       "{\"text\": \"a\", \"label\": \"x\"}\n{\"text\": \"b\", \"label\": \"y\"}\nnot json\n",
+       "bad.jsonl:3:", "JSON"},
+      {"float.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 1.5}\n",
+       "float.jsonl:2:", "label"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string data = dir.write(c.name, c.content);
+    const std::string file = dir.write("bad.yaml", experiment("bad", "file: " + data));
+    Result run = trainyard("run " + file + " --db " + db());
+    EXPECT_EQ(run.exit_code, 2) << run.output;
+    EXPECT_NE(run.output.find(c.where), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find(c.what), std::string::npos) << run.output;
+    EXPECT_FALSE(fs::exists(db()));
+  }
+  // A label in the test file that no training record has.
+  dir.write("train.csv", good);
+  dir.write("test.csv", "text,label\nfine,positive\nodd,mixed\n");
+  const std::string file = dir.write(
+      "labels.yaml", experiment("labels", fmt::format("train: {0}/train.csv, test: {0}/test.csv",
+                                                      dir.path().string())));
+  Result run = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("test.csv:3:"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("label 'mixed' is not one of the training labels"), std::string::npos)
+      << run.output;
+  EXPECT_FALSE(fs::exists(db()));
+}
+
+// A Hugging Face tokenizer.json is not read yet: said so, with what to use instead.
+TEST_F(TextFileTest, ATokenizerJsonIsRefusedWithTheVocabularyToUse) {
+  const std::string data = dir.write("reviews.csv", "text,label\n" + csv_rows(20, "\n"));
+  const std::string tokenizer =
+      dir.write("tokenizer.json", "{\"model\": {\"type\": \"WordPiece\"}}");
+  std::string yaml = experiment("hf", "file: " + data);
+  yaml.replace(yaml.find(source("tests/fixtures/vocab.txt")),
+               source("tests/fixtures/vocab.txt").size(), tokenizer);
+  Result validate = trainyard("validate " + dir.write("hf.yaml", yaml));
+  EXPECT_EQ(validate.exit_code, 2) << validate.output;
+  EXPECT_NE(validate.output.find("tokenizer.json is not read yet"), std::string::npos)
+      << validate.output;
+}
+
+}  // namespace
+}  // namespace trainyard::testing
