@@ -4,6 +4,7 @@
 // saved under the module's names and loaded back; and what cannot train refused at validation.
 #include <signal.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -200,6 +201,38 @@ runtime: {{accelerator: cpu, threads: 1}}
   EXPECT_NE(run.output.find("run failed (out-of-memory)"), std::string::npos) << run.output;
   Store store(db());
   EXPECT_EQ(store.runs("huge").at(0).failure, FailureClass::out_of_memory);
+}
+
+// The README's Python examples (experiments/torchscript_cnn.yaml, distilbert_textfile.yaml) train
+// from the files examples/python/make_examples.py writes, here stood in for by the fixture CNN,
+// tiny PNGs, a CSV written here and the fixture vocabulary (EXAMPLES points the files at them).
+TEST_F(TorchScriptCliTest, ThePythonExamplesTrainFromTheirData) {
+  const fs::path examples = dir.path() / "examples";
+  fs::create_directories(examples);
+  fs::copy_file(fixture("torchscript_cnn.pt"), examples / "resnetish.pt");
+  fs::copy_file(fixture("vocab.txt"), examples / "vocab.txt");
+  // A 2x2 RGB PNG.
+  const std::string png(
+      "\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x02\x00\x00"
+      "\x00\x02\x08\x02\x00\x00\x00\xfd\xd4\x9a\x73\x00\x00\x00\x10\x49\x44\x41\x54\x78\xda"
+      "\x63\x38\x21\x27\x07\x44\x0c\x10\x0a\x00\x1f\x26\x04\x11\x4a\x8e\x8d\x20\x00\x00\x00"
+      "\x00\x49\x45\x4e\x44\xae\x42\x60\x82",
+      73);
+  for (const char* split : {"train", "val", "test"})
+    for (const char* shape : {"circle", "cross", "square", "triangle"})
+      for (int i = 0; i < 8; ++i)
+        dir.write(fmt::format("examples/shapes/{}/{}/{}.png", split, shape, i), png);
+  std::string csv = "text,label\n";
+  for (int i = 0; i < 60; ++i)
+    csv += fmt::format("\"the film, {}\",{}\n", i % 3 ? "good" : "bad",
+                       std::array{"negative", "neutral", "positive"}[i % 3]);
+  dir.write("examples/reviews.csv", csv);
+  Result run =
+      shell(fmt::format("cd {} && EXAMPLES={} {} run experiments/torchscript_cnn.yaml "
+                        "experiments/distilbert_textfile.yaml --db {} --set train.epochs=1",
+                        source(""), examples.string(), TRAINYARD_EXE, db()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("4 completed"), std::string::npos) << run.output;
 }
 
 }  // namespace
