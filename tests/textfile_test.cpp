@@ -166,17 +166,34 @@ TEST_F(TextFileTest, MalformedFilesAreRefusedWithFileAndLine) {
   EXPECT_FALSE(fs::exists(db()));
 }
 
-// A Hugging Face tokenizer.json is not read yet: said so, with what to use instead.
-TEST_F(TextFileTest, ATokenizerJsonIsRefusedWithTheVocabularyToUse) {
-  const std::string data = dir.write("reviews.csv", "text,label\n" + csv_rows(20, "\n"));
-  const std::string tokenizer =
-      dir.write("tokenizer.json", "{\"model\": {\"type\": \"WordPiece\"}}");
+// A Hugging Face tokenizer.json (the uncased BERT family's) serves as the vocabulary, and gives the
+// vocab.txt's run (the same tokens, the same vocabulary hash, the same figures); a cased one is
+// refused at validation with the reason.
+TEST_F(TextFileTest, ATokenizerJsonServesAsTheVocabulary) {
+  const std::string data = dir.write("reviews.csv", "text,label\n" + csv_rows(24, "\n"));
   std::string yaml = experiment("hf", "file: " + data);
-  yaml.replace(yaml.find(source("tests/fixtures/vocab.txt")),
-               source("tests/fixtures/vocab.txt").size(), tokenizer);
-  Result validate = trainyard("validate " + dir.write("hf.yaml", yaml));
+  const std::string vocab = source("tests/fixtures/vocab.txt");
+  const std::string with_vocab = dir.write("vocab.yaml", yaml);
+  yaml.replace(yaml.find(vocab), vocab.size(), source("tests/fixtures/tokenizer_template.json"));
+  const std::string with_json = dir.write("json.yaml", yaml);
+  ASSERT_EQ(trainyard("run " + with_vocab + " --db " + db()).exit_code, 0);
+  const std::string json_db = (dir.path() / "json.db").string();
+  Result run = trainyard("run " + with_json + " --db " + json_db);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The same figures (the configurations differ: their vocabulary files do).
+  const auto figures = [](const std::string& database) {
+    Store store(database);
+    std::map<std::string, double> kept;
+    for (const auto& [key, value] : store.final_metrics(store.runs("hf").at(0).id))
+      if (!is_wall_clock_figure(key)) kept[key] = value;
+    return kept;
+  };
+  EXPECT_EQ(figures(json_db), figures(db()));
+
+  yaml.replace(yaml.find("tokenizer_template.json"), 23, "tokenizer_cased.json");
+  Result validate = trainyard("validate " + dir.write("cased.yaml", yaml));
   EXPECT_EQ(validate.exit_code, 2) << validate.output;
-  EXPECT_NE(validate.output.find("tokenizer.json is not read yet"), std::string::npos)
+  EXPECT_NE(validate.output.find("does not lowercase (a cased model)"), std::string::npos)
       << validate.output;
 }
 

@@ -35,8 +35,7 @@ TEST(WordPieceTest, MatchesBertTokenizerFastOnTheFixtureCorpus) {
 // Differential: 400 generated texts nobody chose (every script, case pairs, combining marks,
 // controls and format characters, every whitespace, symbols, markup, over-long words), tokenized by
 // the `tokenizers` library's BertWordPieceTokenizer (fixtures/make_wordpiece_differential.py).
-TEST(WordPieceTest, MatchesTheTokenizersLibraryOnGeneratedText) {
-  WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(fixture("vocab.txt"));
+void expect_matches_the_differential(const WordPieceTokenizer& tokenizer) {
   std::ifstream in(fixture("wordpiece_differential.json"));
   nlohmann::json reference = nlohmann::json::parse(in);
   const int64_t max_length = reference["max_length"];
@@ -70,6 +69,51 @@ TEST(WordPieceTest, MatchesTheTokenizersLibraryOnGeneratedText) {
   }
   EXPECT_EQ(differences, 0);
   EXPECT_LT(newer, 20);  // most cases are compared
+}
+
+TEST(WordPieceTest, MatchesTheTokenizersLibraryOnGeneratedText) {
+  expect_matches_the_differential(WordPieceTokenizer::from_vocab_file(fixture("vocab.txt")));
+}
+
+// The same vocabulary as Hugging Face tokenizer.json files the tokenizers library wrote (with
+// BertProcessing, and with distilbert-base-uncased's TemplateProcessing): the library gives the
+// differential texts the same ids from them (fixtures/make_tokenizer_json_fixture.py checks), and
+// so does the tokenizer read from them; the vocabulary hashes as the vocab.txt's (one token cache).
+TEST(WordPieceTest, ReadsTheTokenizerJsonOfTheUncasedBertFamily) {
+  const std::string vocab_hash =
+      WordPieceTokenizer::from_vocab_file(fixture("vocab.txt")).vocab_hash();
+  for (const char* name : {"tokenizer_bert.json", "tokenizer_template.json"}) {
+    SCOPED_TRACE(name);
+    const WordPieceTokenizer tokenizer = WordPieceTokenizer::from_file(fixture(name));
+    EXPECT_EQ(tokenizer.vocab_hash(), vocab_hash);
+    expect_matches_the_differential(tokenizer);
+  }
+}
+
+// Another tokenizer type, or a setting the tokenizer here does not follow, is refused by name.
+TEST(WordPieceTest, RefusesOtherTokenizerJsonsNamingWhat) {
+  auto refusal = [](const std::string& path) {
+    try {
+      WordPieceTokenizer::from_tokenizer_json(path);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal(fixture("tokenizer_bpe.json")).find("its model is BPE, not WordPiece"),
+            std::string::npos);
+  EXPECT_NE(refusal(fixture("tokenizer_cased.json")).find("does not lowercase (a cased model)"),
+            std::string::npos);
+  testing::TempDir dir;
+  std::ifstream in(fixture("tokenizer_template.json"));
+  std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string lowercase = "\"lowercase\": true";
+  json.replace(json.find(lowercase), lowercase.size(), "\"lowercase\": \"yes\"");
+  EXPECT_NE(refusal(dir.write("typed.json", json))
+                .find("is not a tokenizer.json the tokenizers library writes"),
+            std::string::npos);
+  EXPECT_NE(refusal(dir.write("list.json", "[1, 2]")).find("is not a JSON object"),
+            std::string::npos);
 }
 
 // A word-final capital sigma: the library lowercases it without context, to σ ("ΜΑΤΟΣ:" is μα ##το

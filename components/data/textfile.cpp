@@ -195,26 +195,16 @@ Capabilities describe_textfile(const TextFileOptions& o) {
     capabilities.problems.emplace_back(e.option, e.what());
   }
   std::error_code ec;
-  if (fs::path(o.vocab).extension() == ".json") {
-    // Not read yet: its normaliser and special tokens would need checking against the tokenizers
-    // library. The BERT family ships the vocab.txt beside it, which says the same for the uncased
-    // models.
-    capabilities.problems.emplace_back(
-        "vocab", fmt::format("textfile: dataset.vocab '{}' is a Hugging Face tokenizer.json, "
-                             "and a tokenizer.json is not read yet; name the model's "
-                             "vocab.txt (an uncased BERT-family model ships one beside it)",
-                             o.vocab));
-    return capabilities;
-  }
   if (!fs::is_regular_file(o.vocab, ec)) {
     capabilities.problems.emplace_back(
         "vocab", fmt::format("textfile: cannot read the vocabulary '{}'; dataset.vocab must be "
-                             "the model's vocab.txt (one WordPiece token a line)",
+                             "the model's vocab.txt (one WordPiece token a line) or its "
+                             "tokenizer.json",
                              o.vocab));
     return capabilities;
   }
   try {
-    capabilities.vocab_size = WordPieceTokenizer::from_vocab_file(o.vocab).vocab_size();
+    capabilities.vocab_size = WordPieceTokenizer::from_file(o.vocab).vocab_size();
   } catch (const UserError& e) {
     capabilities.problems.emplace_back("vocab", e.what());
   }
@@ -257,7 +247,8 @@ void register_textfile(Registry& registry) {
       .add("split_seed", &TextFileOptions::split_seed,
            "the split's shuffle: numpy.random.RandomState(split_seed).permutation",
            between(0, 4294967295.0))
-      .add("vocab", &TextFileOptions::vocab, "the BERT vocab.txt of the model",
+      .add("vocab", &TextFileOptions::vocab,
+           "the model's BERT vocab.txt, or its tokenizer.json (the uncased BERT family)",
            names_data(required()))
       .add("max_length", &TextFileOptions::max_length, "tokens per text, [CLS] and [SEP] included",
            at_least(2))
@@ -294,7 +285,7 @@ void register_textfile(Registry& registry) {
         } catch (const FileProblem& e) {
           throw UserError(e.what());
         }
-        WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(o.vocab);
+        WordPieceTokenizer tokenizer = WordPieceTokenizer::from_file(o.vocab);
         const auto n = static_cast<int64_t>(files->records.size());
         const std::string key = cache_key(o, *files, tokenizer);
         const std::string cache_path =

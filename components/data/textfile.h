@@ -6,8 +6,9 @@
 // integers are class ids; otherwise the training file's labels, sorted, are the classes (the
 // mapping is listed in the run's details). Every file is read and checked at validation, so a
 // malformed line is an error at `validate`, naming the file and line, before anything trains.
-// Texts are tokenised with the model's WordPiece vocab.txt and cached beside the data, keyed by
-// the files' contents, the vocabulary and max_length.
+// Texts are tokenised with the model's WordPiece vocab.txt (or its tokenizer.json, for the uncased
+// BERT family) and cached beside the data, keyed by the files' contents, the vocabulary and
+// max_length.
 #pragma once
 
 #include <string>

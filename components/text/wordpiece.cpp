@@ -1,5 +1,6 @@
 #include "components/text/wordpiece.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +9,7 @@
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 #include <unicode/utf8.h>
+#include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/text.h"
@@ -78,20 +80,32 @@ void append_utf8(std::string& out, UChar32 c) {
 WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("tokenizer: cannot read vocabulary {}", path));
-  WordPieceTokenizer t;
-  std::string line, all;
+  std::vector<std::string> tokens;
+  std::unordered_map<std::string, int64_t> first_line;
+  std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
-    auto [it, inserted] = t.ids_.emplace(line, number - 1);
+    auto [it, inserted] = first_line.emplace(line, number);
     if (!inserted)
       throw UserError(
           fmt::format("tokenizer: vocabulary {} line {} repeats token '{}' (first on line {}); "
                       "is this a BERT vocab.txt?",
-                      path, number, line, it->second + 1));
-    t.tokens_.push_back(line);
-    all += line + "\n";
+                      path, number, line, it->second));
+    tokens.push_back(line);
   }
-  if (t.tokens_.empty()) throw UserError(fmt::format("tokenizer: vocabulary {} is empty", path));
+  return from_tokens(std::move(tokens), path);
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_tokens(std::vector<std::string> tokens,
+                                                   const std::string& source) {
+  WordPieceTokenizer t;
+  if (tokens.empty()) throw UserError(fmt::format("tokenizer: vocabulary {} is empty", source));
+  std::string all;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    t.ids_.emplace(tokens[id], static_cast<int64_t>(id));
+    all += tokens[id] + "\n";  // as vocab.txt holds it: the same vocabulary hashes the same
+  }
+  t.tokens_ = std::move(tokens);
   for (auto [name, id] : {std::pair{"[PAD]", &t.pad_id_},
                           {"[UNK]", &t.unk_id_},
                           {"[CLS]", &t.cls_id_},
@@ -101,11 +115,135 @@ WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path) 
       throw UserError(fmt::format(
           "tokenizer: vocabulary {} has no {} token; a BERT vocab.txt has [PAD], [UNK], "
           "[CLS] and [SEP]",
-          path, name));
+          source, name));
     *id = it->second;
   }
   t.vocab_hash_ = stable_hash(all);
   return t;
+}
+
+namespace {
+
+// What from_tokenizer_json accepts: the uncased BERT family's tokenizer.json, which says in JSON
+// what the vocab.txt path assumes. Each check names the setting it found and why it is refused.
+void check_bert_tokenizer_json(const nlohmann::json& j, const std::string& path) {
+  auto refuse = [&](const std::string& what) {
+    throw UserError(
+        fmt::format("tokenizer: {}: {}; Trainyard reads the tokenizer.json of the "
+                    "uncased BERT family (distilbert-base-uncased's, say), or a "
+                    "vocab.txt",
+                    path, what));
+  };
+  auto type_of = [](const nlohmann::json& section) -> std::string {
+    if (!section.is_object() || !section.contains("type") || !section["type"].is_string())
+      return section.is_null() ? "none" : "unknown";
+    return section["type"].get<std::string>();
+  };
+  const nlohmann::json& model = j.contains("model") ? j["model"] : nlohmann::json();
+  if (type_of(model) != "WordPiece")
+    refuse(fmt::format("its model is {}, not WordPiece", type_of(model)));
+  if (model.value("continuing_subword_prefix", std::string("##")) != "##")
+    refuse("its continuing_subword_prefix is not \"##\"");
+  if (model.value("max_input_chars_per_word", int64_t{100}) !=
+      static_cast<int64_t>(WordPieceTokenizer::kMaxCharsPerWord))
+    refuse("its max_input_chars_per_word is not 100");
+  if (model.value("unk_token", std::string("[UNK]")) != "[UNK]")
+    refuse("its unk_token is not [UNK]");
+  const nlohmann::json& normalizer = j.contains("normalizer") ? j["normalizer"] : nlohmann::json();
+  if (type_of(normalizer) != "BertNormalizer")
+    refuse(fmt::format("its normalizer is {}, not BertNormalizer", type_of(normalizer)));
+  if (!normalizer.value("lowercase", false))
+    refuse("its normalizer does not lowercase (a cased model); the tokenizer here is uncased");
+  if (!normalizer.value("clean_text", false) || !normalizer.value("handle_chinese_chars", false))
+    refuse("its normalizer turns clean_text or handle_chinese_chars off");
+  // null: follow lowercase (true here), as the library does.
+  if (normalizer.contains("strip_accents") && normalizer["strip_accents"].is_boolean() &&
+      !normalizer["strip_accents"].get<bool>())
+    refuse("its normalizer keeps accents (strip_accents: false)");
+  const nlohmann::json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json();
+  if (type_of(pre) != "BertPreTokenizer")
+    refuse(fmt::format("its pre_tokenizer is {}, not BertPreTokenizer", type_of(pre)));
+  // [CLS] text [SEP]: BertProcessing's cls and sep, or TemplateProcessing's single template.
+  const nlohmann::json& post =
+      j.contains("post_processor") ? j["post_processor"] : nlohmann::json();
+  bool cls_sep = false;
+  auto first = [](const nlohmann::json& pair) {  // BertProcessing's ["[CLS]", 101]
+    return pair.is_array() && !pair.empty() && pair[0].is_string() ? pair[0].get<std::string>()
+                                                                   : std::string();
+  };
+  if (type_of(post) == "BertProcessing") {
+    cls_sep = post.contains("cls") && first(post["cls"]) == "[CLS]" && post.contains("sep") &&
+              first(post["sep"]) == "[SEP]";
+  } else if (type_of(post) == "TemplateProcessing" && post.contains("single") &&
+             post["single"].is_array() && post["single"].size() == 3) {
+    const nlohmann::json& single = post["single"];
+    auto special = [](const nlohmann::json& piece) {
+      return piece.is_object() && piece.contains("SpecialToken") &&
+                     piece["SpecialToken"].is_object()
+                 ? piece["SpecialToken"].value("id", std::string())
+                 : std::string();
+    };
+    cls_sep = special(single[0]) == "[CLS]" && single[1].is_object() &&
+              single[1].contains("Sequence") && special(single[2]) == "[SEP]";
+  }
+  if (!cls_sep)
+    refuse(fmt::format("its post_processor ({}) does not frame a text as [CLS] ... [SEP]",
+                       type_of(post)));
+  // Special tokens written in a text are matched as BERT's five are (tokenize()); others not.
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const nlohmann::json& added : j["added_tokens"]) {
+      const std::string content = added.is_object() ? added.value("content", std::string()) : "";
+      if (content != "[PAD]" && content != "[UNK]" && content != "[CLS]" && content != "[SEP]" &&
+          content != "[MASK]")
+        refuse(
+            fmt::format("it adds the token '{}', beyond BERT's [PAD], [UNK], [CLS], [SEP] "
+                        "and [MASK]",
+                        content));
+    }
+}
+
+}  // namespace
+
+WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("tokenizer: cannot read {}", path));
+  std::error_code ec;
+  constexpr uintmax_t kMaxBytes = 256ull << 20;  // BERT's is under 1 MB; a 250k vocabulary, 10 MB
+  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes)
+    throw UserError(fmt::format("tokenizer: {} is {} bytes, more than a tokenizer.json's {}", path,
+                                size, kMaxBytes));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    throw UserError(fmt::format("tokenizer: {} is not a JSON object (a tokenizer.json)", path));
+  try {
+    check_bert_tokenizer_json(j, path);
+  } catch (const nlohmann::json::exception& e) {  // a setting of another type than the library's
+    throw UserError(
+        fmt::format("tokenizer: {} is not a tokenizer.json the tokenizers library "
+                    "writes: {}",
+                    path, e.what()));
+  }
+  const nlohmann::json& vocab =
+      j["model"].contains("vocab") ? j["model"]["vocab"] : nlohmann::json();
+  if (!vocab.is_object() || vocab.empty())
+    throw UserError(fmt::format("tokenizer: {}: its model has no vocab", path));
+  std::vector<std::string> tokens(vocab.size());
+  std::vector<bool> seen(vocab.size(), false);
+  for (const auto& [token, id] : vocab.items()) {
+    const int64_t i = id.is_number_integer() ? id.get<int64_t>() : -1;
+    if (i < 0 || i >= static_cast<int64_t>(tokens.size()) || seen[static_cast<size_t>(i)])
+      throw UserError(
+          fmt::format("tokenizer: {}: the vocab's ids are not 0..{} each once (token '{}' has {})",
+                      path, tokens.size() - 1, token, id.dump()));
+    seen[static_cast<size_t>(i)] = true;
+    tokens[static_cast<size_t>(i)] = token;
+  }
+  return from_tokens(std::move(tokens), path);
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_file(const std::string& path) {
+  if (std::filesystem::path(path).extension() == ".json") return from_tokenizer_json(path);
+  return from_vocab_file(path);
 }
 
 std::vector<std::string> WordPieceTokenizer::normalize_and_split(std::string_view text) const {

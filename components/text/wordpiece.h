@@ -1,4 +1,5 @@
-// BERT's tokenizer, uncased: the same ids as Hugging Face's BertTokenizerFast for a vocab.txt.
+// BERT's tokenizer, uncased: the same ids as Hugging Face's BertTokenizerFast for a vocab.txt (or
+// the uncased BERT family's tokenizer.json, which says the same in JSON).
 //
 //   normalise   drop NUL, U+FFFD and control characters; whitespace becomes ' '; spaces around CJK
 //               ideographs; NFD and drop non-spacing marks (accents); lowercase each code point
@@ -37,6 +38,14 @@ class WordPieceTokenizer {
   // Reads a vocabulary, one token per line, id = line number - 1. Throws UserError naming the file
   // (and line) when it is missing, empty, repeats a token or lacks [PAD], [UNK], [CLS] or [SEP].
   static WordPieceTokenizer from_vocab_file(const std::string& path);
+  // Reads a Hugging Face tokenizer.json of the uncased BERT family: a WordPiece model with "##"
+  // continuations, BertNormalizer lowercasing (accents stripped), BertPreTokenizer, [CLS] ... [SEP]
+  // (BertProcessing or TemplateProcessing), no added tokens beyond BERT's five — what the rules
+  // above are. Any other type or setting is a UserError naming it. The same vocabulary as a
+  // vocab.txt gives the same ids and vocab_hash().
+  static WordPieceTokenizer from_tokenizer_json(const std::string& path);
+  // A .json file as a tokenizer.json, anything else as a vocab.txt.
+  static WordPieceTokenizer from_file(const std::string& path);
 
   // The normalised, split and WordPiece-tokenised text, without special tokens.
   std::vector<std::string> tokenize(std::string_view text) const;
@@ -50,6 +59,8 @@ class WordPieceTokenizer {
   const std::string& vocab_hash() const { return vocab_hash_; }
 
  private:
+  // The tokens by id; finds the special tokens and hashes the vocabulary. `source` names the file.
+  static WordPieceTokenizer from_tokens(std::vector<std::string> tokens, const std::string& source);
   std::vector<std::string> normalize_and_split(std::string_view text) const;
   void wordpiece(const std::string& word, std::vector<std::string>& out) const;
   int64_t id_of(const std::string& token) const;
