@@ -106,11 +106,20 @@ TEST(WordPieceTest, RefusesOtherTokenizerJsonsNamingWhat) {
             std::string::npos);
   testing::TempDir dir;
   std::ifstream in(fixture("tokenizer_template.json"));
-  std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string original((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  std::string json = original;
   const std::string lowercase = "\"lowercase\": true";
   json.replace(json.find(lowercase), lowercase.size(), "\"lowercase\": \"yes\"");
   EXPECT_NE(refusal(dir.write("typed.json", json))
                 .find("is not a tokenizer.json the tokenizers library writes"),
+            std::string::npos);
+  std::string unlisted = original;  // [MASK] normalised: the library would not match it in text
+  const std::string mask = "\"content\": \"[MASK]\",";
+  const size_t at = unlisted.find("\"normalized\": false", unlisted.find(mask));
+  unlisted.replace(at, std::string("\"normalized\": false").size(), "\"normalized\": true");
+  EXPECT_NE(refusal(dir.write("unlisted.json", unlisted))
+                .find("[MASK] is not among its added_tokens as BERT's are"),
             std::string::npos);
   EXPECT_NE(refusal(dir.write("list.json", "[1, 2]")).find("is not a JSON object"),
             std::string::npos);

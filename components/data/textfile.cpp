@@ -106,8 +106,13 @@ TextFiles read_files(const TextFileOptions& o) {
                                                  file.path, file.option));
     try {
       std::vector<TextRecord> records = read_text_records(file.path, format_of(o, file), fields);
+      // The classes are the training file's (the first), before any other file joins it.
+      if (out.records.empty()) out.labels = label_set_of(records, file.path);
       const auto begin = static_cast<int64_t>(out.records.size());
-      for (auto& r : records) out.records.push_back(std::move(r));
+      if (out.records.empty())
+        out.records = std::move(records);
+      else
+        for (auto& r : records) out.records.push_back(std::move(r));
       ranges.emplace_back(begin, static_cast<int64_t>(out.records.size()));
     } catch (const FileProblem&) {
       throw;
@@ -115,10 +120,7 @@ TextFiles read_files(const TextFileOptions& o) {
       throw FileProblem(file.option, e.what());
     }
   }
-  const std::vector<TextRecord> training(out.records.begin(),
-                                         out.records.begin() + ranges[0].second);
   try {
-    out.labels = label_set_of(training, out.files[0].path);
     if (out.labels.num_classes() < 2)
       throw UserError(
           fmt::format("textfile: {} has one label ('{}'); a classifier needs at least two classes",
@@ -164,9 +166,16 @@ std::string class_mapping(const LabelSet& labels) {
   return join(pairs);
 }
 
-// Validation asks once per run, and a sweep has many runs of one dataset: the files are read once
-// per process while their sizes and times stay the same.
-std::shared_ptr<const TextFiles> read_files_once(const TextFileOptions& o) {
+// What validation keeps of the files: a sweep asks once per run, so they are read once per process
+// while their sizes and times stay the same, and only this summary is kept (not the texts).
+struct TextFilesSummary {
+  int64_t num_classes = 0;
+  std::string note;     // the split and the classes
+  std::string option;   // of the file with a problem, or ""
+  std::string problem;  // its message
+};
+
+TextFilesSummary summarise_files_once(const TextFileOptions& o) {
   std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.format, o.text_field, o.label_field,
                                 o.val_fraction, o.test_fraction, o.split_seed);
   for (const NamedFile& file : named_files(o)) {
@@ -176,23 +185,31 @@ std::shared_ptr<const TextFiles> read_files_once(const TextFileOptions& o) {
                        exists ? info.st_mtim.tv_sec : -1, exists ? info.st_mtim.tv_nsec : -1);
   }
   static std::mutex mutex;
-  static std::map<std::string, std::shared_ptr<const TextFiles>> known;
+  static std::map<std::string, TextFilesSummary> known;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
-  if (it == known.end())
-    it = known.emplace(key, std::make_shared<const TextFiles>(read_files(o))).first;
-  return it->second;
+  if (it != known.end()) return it->second;
+  TextFilesSummary summary;
+  try {
+    const TextFiles files = read_files(o);
+    summary.num_classes = files.labels.num_classes();
+    summary.note =
+        fmt::format("textfile: {}; classes: {}", files.split, class_mapping(files.labels));
+  } catch (const FileProblem& e) {
+    summary.option = e.option;
+    summary.problem = e.what();
+  }
+  return known.emplace(key, std::move(summary)).first->second;
 }
 
 Capabilities describe_textfile(const TextFileOptions& o) {
   Capabilities capabilities{.max_length = o.max_length, .varying_shapes = o.padding == "dynamic"};
-  try {
-    const auto files = read_files_once(o);
-    capabilities.num_classes = files->labels.num_classes();
-    capabilities.notes.push_back(
-        fmt::format("textfile: {}; classes: {}", files->split, class_mapping(files->labels)));
-  } catch (const FileProblem& e) {
-    capabilities.problems.emplace_back(e.option, e.what());
+  const TextFilesSummary files = summarise_files_once(o);
+  if (files.problem.empty()) {
+    capabilities.num_classes = files.num_classes;
+    capabilities.notes.push_back(files.note);
+  } else {
+    capabilities.problems.emplace_back(files.option, files.problem);
   }
   std::error_code ec;
   if (!fs::is_regular_file(o.vocab, ec)) {
@@ -265,6 +282,11 @@ void register_textfile(Registry& registry) {
         if (!o.file.empty() && (!o.val.empty() || !o.test.empty()))
           return "dataset.file is split into train, val and test: remove dataset.val and "
                  "dataset.test, or name the training file dataset.train";
+        if ((!o.file.empty() || o.val.empty()) && o.val_fraction <= 0)
+          return "val_fraction 0 leaves no validation records: raise it, or name a dataset.val "
+                 "file";
+        if ((!o.file.empty() || o.test.empty()) && o.test_fraction <= 0)
+          return "test_fraction 0 leaves no test records: raise it, or name a dataset.test file";
         if (o.val_fraction + o.test_fraction >= 1)
           return fmt::format("val_fraction {} and test_fraction {} leave nothing to train on",
                              o.val_fraction, o.test_fraction);
@@ -281,7 +303,7 @@ void register_textfile(Registry& registry) {
                           o.max_length, context.max_positions));
         std::shared_ptr<const TextFiles> files;
         try {
-          files = read_files_once(o);
+          files = std::make_shared<const TextFiles>(read_files(o));
         } catch (const FileProblem& e) {
           throw UserError(e.what());
         }

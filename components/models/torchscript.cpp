@@ -55,8 +55,9 @@ std::string signature_of(const c10::FunctionSchema& schema) {
   }
   std::vector<std::string> returns;
   for (const auto& r : schema.returns()) returns.push_back(r.type()->str());
-  return fmt::format("forward({}) -> {}", join(arguments, ", "),
-                     returns.size() == 1 ? returns[0] : "(" + join(returns, ", ") + ")");
+  const std::string returned =
+      returns.size() == 1 ? returns[0] : fmt::format("({})", join(returns, ", "));
+  return fmt::format("forward({}) -> {}", join(arguments, ", "), returned);
 }
 
 bool is_tensor(const c10::TypePtr& type) { return type->kind() == c10::TypeKind::TensorType; }
@@ -93,28 +94,45 @@ const std::map<std::string, size_t>& mode_dependent_ops() {
                                                     {"aten::dropout", 2},
                                                     {"aten::dropout_", 2},
                                                     {"aten::feature_dropout", 2},
+                                                    {"aten::feature_dropout_", 2},
                                                     {"aten::alpha_dropout", 2},
+                                                    {"aten::alpha_dropout_", 2},
                                                     {"aten::feature_alpha_dropout", 2},
+                                                    {"aten::feature_alpha_dropout_", 2},
                                                     {"aten::native_dropout", 2},
-                                                    {"aten::rrelu", 4}};
+                                                    {"aten::rrelu", 3}};
   return ops;
 }
 
+bool is_none(torch::jit::Value* value) {
+  return value->node()->kind() == c10::prim::Constant &&
+         value->type()->kind() == c10::TypeKind::NoneType;
+}
+
 // torch.jit.trace records the ops one call ran, with the module's training flag of that call
-// written in as a constant: such a module behaves the same in training and evaluation. Scripted
-// modules read `self.training` instead. Returns the frozen ops ("aten::batch_norm (training
-// frozen to true)"), found in the forward with every call inlined.
+// written in as a constant: such a module behaves the same in training and evaluation. A scripted
+// module reads `self.training` instead. So a module is taken as traced when its forward (every call
+// inlined) never reads `training` and has a mode-dependent op whose flag is a constant — not a
+// normalisation without running statistics (InstanceNorm's default, BatchNorm with
+// track_running_stats=False), whose flag is a constant in scripts too and means the same in both
+// modes. Returns those ops ("aten::batch_norm (training frozen to true)"), or nothing.
 std::vector<std::string> frozen_mode_ops(const torch::jit::Module& module) {
   std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph()->copy();
   torch::jit::Inline(*graph);
   std::set<std::string> found;
+  bool reads_training = false;
   std::function<void(torch::jit::Block*)> visit = [&](torch::jit::Block* block) {
     for (torch::jit::Node* node : block->nodes()) {
       for (torch::jit::Block* inner : node->blocks()) visit(inner);
+      if (node->kind() == c10::prim::GetAttr && node->s(c10::attr::name) == "training")
+        reads_training = true;
       const auto op = mode_dependent_ops().find(node->kind().toQualString());
       if (op == mode_dependent_ops().end() || node->inputs().size() <= op->second) continue;
       torch::jit::Value* flag = node->inputs()[op->second];
       if (flag->node()->kind() != c10::prim::Constant) continue;
+      const bool normalisation =
+          op->first == "aten::batch_norm" || op->first == "aten::instance_norm";
+      if (normalisation && is_none(node->inputs()[3])) continue;  // no running mean to use
       const std::optional<c10::IValue> value = torch::jit::toIValue(flag);
       const std::string mode =
           value && value->isBool() ? (value->toBool() ? "true" : "false") : "a constant";
@@ -122,6 +140,7 @@ std::vector<std::string> frozen_mode_ops(const torch::jit::Module& module) {
     }
   };
   visit(graph->block());
+  if (reads_training) return {};
   return {found.begin(), found.end()};
 }
 
@@ -240,9 +259,9 @@ Capabilities describe_torchscript(const TorchScriptOptions& o) {
   struct stat info {};
   const bool exists = ::stat(o.file.c_str(), &info) == 0;
   const std::string key =
-      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}", o.file, o.input, o.image_size, o.max_positions,
-                  o.num_classes, exists ? info.st_size : -1, exists ? info.st_mtim.tv_nsec : -1) +
-      std::to_string(exists ? info.st_mtim.tv_sec : -1);
+      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}.{}", o.file, o.input, o.image_size, o.max_positions,
+                  o.num_classes, exists ? info.st_size : -1, exists ? info.st_mtim.tv_sec : -1,
+                  exists ? info.st_mtim.tv_nsec : -1);
   static std::mutex mutex;
   static std::map<std::string, Capabilities> known;
   std::lock_guard<std::mutex> lock(mutex);
@@ -255,7 +274,8 @@ class TorchScriptModel : public Model {
  public:
   TorchScriptModel(const TorchScriptOptions& options, torch::jit::Module module)
       : options_(options), module_(std::move(module)) {
-    adopt(module_, *this);
+    std::set<const c10::TensorImpl*> seen;
+    adopt(module_, *this, seen);
     train(true);
   }
 
@@ -270,9 +290,10 @@ class TorchScriptModel : public Model {
       inputs.push_back(batch.attention_mask.defined() ? batch.attention_mask
                                                       : torch::ones_like(batch.inputs));
     }
-    // Unoptimised, the interpreter runs each op through the dispatcher as eager PyTorch does:
-    // autocast applies to it, and its losses are eager PyTorch's. (The optimising executor would
-    // profile the first calls and then run a specialised, fused graph.)
+    // Every call goes through this guard (the flag is per thread, and a graph once optimised would
+    // stay so). Unoptimised, the interpreter runs each op through the dispatcher as eager PyTorch
+    // does: autocast applies to it, and its losses are eager PyTorch's. (The optimising executor
+    // would profile the first calls and then run a specialised, fused graph.)
     torch::jit::GraphOptimizerEnabledGuard unoptimised(false);
     c10::IValue output;
     try {
@@ -309,14 +330,20 @@ class TorchScriptModel : public Model {
   // The scripted module's parameters and buffers, registered as this module's under the same
   // names (one child module per scripted submodule): the same tensors, so an update through either
   // is seen by both, and to(), set_data() and strategies' flat buffers reach the interpreter.
-  static void adopt(const torch::jit::Module& from, torch::nn::Module& into) {
+  // A tensor reached by two names (a submodule or weight tied in Python, `self.b = self.a`) is
+  // registered once, under the first, as PyTorch's named_parameters() lists it: twice, the
+  // optimizer would step it twice and a sharding strategy would give it two slots.
+  static void adopt(const torch::jit::Module& from, torch::nn::Module& into,
+                    std::set<const c10::TensorImpl*>& seen) {
     for (const auto& p : from.named_parameters(/*recurse=*/false))
-      into.register_parameter(p.name, p.value, p.value.requires_grad());
+      if (seen.insert(p.value.unsafeGetTensorImpl()).second)
+        into.register_parameter(p.name, p.value, p.value.requires_grad());
     for (const auto& b : from.named_buffers(/*recurse=*/false))
-      if (b.value.defined()) into.register_buffer(b.name, b.value);
+      if (b.value.defined() && seen.insert(b.value.unsafeGetTensorImpl()).second)
+        into.register_buffer(b.name, b.value);
     for (const auto& child : from.named_children()) {
       auto mirror = std::make_shared<torch::nn::Module>(child.name);
-      adopt(child.value, *mirror);
+      adopt(child.value, *mirror, seen);
       into.register_module(child.name, mirror);
     }
   }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -237,6 +238,33 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
                       path, tokens.size() - 1, token, id.dump()));
     seen[static_cast<size_t>(i)] = true;
     tokens[static_cast<size_t>(i)] = token;
+  }
+  // The five special tokens are matched in raw text (tokenize()); the library does so for the
+  // added tokens it lists unnormalised, as whole strings: each of the five in the vocabulary must
+  // be listed so, with the vocabulary's id, or the two would tokenise a text with "[MASK]" apart.
+  std::map<std::string, const nlohmann::json*> added;
+  if (j.contains("added_tokens") && j["added_tokens"].is_array())
+    for (const nlohmann::json& token : j["added_tokens"])
+      if (token.is_object() && token.contains("content") && token["content"].is_string())
+        added[token["content"].get<std::string>()] = &token;
+  for (int64_t id = 0; id < static_cast<int64_t>(tokens.size()); ++id) {
+    const std::string& token = tokens[static_cast<size_t>(id)];
+    if (token != "[PAD]" && token != "[UNK]" && token != "[CLS]" && token != "[SEP]" &&
+        token != "[MASK]")
+      continue;
+    const auto it = added.find(token);
+    const nlohmann::json* entry = it == added.end() ? nullptr : it->second;
+    auto flag = [&](const char* key) {
+      return entry->contains(key) && (*entry)[key].is_boolean() && (*entry)[key].get<bool>();
+    };
+    if (entry == nullptr || !entry->contains("id") || !(*entry)["id"].is_number_integer() ||
+        (*entry)["id"].get<int64_t>() != id || flag("normalized") || flag("single_word") ||
+        flag("lstrip") || flag("rstrip"))
+      throw UserError(fmt::format(
+          "tokenizer: {}: {} is not among its added_tokens as BERT's are (id {}, normalized, "
+          "single_word, lstrip and rstrip false), so a text that holds it would tokenise apart "
+          "from the tokenizers library's; Trainyard reads the uncased BERT family's tokenizer.json",
+          path, token, id));
   }
   return from_tokens(std::move(tokens), path);
 }
