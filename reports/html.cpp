@@ -9,6 +9,7 @@
 #include "common/metrics.h"
 #include "common/text.h"
 #include "reports/report.h"
+#include "reports/statistics.h"
 
 namespace trainyard {
 
@@ -19,6 +20,7 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin:
 h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #d8dde6; padding-bottom: .3rem; }
 .meta { color: #5b6475; font-size: .9rem; }
 .note { background: #fff6dc; border-left: 3px solid #e0a800; padding: .4rem .7rem; }
+ul.verdicts { padding-left: 1.2rem; } ul.verdicts li { margin: .15rem 0; overflow-wrap: anywhere; }
 table { border-collapse: collapse; margin: 1rem 0; font-variant-numeric: tabular-nums; }
 th, td { padding: .35rem .7rem; border-bottom: 1px solid #e4e8ef; text-align: right; white-space: nowrap; }
 th { background: #f3f5f9; font-weight: 600; } th:first-child, td:first-child { text-align: left; }
@@ -140,10 +142,6 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars) {
   return svg + "</svg>";
 }
 
-// A value within this share of the next best is not marked best: one run per variant cannot tell
-// a difference that small from run-to-run noise (timings on a shared machine, a few test samples).
-constexpr double kNoise = 0.05;
-
 // True when `row`'s `key` is peak memory of which the training state (parameters, gradients,
 // optimizer state) is under a tenth: the runtime (LibTorch, allocator caches) decides the figure,
 // not the technique, so it is not compared.
@@ -158,24 +156,35 @@ bool dominated_by_runtime(const VariantRow& row, const MetricInfo& info) {
   return state < 0.1 * row.metrics.at(info.key);
 }
 
-// The best completed value of `key` across rows, for highlighting — only when it stands out from
-// the next best beyond noise (kNoise), among at least two, on a figure the technique decides.
+// The best completed value of `key` across rows, for highlighting — only when it differs from the
+// next best beyond the noise of their repeats, by the verdicts' test (reports/statistics.h: Welch's
+// t-test at 95%, on log time for times and speedups): one run of either, and nothing is marked.
 std::optional<double> best_value(const ExperimentReport& section, const MetricInfo& info) {
   if (info.better == Better::neither) return std::nullopt;
-  std::vector<double> values;
+  std::vector<std::pair<double, const VariantRow*>> values;
   for (const auto& row : section.rows) {
     auto it = row.metrics.find(info.key);
     if (row.status != RunStatus::completed || it == row.metrics.end()) continue;
     if (dominated_by_runtime(row, info)) return std::nullopt;
-    values.push_back(it->second);
+    values.emplace_back(it->second, &row);
   }
   if (values.size() < 2) return std::nullopt;
-  std::sort(values.begin(), values.end());
+  std::sort(values.begin(), values.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   if (info.better == Better::higher) std::reverse(values.begin(), values.end());
-  const double best = values[0], next = values[1];
-  if (std::abs(best - next) <= kNoise * std::max(std::abs(best), std::abs(next)))
-    return std::nullopt;
-  return best;
+  // A speedup is the baseline's time over the row's: its runs are the row's times.
+  const bool timed = info.key == metric::kSpeedup || info.key == metric::kTrainSeconds;
+  const std::string key = timed ? metric::kTrainSeconds : info.key;
+  auto samples = [&](const VariantRow& row) {
+    auto it = row.samples.find(key);
+    std::vector<double> out = it == row.samples.end() ? std::vector<double>{} : it->second;
+    if (timed)
+      for (double& v : out) v = std::log(std::max(v, 1e-12));
+    return out;
+  };
+  const auto test = welch_t_test(samples(*values[1].second), samples(*values[0].second));
+  if (!test || !test->significant()) return std::nullopt;
+  return values[0].first;
 }
 
 // A path as the report links it: relative to the report's folder when it has one.
@@ -457,13 +466,25 @@ std::string summary_line(const ExperimentReport& section) {
                                  plural(static_cast<int64_t>(section.rows.size()), "variant"));
   if (failed > 0) text += fmt::format(", {} failed", failed);
   if (not_finished > 0) text += fmt::format(", {} not finished", not_finished);
-  if (section.speedups > 0)
-    text += fmt::format("; geometric-mean speedup over {}: {:.2f}x ({})", section.baseline,
-                        section.geomean_speedup, plural(section.speedups, "variant"));
+  if (!section.answer.empty()) text += "; " + section.answer;
   return text;
 }
 
 namespace {
+
+// Each variant's answer in one line, at the top of its experiment (reports/statistics.h says how
+// "within noise" is decided).
+std::string verdicts(const ExperimentReport& section) {
+  std::string html = "<ul class=\"verdicts\">";
+  bool any = false;
+  for (const auto& row : section.rows) {
+    if (row.verdict.empty()) continue;
+    any = true;
+    html +=
+        fmt::format("<li><b>{}</b> — {}</li>", html_escape(row.variant), html_escape(row.verdict));
+  }
+  return any ? html + "</ul>" : "";
+}
 
 // The index at the top: every experiment of the report with its one-line summary.
 std::string index(const Report& report) {
@@ -506,6 +527,7 @@ std::string render_html(const Report& report) {
         html_escape(section.baseline));
     if (!section.note.empty()) html += "<p class=\"note\">" + html_escape(section.note) + "</p>";
     html += "<p class=\"summary\">" + html_escape(summary_line(section)) + "</p>";
+    html += verdicts(section);
     if (section.rows.empty()) {
       html += "<p>No runs yet.</p>" + other_runs(section) + "</section>";
       continue;

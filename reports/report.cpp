@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "config/config_tree.h"
 #include "config/options.h"
+#include "reports/statistics.h"
 
 namespace trainyard {
 
@@ -49,6 +50,8 @@ VariantRow make_row(Store& store, const RunRecord& run) {
   row.config_yaml = run.config_yaml;
   row.resumes = run.resumes;
   row.completed = run.status == RunStatus::completed ? 1 : 0;
+  if (row.completed == 1)
+    for (const auto& [key, value] : row.metrics) row.samples[key] = {value};
   row.log_path = run.environment.log_path;
   if (const std::string stem = run_files_stem(run); !stem.empty()) row.config_path = stem + ".yaml";
   row.git_revision = run.environment.git_revision;
@@ -86,15 +89,16 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
     row.resumes += run->resumes;
   }
   row.completed = static_cast<int64_t>(completed.size());
+  std::map<std::string, std::vector<double>> values;
+  for (const RunRecord* run : completed)
+    for (const auto& [key, value] : store.final_metrics(run->id)) values[key].push_back(value);
+  row.samples = values;
   if (completed.size() > 1) {
-    std::map<std::string, std::vector<double>> values;
     std::map<std::pair<int64_t, std::string>, std::vector<double>> epoch_values;
-    for (const RunRecord* run : completed) {
-      for (const auto& [key, value] : store.final_metrics(run->id)) values[key].push_back(value);
+    for (const RunRecord* run : completed)
       for (const EpochRow& epoch : store.epoch_metrics(run->id))
         for (const auto& [key, value] : epoch.values)
           epoch_values[{epoch.epoch, key}].push_back(value);
-    }
     row.metrics.clear();
     for (const auto& [key, list] : values) {
       row.metrics[key] = median(list);
@@ -245,9 +249,120 @@ void choose_newest_runs(Store& store, const std::vector<RunRecord>& runs,
   for (const auto& variant : order) section.rows.push_back(make_row(store, chosen[variant]));
 }
 
+// Why `row` has no figures to compare: it failed, was skipped, or has not finished.
+std::string not_compared(const VariantRow& row) {
+  const std::string error = row.error.substr(0, row.error.find('\n'));
+  if (row.status == RunStatus::failed)
+    return fmt::format("failed ({}){}", to_string(row.failure), error.empty() ? "" : ": " + error);
+  if (row.status == RunStatus::skipped) return "skipped" + (error.empty() ? "" : ": " + error);
+  return error.empty() ? fmt::format("not finished ({})", to_string(row.status)) : error;
+}
+
+// The variant's answer against the baseline: its training time as a speedup, test accuracy in
+// points, peak memory in percent. With two or more runs of each, Welch's t-test at 95% says whether
+// time (on its logarithm: a ratio) and accuracy differ beyond the repeats' noise; with fewer, the
+// verdict says the spread is unknown and claims nothing about noise.
+std::string verdict_of(const VariantRow& row, const VariantRow& base) {
+  if (&row == &base) return "baseline";
+  if (row.completed == 0) return not_compared(row);
+  if (base.completed == 0) return "the baseline did not complete: nothing to compare";
+  const bool tested = row.completed >= 2 && base.completed >= 2;
+  std::vector<std::string> parts;
+  const std::string n = fmt::format("n={}/{}", row.completed, base.completed);
+  auto samples = [](const VariantRow& r, const char* key) {
+    auto it = r.samples.find(key);
+    return it == r.samples.end() ? std::vector<double>{} : it->second;
+  };
+  const auto mine_times = samples(row, metric::kTrainSeconds),
+             base_times = samples(base, metric::kTrainSeconds);
+  auto speed = [](double ratio) {
+    return ratio >= 1 ? fmt::format("{:.2f}× faster", ratio)
+                      : fmt::format("{:.2f}× slower", 1 / ratio);
+  };
+  if (row.metrics.count(metric::kSpeedup)) {
+    const double ratio = row.metrics.at(metric::kSpeedup);
+    std::vector<double> log_base, log_mine;
+    for (double t : base_times) log_base.push_back(std::log(t));
+    for (double t : mine_times) log_mine.push_back(std::log(t));
+    const auto test = tested ? welch_t_test(log_base, log_mine) : std::nullopt;
+    if (!test) {
+      parts.push_back(speed(ratio));
+    } else {
+      // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
+      const double center = std::exp(-test->difference), low = std::exp(-test->high),
+                   high = std::exp(-test->low);
+      // A slowdown's interval reads as its headline does: how many times slower.
+      const double shown_low = center >= 1 ? low : 1 / high,
+                   shown_high = center >= 1 ? high : 1 / low;
+      parts.push_back(
+          test->significant()
+              ? fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center), shown_low, shown_high, n)
+              : fmt::format("time within noise ({:.2f}×, {:.2f}–{:.2f}×, {})", center, low, high,
+                            n));
+    }
+  }
+  const auto mine_acc = samples(row, metric::kTestAcc), base_acc = samples(base, metric::kTestAcc);
+  if (!mine_acc.empty() && !base_acc.empty()) {
+    const auto test = tested ? welch_t_test(base_acc, mine_acc) : std::nullopt;
+    if (!test) {
+      parts.push_back(fmt::format(
+          "test accuracy {:+.1f} pt",
+          100 * (row.metrics.at(metric::kTestAcc) - base.metrics.at(metric::kTestAcc))));
+    } else if (test->significant()) {
+      parts.push_back(fmt::format("test accuracy {:+.1f} pt ({:+.1f} to {:+.1f})",
+                                  100 * test->difference, 100 * test->low, 100 * test->high));
+    } else {
+      parts.push_back(
+          fmt::format("test accuracy {:+.1f} pt (within noise)", 100 * test->difference));
+    }
+  }
+  // The device's: CUDA's allocated peak on a GPU, the process's on the CPU.
+  const char* memory_key = base.metrics.count(metric::kCudaPeakAllocated)
+                               ? metric::kCudaPeakAllocated
+                               : metric::kPeakMemory;
+  auto memory = row.metrics.find(memory_key);
+  auto base_memory = base.metrics.find(memory_key);
+  if (memory != row.metrics.end() && base_memory != base.metrics.end() && base_memory->second > 0)
+    parts.push_back(
+        fmt::format("peak memory {:+.0f}%", 100 * (memory->second / base_memory->second - 1)));
+  std::string verdict = join(parts, ", ");
+  if (!tested) {
+    const std::string who = row.completed < 2 && base.completed < 2 ? "one run each"
+                            : row.completed < 2                     ? "one run of this variant"
+                                                                    : "one run of the baseline";
+    verdict = who + ": spread unknown — set sweep.repeats; " + verdict;
+  }
+  return verdict;
+}
+
+// The experiment's answer from the verdicts: the fastest variant whose speedup is beyond noise.
+std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
+  const VariantRow* fastest = nullptr;
+  bool untested = false;
+  for (const auto& row : section.rows) {
+    if (&row == &base || row.completed == 0 || !row.metrics.count(metric::kSpeedup)) continue;
+    if (row.completed < 2 || base.completed < 2) {
+      untested = true;
+      continue;
+    }
+    std::vector<double> log_base, log_mine;
+    for (double t : base.samples.at(metric::kTrainSeconds)) log_base.push_back(std::log(t));
+    for (double t : row.samples.at(metric::kTrainSeconds)) log_mine.push_back(std::log(t));
+    const auto test = welch_t_test(log_base, log_mine);
+    if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
+    if (!fastest || row.metrics.at(metric::kSpeedup) > fastest->metrics.at(metric::kSpeedup))
+      fastest = &row;
+  }
+  if (fastest)
+    return fmt::format("fastest beyond noise: {}, {:.2f}× {}'s speed", fastest->variant,
+                       fastest->metrics.at(metric::kSpeedup), base.variant);
+  if (untested) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
+  return fmt::format("no variant is faster than {} beyond noise", base.variant);
+}
+
 // The speedup of every completed row over the baseline — the ratio of the medians of training
 // time, with its range from the extremes (slowest baseline over fastest row, and the reverse) —
-// their geometric mean, and each row's differences from the baseline's configuration.
+// each row's verdict and differences from the baseline's configuration, and the answer.
 void compare_with_baseline(ExperimentReport& section) {
   const VariantRow* baseline = nullptr;
   for (const auto& row : section.rows)
@@ -268,20 +383,18 @@ void compare_with_baseline(ExperimentReport& section) {
     return spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
   };
   const auto base = train(*baseline);
-  if (!base) return;
-  const double base_median = baseline->metrics.at(metric::kTrainSeconds);
-  double log_sum = 0;
-  for (auto& row : section.rows) {
-    const auto mine = train(row);
-    if (!mine) continue;
-    row.metrics[metric::kSpeedup] = base_median / row.metrics.at(metric::kTrainSeconds);
-    if (row.completed > 1 || baseline->completed > 1)
-      row.spread[metric::kSpeedup] = {base->min / mine->max, base->max / mine->min};
-    if (&row == baseline) continue;
-    log_sum += std::log(row.metrics[metric::kSpeedup]);
-    ++section.speedups;
+  if (base) {
+    const double base_median = baseline->metrics.at(metric::kTrainSeconds);
+    for (auto& row : section.rows) {
+      const auto mine = train(row);
+      if (!mine) continue;
+      row.metrics[metric::kSpeedup] = base_median / row.metrics.at(metric::kTrainSeconds);
+      if (row.completed > 1 || baseline->completed > 1)
+        row.spread[metric::kSpeedup] = {base->min / mine->max, base->max / mine->min};
+    }
   }
-  if (section.speedups > 0) section.geomean_speedup = std::exp(log_sum / section.speedups);
+  for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline);
+  section.answer = answer_of(section, *baseline);
 }
 
 }  // namespace
@@ -415,7 +528,9 @@ std::string render_markdown(const Report& report) {
     if (!e.description.empty()) out += e.description + "\n\n";
     if (!section.note.empty()) out += "> " + section.note + "\n\n";
     out += summary_line(section) + "\n\n";
-    out += "| variant | status | n | precision | devices | strategy |";
+    for (const auto& row : section.rows)
+      if (!row.verdict.empty()) out += fmt::format("- **{}** — {}\n", row.variant, row.verdict);
+    out += "\n| variant | status | n | precision | devices | strategy |";
     std::string rule = "|---|---|---:|---|---:|---|";
     for (const auto& key : section.options.metrics) {
       out += " " + find_metric(key)->label + " |";
@@ -462,7 +577,7 @@ std::string render_csv(const Report& report) {
       "experiment,variant,run_id,status,failure_class,n,repeats,precision,devices,strategy,"
       "device,torch_version";
   for (const auto& key : keys) out += "," + key + "," + key + "_min," + key + "_max";
-  out += "\n";
+  out += ",verdict\n";
   for (const auto& section : report.experiments) {
     for (const auto& row : section.rows) {
       out += fmt::format(
@@ -481,7 +596,7 @@ std::string render_csv(const Report& report) {
             spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
         out += fmt::format(",{},{},{}", it->second, range.min, range.max);
       }
-      out += "\n";
+      out += "," + csv_field(row.verdict) + "\n";
     }
   }
   return out;

@@ -40,7 +40,13 @@ struct VariantRow {
   // Final metrics — the median over completed repeats — plus "speedup" when it can be computed.
   std::map<std::string, double> metrics;
   std::map<std::string, Spread> spread{};  // when completed > 1: of each figure, and the speedup
-  std::vector<EpochRow> epochs;            // per epoch, the median over completed repeats
+  // Each completed repeat's final figures, by key (what the verdict's test reads).
+  std::map<std::string, std::vector<double>> samples{};
+  // The answer for this variant against the baseline, in one line: "2.90× faster (2.70–3.10×,
+  // n=5/5), test accuracy −0.2 pt (within noise), peak memory −41%" (reports/statistics.h's
+  // test decides "within noise"); "baseline"; or why there is nothing to compare.
+  std::string verdict{};
+  std::vector<EpochRow> epochs;  // per epoch, the median over completed repeats
   // "runtime.precision: bf16-mixed", for each key in which the variant's configuration differs
   // from the baseline's.
   std::vector<std::string> differs{};
@@ -73,9 +79,9 @@ struct ExperimentReport {
   std::string baseline;  // the variant speedups are relative to
   std::vector<VariantRow> rows;
   std::vector<OtherRun> other_runs{};  // newest run of each other configuration, oldest first
-  // The geometric mean of the speedups of the variants other than the baseline (0: none).
-  double geomean_speedup = 0;
-  int speedups = 0;  // how many it is over
+  // The experiment's answer in one line, from the verdicts: the fastest variant beyond noise, or
+  // that none is, or that the spread is unknown (fewer than two runs a variant).
+  std::string answer{};
   // Set when the experiment file could not be read now: the rows are then each variant's newest
   // runs, whatever their configuration, and this says why.
   std::string note{};
@@ -115,7 +121,7 @@ std::string other_run_status(const OtherRun& run);
 std::string other_run_figure(const OtherRun& run, const std::string& key);
 
 std::string render_html(const Report& report);
-// "3 of 4 variants completed, 1 failed; geometric-mean speedup over fp32: 2.41x (3 variants)".
+// "3 of 4 variants completed, 1 failed; fastest beyond noise: bf16-mixed, 2.90× fp32's speed".
 std::string summary_line(const ExperimentReport& section);
 std::string render_markdown(const Report& report);
 std::string render_csv(const Report& report);

@@ -181,8 +181,9 @@ sweep:
     const SafetensorsEntry* mean = weights.find("layer4.1.bn2.running_mean");
     ASSERT_NE(mean, nullptr);
     EXPECT_EQ(mean->dtype, SafetensorsDtype::F32);
-    if (r.variant == "fsdp")  // one unit per residual block, and the root
+    if (r.variant == "fsdp") {  // one unit per residual block, and the root
       EXPECT_EQ(store.attributes(r.id).at("fsdp_units"), "8 blocks and the root");
+    }
   }
   Result report = trainyard(fmt::format("report --db {} -o {}/r.html", db(), dir.path().string()));
   ASSERT_EQ(report.exit_code, 0) << report.output;

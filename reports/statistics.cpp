@@ -1,0 +1,102 @@
+#include "reports/statistics.h"
+
+#include <cmath>
+#include <limits>
+
+namespace trainyard {
+
+namespace {
+
+// The continued fraction of the regularised incomplete beta function (modified Lentz's method, as
+// Numerical Recipes' betacf); converges fast for x < (a + 1) / (a + b + 2).
+double beta_continued_fraction(double a, double b, double x) {
+  constexpr double kTiny = 1e-300, kEpsilon = 1e-15;
+  auto guard = [](double v) { return std::abs(v) < kTiny ? kTiny : v; };
+  double c = 1, d = 1 / guard(1 - (a + b) * x / (a + 1));
+  double h = d;
+  for (int m = 1; m <= 10000; ++m) {
+    const double m2 = 2.0 * m;
+    const double even = m * (b - m) * x / ((a - 1 + m2) * (a + m2));
+    d = 1 / guard(1 + even * d);
+    c = guard(1 + even / c);
+    h *= d * c;
+    const double odd = -(a + m) * (a + b + m) * x / ((a + m2) * (a + 1 + m2));
+    d = 1 / guard(1 + odd * d);
+    c = guard(1 + odd / c);
+    const double delta = d * c;
+    h *= delta;
+    if (std::abs(delta - 1) < kEpsilon) break;
+  }
+  return h;
+}
+
+// I_x(a, b), the regularised incomplete beta function.
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+                                a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
+  return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return sum / static_cast<double>(v.size());
+}
+
+double variance_of(const std::vector<double>& v, double mean) {  // unbiased (n - 1)
+  double sum = 0;
+  for (double x : v) sum += (x - mean) * (x - mean);
+  return sum / static_cast<double>(v.size() - 1);
+}
+
+}  // namespace
+
+double student_t_cdf(double t, double dof) {
+  if (std::isinf(t)) return t > 0 ? 1 : 0;
+  const double tail = 0.5 * incomplete_beta(dof / 2, 0.5, dof / (dof + t * t));  // P(T > |t|)
+  return t > 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double dof) {
+  if (p <= 0) return -std::numeric_limits<double>::infinity();
+  if (p >= 1) return std::numeric_limits<double>::infinity();
+  if (p < 0.5) return -student_t_quantile(1 - p, dof);
+  double low = 0, high = 1;
+  while (student_t_cdf(high, dof) < p) high *= 2;  // heavy tails: bracket first
+  for (int i = 0; i < 200 && high - low > 1e-12 * std::max(1.0, high); ++i) {
+    const double middle = (low + high) / 2;
+    (student_t_cdf(middle, dof) < p ? low : high) = middle;
+  }
+  return (low + high) / 2;
+}
+
+std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::vector<double>& b,
+                                      double level) {
+  if (a.size() < 2 || b.size() < 2) return std::nullopt;
+  const double mean_a = mean_of(a), mean_b = mean_of(b);
+  const double va = variance_of(a, mean_a) / static_cast<double>(a.size());
+  const double vb = variance_of(b, mean_b) / static_cast<double>(b.size());
+  WelchTest test;
+  test.difference = mean_b - mean_a;
+  const double se = std::sqrt(va + vb);
+  if (se == 0) {  // no spread on either side: the difference is all there is
+    test.low = test.high = test.difference;
+    test.p_value = test.difference == 0 ? 1 : 0;
+    test.dof = static_cast<double>(a.size() + b.size() - 2);
+    return test;
+  }
+  test.dof =
+      (va + vb) * (va + vb) /
+      (va * va / static_cast<double>(a.size() - 1) + vb * vb / static_cast<double>(b.size() - 1));
+  const double t = test.difference / se;
+  test.p_value = 2 * student_t_cdf(-std::abs(t), test.dof);
+  const double margin = student_t_quantile(0.5 + level / 2, test.dof) * se;
+  test.low = test.difference - margin;
+  test.high = test.difference + margin;
+  return test;
+}
+
+}  // namespace trainyard

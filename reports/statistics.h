@@ -1,0 +1,34 @@
+// The test behind the report's verdicts: is a variant's difference from the baseline beyond the
+// noise of its repeats? Welch's two-sample t-test (unequal variances, Welch–Satterthwaite degrees
+// of freedom) at the 95% level — on log training time, so that a time's difference is a ratio
+// (speedup) with a confidence interval, and on accuracy as it is. It needs two runs of each side;
+// with one the spread is unknown and the report says so instead of claiming anything.
+// tests/fixtures/make_welch_fixture.py checks it against scipy.stats.ttest_ind(equal_var=False).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+namespace trainyard {
+
+inline constexpr double kVerdictLevel = 0.95;
+
+struct WelchTest {
+  double difference = 0;     // mean(b) - mean(a)
+  double low = 0, high = 0;  // its confidence interval at `level`
+  double p_value = 1;        // two-sided
+  double dof = 0;            // Welch–Satterthwaite degrees of freedom
+  // The interval excludes 0: the difference is beyond noise at `level`.
+  bool significant() const { return low > 0 || high < 0; }
+};
+
+// Welch's t-test of b against a; nullopt when either has fewer than two values. Equal samples
+// without spread give an interval of the difference alone (significant when it is not 0).
+std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::vector<double>& b,
+                                      double level = kVerdictLevel);
+
+// Student's t distribution with `dof` degrees of freedom: P(T <= t), and its inverse.
+double student_t_cdf(double t, double dof);
+double student_t_quantile(double p, double dof);
+
+}  // namespace trainyard
