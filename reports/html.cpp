@@ -16,24 +16,25 @@ namespace trainyard {
 namespace {
 
 const char* const kStyle = R"css(
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem; color: #1d2330; padding: 0 1rem; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 86rem; color: #1d2330; padding: 0 1rem; }
 h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { margin-top: 2.5rem; border-bottom: 1px solid #d8dde6; padding-bottom: .3rem; }
 .meta { color: #5b6475; font-size: .9rem; }
 .note { background: #fff6dc; border-left: 3px solid #e0a800; padding: .4rem .7rem; }
 ul.verdicts { padding-left: 1.2rem; } ul.verdicts li { margin: .15rem 0; overflow-wrap: anywhere; }
-table { border-collapse: collapse; margin: 1rem 0; font-variant-numeric: tabular-nums; }
-th, td { padding: .35rem .7rem; border-bottom: 1px solid #e4e8ef; text-align: right; white-space: nowrap; }
-th { background: #f3f5f9; font-weight: 600; } th:first-child, td:first-child { text-align: left; }
+table { border-collapse: collapse; margin: 1rem 0; font-variant-numeric: tabular-nums; font-size: .95em; }
+th, td { padding: .3rem .5rem; border-bottom: 1px solid #e4e8ef; text-align: right; white-space: nowrap; }
+th { background: #f3f5f9; font-weight: 600; white-space: normal; vertical-align: bottom; } th:first-child, td:first-child { text-align: left; }
 td.text { text-align: left; } td.best { font-weight: 700; color: #0b6e3a; }
 tr.baseline td:first-child::after { content: " baseline"; font-size: .75rem; color: #5b6475; }
-.status { font-size: .75rem; padding: .1rem .4rem; border-radius: .6rem; background: #eee; }
+.status { font-size: .75rem; padding: .1rem .4rem; border-radius: .6rem; background: #eee; white-space: nowrap; display: inline-block; }
+table.results td:first-child { white-space: normal; min-width: 6rem; }
 .status.failed { background: #fde2e1; color: #a11; } .status.interrupted, .status.skipped { background: #fff2cc; color: #7a5b00; }
-.error { color: #a11; text-align: left; white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: .8rem; }
+.error { color: #a11; text-align: left; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .8rem; }
 .charts { display: flex; flex-wrap: wrap; gap: 2rem; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; }
 svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
 .wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; }
-.differs { text-align: left; white-space: normal; min-width: 10rem; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
+.differs { text-align: left; white-space: normal; min-width: 10rem; max-width: 18rem; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
 nav ul { columns: 2; } .summary { color: #3d4658; }
 @media print { body { margin: 0; max-width: none; font-size: 11px; } details { display: block; } details > * { display: block; } summary { display: none; } section { break-inside: avoid-page; } a { color: inherit; } }
 @media (max-width: 40rem) { body { margin: 1rem auto; } nav ul { columns: 1; } th, td { padding: .25rem .4rem; } }

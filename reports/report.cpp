@@ -338,6 +338,7 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base) {
 // The experiment's answer from the verdicts: the fastest variant whose speedup is beyond noise.
 std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
   const VariantRow* fastest = nullptr;
+  double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
   bool untested = false;
   for (const auto& row : section.rows) {
     if (&row == &base || row.completed == 0 || !row.metrics.count(metric::kSpeedup)) continue;
@@ -350,12 +351,14 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
     for (double t : row.samples.at(metric::kTrainSeconds)) log_mine.push_back(std::log(t));
     const auto test = welch_t_test(log_base, log_mine);
     if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
-    if (!fastest || row.metrics.at(metric::kSpeedup) > fastest->metrics.at(metric::kSpeedup))
+    if (std::exp(-test->difference) > fastest_speedup) {
       fastest = &row;
+      fastest_speedup = std::exp(-test->difference);
+    }
   }
   if (fastest)
-    return fmt::format("fastest beyond noise: {}, {:.2f}× {}'s speed", fastest->variant,
-                       fastest->metrics.at(metric::kSpeedup), base.variant);
+    return fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}", fastest->variant,
+                       fastest_speedup, base.variant);
   if (untested) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
   return fmt::format("no variant is faster than {} beyond noise", base.variant);
 }

@@ -121,7 +121,7 @@ std::string other_run_status(const OtherRun& run);
 std::string other_run_figure(const OtherRun& run, const std::string& key);
 
 std::string render_html(const Report& report);
-// "3 of 4 variants completed, 1 failed; fastest beyond noise: bf16-mixed, 2.90× fp32's speed".
+// "3 of 4 variants completed, 1 failed; fastest beyond noise: bf16-mixed, 2.90× faster than fp32".
 std::string summary_line(const ExperimentReport& section);
 std::string render_markdown(const Report& report);
 std::string render_csv(const Report& report);

@@ -95,11 +95,27 @@ sweep:
   ASSERT_TRUE(std::regex_search(dom.output, match, link));
   EXPECT_TRUE(fs::exists(html.parent_path() / match[1].str())) << match[1].str();
 
+  // At 1400 px the page does not scroll sideways, nor does any table in its box: a copy of the
+  // report with a script that measures both (the report itself has none) is dumped at that width.
+  std::string page = testing::read_file(html);
+  page.replace(page.rfind("</body>"), 7,
+               "<script>let worst = document.documentElement.scrollWidth - "
+               "document.documentElement.clientWidth; for (const box of "
+               "document.querySelectorAll('.wide')) worst = Math.max(worst, box.scrollWidth - "
+               "box.clientWidth); document.body.dataset.overflow = worst;</script></body>");
+  const fs::path measured = html.parent_path() / "measured.html";
+  std::ofstream(measured) << page;
+  Result width =
+      shell(chromium + " --window-size=1400,1000 --dump-dom file://" + measured.string());
+  ASSERT_EQ(width.exit_code, 0) << width.output;
+  const std::regex overflow(R"re(data-overflow="(-?[0-9]+)")re");
+  ASSERT_TRUE(std::regex_search(width.output, match, overflow)) << width.output.substr(0, 400);
+  EXPECT_LE(std::stoi(match[1].str()), 0) << "pixels of sideways scrolling at 1400 px";
   const fs::path output = fs::path(TRAINYARD_TEST_OUTPUT_DIR);
   fs::create_directories(output);
   const fs::path screenshot = output / "report.png";
   fs::remove(screenshot);
-  Result shot = shell(chromium + " --window-size=1280,2600 --screenshot=" + screenshot.string() +
+  Result shot = shell(chromium + " --window-size=1400,2600 --screenshot=" + screenshot.string() +
                       " file://" + html.string());
   ASSERT_EQ(shot.exit_code, 0) << shot.output;
   ASSERT_TRUE(fs::exists(screenshot));
