@@ -258,6 +258,22 @@ std::string not_compared(const VariantRow& row) {
   return error.empty() ? fmt::format("not finished ({})", to_string(row.status)) : error;
 }
 
+// Welch's t-test of `row`'s training times against `base`'s, on their logarithms (so the
+// difference is minus the log of the speedup); nullopt without two positive times on each side.
+std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow& row) {
+  auto logs = [](const VariantRow& r) {
+    std::vector<double> out;
+    auto it = r.samples.find(metric::kTrainSeconds);
+    if (it == r.samples.end()) return out;
+    for (double t : it->second) {
+      if (!(t > 0)) return std::vector<double>{};  // a run that trained nothing: no ratio
+      out.push_back(std::log(t));
+    }
+    return out;
+  };
+  return welch_t_test(logs(base), logs(row));
+}
+
 // The variant's answer against the baseline: its training time as a speedup, test accuracy in
 // points, peak memory in percent. With two or more runs of each, Welch's t-test at 95% says whether
 // time (on its logarithm: a ratio) and accuracy differ beyond the repeats' noise; with fewer, the
@@ -273,18 +289,13 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base) {
     auto it = r.samples.find(key);
     return it == r.samples.end() ? std::vector<double>{} : it->second;
   };
-  const auto mine_times = samples(row, metric::kTrainSeconds),
-             base_times = samples(base, metric::kTrainSeconds);
   auto speed = [](double ratio) {
     return ratio >= 1 ? fmt::format("{:.2f}× faster", ratio)
                       : fmt::format("{:.2f}× slower", 1 / ratio);
   };
   if (row.metrics.count(metric::kSpeedup)) {
     const double ratio = row.metrics.at(metric::kSpeedup);
-    std::vector<double> log_base, log_mine;
-    for (double t : base_times) log_base.push_back(std::log(t));
-    for (double t : mine_times) log_mine.push_back(std::log(t));
-    const auto test = tested ? welch_t_test(log_base, log_mine) : std::nullopt;
+    const auto test = tested ? log_time_test(base, row) : std::nullopt;
     if (!test) {
       parts.push_back(speed(ratio));
     } else {
@@ -346,10 +357,7 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
       untested = true;
       continue;
     }
-    std::vector<double> log_base, log_mine;
-    for (double t : base.samples.at(metric::kTrainSeconds)) log_base.push_back(std::log(t));
-    for (double t : row.samples.at(metric::kTrainSeconds)) log_mine.push_back(std::log(t));
-    const auto test = welch_t_test(log_base, log_mine);
+    const auto test = log_time_test(base, row);
     if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
     if (std::exp(-test->difference) > fastest_speedup) {
       fastest = &row;

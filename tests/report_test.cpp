@@ -189,6 +189,13 @@ TEST_F(ReportTest, BestIsMarkedOnlyBeyondTheNoiseOfTheRepeats) {
                                .rows.at(3)
                                .verdict;
   EXPECT_EQ(slow.rfind("2.00× slower (1.", 0), 0u) << slow;
+  // A run that trained nothing (0 s) leaves no ratio to test: no NaN, the untested ratio instead.
+  add("empty", {0, 50, 50}, {0.90, 0.91, 0.89});
+  const std::string empty = build_report(store, "", [&](const ExperimentRecord&) { return now; })
+                                .experiments.at(0)
+                                .rows.at(4)
+                                .verdict;
+  EXPECT_EQ(empty.find("nan"), std::string::npos) << empty;
 }
 
 // One run each: 2.5x and +5 points, but the spread is unknown — nothing is marked best, and the
