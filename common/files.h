@@ -42,4 +42,8 @@ class Sha256 {
 // cannot be read.
 std::string file_sha256(const std::string& path);
 
+// "<size> <mtime seconds>.<nanoseconds>", or "missing": what a per-process cache of something read
+// from the file keys on, so that an edited file is read again.
+std::string file_state(const std::string& path);
+
 }  // namespace trainyard

@@ -80,6 +80,13 @@ std::map<std::string, double> training_figures(
 // (-1, -1) when there is none.
 std::pair<int64_t, int64_t> checkpoint_position(const std::filesystem::path& logs);
 
+// Trains `file` undisturbed into a database of its own; then into `db` with the controller
+// SIGKILLed after a mid-epoch checkpoint in epoch 2, and runs the batch again: the run continues
+// from its checkpoint, and every figure is the undisturbed run's, bit for bit. (The file's
+// train.epochs is 2, and it checkpoints inside epochs.)
+void expect_a_kill_in_epoch_2_changes_nothing(const TempDir& dir, const std::string& file,
+                                              const std::string& db);
+
 // Each test gets its own folder, and a database path inside it that does not exist yet.
 class CliTest : public ::testing::Test {
  protected:

@@ -252,27 +252,7 @@ train: {{epochs: 2, batch_size: 8, checkpoint_every_steps: 3,
 runtime: {{accelerator: cpu, threads: 1, strategy: ddp, devices: 2}}
 )",
                                                                 built("resnet", "resnet")));
-  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
-  Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db);
-  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
-
-  pid_t controller = start_run(file, db());
-  KillOnExit guard{controller};
-  bool mid_epoch = false;
-  for (int i = 0; i < 2400 && !mid_epoch; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    const auto [done, batch] = checkpoint_position(dir.path() / "runs" / "logs");
-    mid_epoch = done == 1 && batch > 0;
-  }
-  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
-  kill(controller, SIGKILL);
-  EXPECT_EQ(exit_code_of(controller), 128 + SIGKILL);
-
-  Result again = trainyard("run " + file + " --db " + db());
-  ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
-      << again.output;
-  EXPECT_EQ(training_figures(db()), training_figures(undisturbed_db));
+  expect_a_kill_in_epoch_2_changes_nothing(dir, file, db());
 }
 
 // A plugin rebuilt while a batch runs: the runs started after the change are not trained with other

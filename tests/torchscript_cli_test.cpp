@@ -2,12 +2,8 @@
 // tests/fixtures/make_torchscript_fixture.py named in experiment files and trained by the
 // executable under every precision and strategy, continued bit for bit after a kill, their weights
 // saved under the module's names and loaded back; and what cannot train refused at validation.
-#include <signal.h>
-
 #include <array>
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -131,27 +127,7 @@ TEST_F(TorchScriptCliTest, AKilledRunContinuesBitForBit) {
                                  R"(train: {epochs: 2, batch_size: 8, checkpoint_every_steps: 3,
         optimizer: {name: sgd, lr: 0.05, momentum: 0.9}}
 )"));
-  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
-  Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db);
-  ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
-
-  pid_t controller = start_run(file, db());
-  KillOnExit guard{controller};
-  bool mid_epoch = false;
-  for (int i = 0; i < 2400 && !mid_epoch; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    const auto [done, batch] = checkpoint_position(dir.path() / "runs" / "logs");
-    mid_epoch = done == 1 && batch > 0;
-  }
-  ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
-  kill(controller, SIGKILL);
-  EXPECT_EQ(exit_code_of(controller), 128 + SIGKILL);
-
-  Result again = trainyard("run " + file + " --db " + db());
-  ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
-      << again.output;
-  EXPECT_EQ(training_figures(db()), training_figures(undisturbed_db));
+  expect_a_kill_in_epoch_2_changes_nothing(dir, file, db());
 }
 
 // What cannot train is refused before any worker starts, at the line that says it, with the fix;

@@ -1,7 +1,5 @@
 #include "components/data/textfile.h"
 
-#include <sys/stat.h>
-
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -9,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "common/fingerprint.h"
 #include "common/text.h"
 #include "components/data/text_batch.h"
@@ -178,12 +177,8 @@ struct TextFilesSummary {
 TextFilesSummary summarise_files_once(const TextFileOptions& o) {
   std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.format, o.text_field, o.label_field,
                                 o.val_fraction, o.test_fraction, o.split_seed);
-  for (const NamedFile& file : named_files(o)) {
-    struct stat info {};
-    const bool exists = ::stat(file.path.c_str(), &info) == 0;
-    key += fmt::format("\n{}={} {} {}.{}", file.option, file.path, exists ? info.st_size : -1,
-                       exists ? info.st_mtim.tv_sec : -1, exists ? info.st_mtim.tv_nsec : -1);
-  }
+  for (const NamedFile& file : named_files(o))
+    key += fmt::format("\n{}={} {}", file.option, file.path, file_state(file.path));
   static std::mutex mutex;
   static std::map<std::string, TextFilesSummary> known;
   std::lock_guard<std::mutex> lock(mutex);

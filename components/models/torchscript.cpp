@@ -1,7 +1,5 @@
 #include "components/models/torchscript.h"
 
-#include <sys/stat.h>
-
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -16,6 +14,7 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
 
+#include "common/files.h"
 #include "common/text.h"
 
 namespace trainyard {
@@ -256,12 +255,8 @@ Capabilities check_archive(const TorchScriptOptions& o) {
 // Validation asks for capabilities once per run, and a sweep has many runs of one archive: each
 // archive is loaded and tried once per process, for as long as its size and time stay the same.
 Capabilities describe_torchscript(const TorchScriptOptions& o) {
-  struct stat info {};
-  const bool exists = ::stat(o.file.c_str(), &info) == 0;
-  const std::string key =
-      fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n{}.{}", o.file, o.input, o.image_size, o.max_positions,
-                  o.num_classes, exists ? info.st_size : -1, exists ? info.st_mtim.tv_sec : -1,
-                  exists ? info.st_mtim.tv_nsec : -1);
+  const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.file, o.input, o.image_size,
+                                      o.max_positions, o.num_classes, file_state(o.file));
   static std::mutex mutex;
   static std::map<std::string, Capabilities> known;
   std::lock_guard<std::mutex> lock(mutex);

@@ -30,6 +30,10 @@ const std::vector<Command>& commands();
 inline constexpr const char* kEngineExecutable = "trainyard-engine";
 
 int run_command(const std::vector<std::string>& args);
+// When a batch ends: each experiment's answer and each variant's verdict against its baseline, as
+// the report gives them, over every run of the configurations the batch ran (component_commands).
+struct Experiment;
+void print_verdicts(Store& store, const std::vector<Experiment>& experiments);
 int validate_command(const std::vector<std::string>& args);
 int list_command(const std::vector<std::string>& args);
 int runs_command(const std::vector<std::string>& args);

@@ -167,6 +167,18 @@ int list_command(const std::vector<std::string>& args) {
 
 namespace {
 
+// The runs an experiment resolves to, as a report takes them.
+CurrentExperiment current_variants(const Experiment& experiment) {
+  CurrentExperiment current;
+  for (const auto& run : experiment.runs)
+    current.variants.push_back({.variant = run.variant,
+                                .config_hash = run.config_hash,
+                                .config_yaml = run.config_yaml,
+                                .repeat = run.repeat,
+                                .legacy_config_hash = run.legacy_config_hash});
+  return current;
+}
+
 // What an experiment's file resolves to now, with the report's --set overrides (those a batch ran
 // it with, when its data lies elsewhere here): the report's rows are those runs.
 CurrentExperiment current_experiment(const ExperimentRecord& record,
@@ -182,12 +194,7 @@ CurrentExperiment current_experiment(const ExperimentRecord& record,
       current.problem = fmt::format("the file now names experiment '{}'", experiment.name);
       return current;
     }
-    for (const auto& run : experiment.runs)
-      current.variants.push_back({.variant = run.variant,
-                                  .config_hash = run.config_hash,
-                                  .config_yaml = run.config_yaml,
-                                  .repeat = run.repeat,
-                                  .legacy_config_hash = run.legacy_config_hash});
+    current = current_variants(experiment);
   } catch (const UserError& e) {
     current.problem = "the file no longer validates (trainyard validate shows why)";
   }
@@ -195,6 +202,23 @@ CurrentExperiment current_experiment(const ExperimentRecord& record,
 }
 
 }  // namespace
+
+void print_verdicts(Store& store, const std::vector<Experiment>& experiments) {
+  for (const auto& experiment : experiments) {
+    const CurrentExperiment now = current_variants(experiment);
+    Report report;
+    try {
+      report = build_report(store, experiment.name, [&](const ExperimentRecord&) { return now; });
+    } catch (const UserError&) {
+      continue;  // nothing of it in the database
+    }
+    const ExperimentReport& section = report.experiments.at(0);
+    if (section.rows.size() < 2) continue;
+    fmt::print(stderr, "{}: {}\n", experiment.name, section.answer);
+    for (const auto& row : section.rows)
+      if (!row.verdict.empty()) fmt::print(stderr, "  {} — {}\n", row.variant, row.verdict);
+  }
+}
 
 int report_command(const std::vector<std::string>& args) {
   po::options_description options = command_options(

@@ -15,7 +15,6 @@
 #include "common/process.h"
 #include "common/text.h"
 #include "components/builtin.h"
-#include "reports/report.h"
 #include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
@@ -89,36 +88,6 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
         ++differences;
       }
     if (differences == 0) fmt::print("  the same as the baseline\n");
-  }
-}
-
-}  // namespace
-
-namespace {
-
-// The answer as the report gives it, when a batch ends: each experiment's, and each variant's
-// verdict against its baseline (over every run in the database of the configurations the batch
-// ran, not only this batch's).
-void print_verdicts(Store& store, const std::vector<Experiment>& experiments) {
-  for (const auto& experiment : experiments) {
-    CurrentExperiment now;
-    for (const auto& run : experiment.runs)
-      now.variants.push_back({.variant = run.variant,
-                              .config_hash = run.config_hash,
-                              .config_yaml = run.config_yaml,
-                              .repeat = run.repeat,
-                              .legacy_config_hash = run.legacy_config_hash});
-    Report report;
-    try {
-      report = build_report(store, experiment.name, [&](const ExperimentRecord&) { return now; });
-    } catch (const UserError&) {
-      continue;  // nothing of it in the database
-    }
-    const ExperimentReport& section = report.experiments.at(0);
-    if (section.rows.size() < 2) continue;
-    fmt::print(stderr, "{}: {}\n", experiment.name, section.answer);
-    for (const auto& row : section.rows)
-      if (!row.verdict.empty()) fmt::print(stderr, "  {} — {}\n", row.variant, row.verdict);
   }
 }
 
