@@ -1,5 +1,6 @@
 #include "common/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -24,6 +25,8 @@ const char* describe_unit(MetricUnit unit) {
       return "a number";
     case MetricUnit::ratio:
       return "a ratio (x)";
+    case MetricUnit::money:
+      return "money (report.price_per_device_hour's unit)";
   }
   return "?";
 }
@@ -46,6 +49,10 @@ const std::vector<MetricInfo>& metric_vocabulary() {
        "learning rate at the end of the epoch"},
       {metric::kEpochSamplesPerSecond, "samples/s", per_second, B::higher, S::epoch,
        "training samples per second in the epoch's training loop (later epochs: warmed up)"},
+      {metric::kElapsedSeconds, "elapsed", seconds, B::neither, S::step,
+       "training time up to the step, validation included (MLPerf's rule for time-to-target)"},
+      {metric::kValSeconds, "validation time", seconds, B::lower, S::step,
+       "time of the validation at the step (at epochs' ends and train.val_every_steps)"},
       {metric::kTrainSeconds, "training time", seconds, B::lower, S::final,
        "training plus per-epoch validation, as the reference studies time it"},
       {metric::kTestSeconds, "test time", seconds, B::lower, S::final,
@@ -90,6 +97,17 @@ const std::vector<MetricInfo>& metric_vocabulary() {
        "steps skipped by the fp16 loss scaler because the gradients overflowed"},
       {metric::kSpeedup, "speedup", ratio, B::higher, S::derived,
        "baseline training time / this variant's training time"},
+      {metric::kTimeToTarget, "time to target", seconds, B::lower, S::derived,
+       "training time (validation included) until the first validation that reaches "
+       "report.target"},
+      {metric::kTargetSpeedup, "speedup to target", ratio, B::higher, S::derived,
+       "baseline time-to-target / this variant's time-to-target"},
+      {metric::kDeviceHours, "device-hours", plain, B::lower, S::derived,
+       "training time x ranks (every device of every node), in hours"},
+      {metric::kCost, "cost", money, B::lower, S::derived,
+       "device-hours x report.price_per_device_hour"},
+      {metric::kCostToTarget, "cost to target", money, B::lower, S::derived,
+       "time-to-target x ranks in hours x report.price_per_device_hour"},
   };
   return vocabulary;
 }
@@ -121,6 +139,13 @@ std::string format_metric(const MetricInfo& metric, double value) {
       return fmt::format("{:.1f}/s", value);
     case MetricUnit::ratio:
       return fmt::format("{:.2f}x", value);
+    case MetricUnit::money: {  // cents, or two significant digits below them (a CPU minute)
+      if (std::abs(value) >= 0.01 || value == 0 || !std::isfinite(value))
+        return fmt::format("{:.2f}", value);
+      const int decimals =
+          std::min(12, 1 - static_cast<int>(std::floor(std::log10(std::abs(value)))));
+      return fmt::format("{:.{}f}", value, decimals);
+    }
     case MetricUnit::plain:
       return fmt::format("{:.4g}", value);
   }

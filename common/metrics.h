@@ -9,12 +9,15 @@
 
 namespace trainyard {
 
-enum class MetricUnit { seconds, bytes, fraction, count, per_second, plain, ratio };
+// money: in the units of report.price_per_device_hour.
+enum class MetricUnit { seconds, bytes, fraction, count, per_second, plain, ratio, money };
 
 // Which way is better, for highlighting the best value in a report column.
 enum class Better { lower, higher, neither };
 
-enum class MetricScope { epoch, final, derived };
+// epoch: each epoch's (epoch_metrics); step: at optimizer steps (step_metrics); final: a completed
+// run's; derived: computed by reports from the others.
+enum class MetricScope { epoch, step, final, derived };
 
 struct MetricInfo {
   std::string key;
@@ -53,6 +56,8 @@ inline constexpr const char* kValAcc = "val_acc";
 inline constexpr const char* kEpochSeconds = "epoch_seconds";
 inline constexpr const char* kLearningRate = "lr";
 inline constexpr const char* kEpochSamplesPerSecond = "epoch_samples_per_s";
+inline constexpr const char* kElapsedSeconds = "elapsed_seconds";
+inline constexpr const char* kValSeconds = "val_seconds";
 inline constexpr const char* kTrainSeconds = "train_seconds";
 inline constexpr const char* kTestSeconds = "test_seconds";
 inline constexpr const char* kTestLoss = "test_loss";
@@ -75,6 +80,11 @@ inline constexpr const char* kSkippedSteps = "skipped_steps";
 inline constexpr const char* kTflops = "tflops";
 inline constexpr const char* kMfu = "mfu";
 inline constexpr const char* kSpeedup = "speedup";
+inline constexpr const char* kTimeToTarget = "time_to_target";
+inline constexpr const char* kTargetSpeedup = "target_speedup";
+inline constexpr const char* kDeviceHours = "device_hours";
+inline constexpr const char* kCost = "cost";
+inline constexpr const char* kCostToTarget = "cost_to_target";
 }  // namespace metric
 
 }  // namespace trainyard

@@ -65,6 +65,25 @@ std::string lower(std::string text) {
   return text;
 }
 
+std::vector<std::string> wrap(std::string_view text, size_t width) {
+  auto length = [](std::string_view s) {  // code points: continuation bytes do not count
+    return static_cast<size_t>(std::count_if(
+        s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+  };
+  std::vector<std::string> lines;
+  std::string line;
+  for (const std::string& word : split(text, ' ')) {
+    if (word.empty()) continue;
+    if (!line.empty() && width > 0 && length(line) + 1 + length(word) > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
+
 std::string trim(std::string_view text) {
   const size_t begin = text.find_first_not_of(" \t");
   if (begin == std::string_view::npos) return "";

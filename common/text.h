@@ -26,6 +26,9 @@ std::string trim(std::string_view text);
 std::string strip(std::string_view text);
 // `text` with ASCII letters in lower case.
 std::string lower(std::string text);
+// `text` in lines of at most `width` characters (UTF-8 code points), broken at spaces (a word
+// longer than a line stands alone); width 0: one line.
+std::vector<std::string> wrap(std::string_view text, size_t width);
 
 // Human-readable durations and sizes: "2m 05s", "1.2 GiB".
 std::string format_duration(double seconds);  // "42 ms", "4.2s", "2m 05s", "3h 07m"

@@ -103,6 +103,13 @@ void RunEventWriter::epoch(int64_t epoch, const std::map<std::string, double>& v
   append(e.dump());
 }
 
+void RunEventWriter::step(int64_t step, const std::map<std::string, double>& values) {
+  json e = event("step");
+  e["step"] = step;
+  e["values"] = json_numbers(values);
+  append(e.dump());
+}
+
 void RunEventWriter::heartbeat(const std::optional<RunProgress>& progress) {
   json e = event("heartbeat");
   if (progress) e["progress"] = progress->to_json();
@@ -150,6 +157,8 @@ bool apply(Store& store, int64_t run_id, const json& e) {
     store.record_attributes(run_id, e.at("values").get<std::map<std::string, std::string>>());
   } else if (kind == "epoch") {
     store.record_epoch(run_id, integer_from_json(e.at("epoch")), numbers_from_json(e.at("values")));
+  } else if (kind == "step") {
+    store.record_step(run_id, integer_from_json(e.at("step")), numbers_from_json(e.at("values")));
   } else if (kind == "heartbeat") {
     std::optional<RunProgress> progress;
     if (e.contains("progress")) progress = RunProgress::from_json(e["progress"].get<std::string>());

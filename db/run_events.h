@@ -31,6 +31,7 @@ class RunEventWriter : public RunRecords {
   void resumed(const std::string& job);
   void attributes(const std::map<std::string, std::string>& attributes) override;
   void epoch(int64_t epoch, const std::map<std::string, double>& values) override;
+  void step(int64_t step, const std::map<std::string, double>& values) override;
   void heartbeat(const std::optional<RunProgress>& progress) override;
   void completed(const std::map<std::string, double>& metrics) override;
   void ended(RunStatus status, const std::string& error, FailureClass failure) override;

@@ -18,6 +18,7 @@ class RunRecords {
   virtual ~RunRecords() = default;
   virtual void attributes(const std::map<std::string, std::string>& attributes) = 0;
   virtual void epoch(int64_t epoch, const std::map<std::string, double>& values) = 0;
+  virtual void step(int64_t step, const std::map<std::string, double>& values) = 0;
   // The run is alive; with its progress when it has any.
   virtual void heartbeat(const std::optional<RunProgress>& progress) = 0;
   virtual void completed(const std::map<std::string, double>& metrics) = 0;
@@ -33,6 +34,9 @@ class StoreRunRecords : public RunRecords {
   }
   void epoch(int64_t epoch, const std::map<std::string, double>& values) override {
     store_.record_epoch(run_id_, epoch, values);
+  }
+  void step(int64_t step, const std::map<std::string, double>& values) override {
+    store_.record_step(run_id_, step, values);
   }
   void heartbeat(const std::optional<RunProgress>& progress) override {
     store_.record_heartbeat(run_id_, progress);

@@ -111,6 +111,17 @@ const char* const kMigrations[] = {
       events_offset INTEGER NOT NULL DEFAULT 0
     );
     )sql",
+    // 6: figures by optimizer step: the loss at progress lines and every validation, with the
+    // training time it was reached at (time-to-target, curves per step).
+    R"sql(
+    CREATE TABLE step_metrics (
+      run_id INTEGER NOT NULL REFERENCES runs(id),
+      step INTEGER NOT NULL,
+      key TEXT NOT NULL,
+      value REAL NOT NULL,
+      PRIMARY KEY (run_id, step, key)
+    );
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 

@@ -356,6 +356,18 @@ void Store::record_epoch(int64_t run_id, int64_t epoch,
   transaction.commit();
 }
 
+void Store::record_step(int64_t run_id, int64_t step, const std::map<std::string, double>& values) {
+  sql::Transaction transaction(db_);
+  auto s = db_.prepare(
+      "INSERT OR REPLACE INTO step_metrics (run_id, step, key, value) VALUES (?, ?, ?, ?)");
+  for (const auto& [key, value] : values) {
+    if (std::isnan(value)) continue;  // as in record_epoch
+    s.bind(1, run_id).bind(2, step).bind(3, key).bind(4, value).run();
+    s.reset();
+  }
+  transaction.commit();
+}
+
 void Store::record_attributes(int64_t run_id,
                               const std::map<std::string, std::string>& attributes) {
   sql::Transaction transaction(db_);
@@ -434,8 +446,8 @@ void Store::snapshot_to(const std::string& path) {
 
 void Store::remove_runs(const std::vector<int64_t>& run_ids) {
   sql::Transaction transaction(db_);
-  for (const char* table :
-       {"epoch_metrics", "final_metrics", "run_attributes", "run_params", "slurm_runs", "runs"}) {
+  for (const char* table : {"epoch_metrics", "step_metrics", "final_metrics", "run_attributes",
+                            "run_params", "slurm_runs", "runs"}) {
     auto s = db_.prepare(std::string("DELETE FROM ") + table +
                          (std::string(table) == "runs" ? " WHERE id = ?" : " WHERE run_id = ?"));
     for (int64_t id : run_ids) {
@@ -504,6 +516,19 @@ std::vector<EpochRow> Store::epoch_metrics(int64_t run_id) {
   while (s.step()) {
     int64_t epoch = s.column_int(0);
     if (out.empty() || out.back().epoch != epoch) out.push_back({epoch, {}});
+    out.back().values[s.column_text(1)] = s.column_double(2);
+  }
+  return out;
+}
+
+std::vector<StepRow> Store::step_metrics(int64_t run_id) {
+  std::vector<StepRow> out;
+  auto s =
+      db_.prepare("SELECT step, key, value FROM step_metrics WHERE run_id = ? ORDER BY step, key");
+  s.bind(1, run_id);
+  while (s.step()) {
+    int64_t step = s.column_int(0);
+    if (out.empty() || out.back().step != step) out.push_back({step, {}});
     out.back().values[s.column_text(1)] = s.column_double(2);
   }
   return out;

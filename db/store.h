@@ -139,6 +139,14 @@ struct EpochRow {
   std::map<std::string, double> values;
 };
 
+// What a run recorded at one optimizer step: its loss at progress lines (train.log_every), and its
+// validation's figures where it validated (each epoch's end, train.val_every_steps), each with
+// elapsed_seconds, its training time so far (validation included).
+struct StepRow {
+  int64_t step = 0;
+  std::map<std::string, double> values;
+};
+
 // The fields of a run that do not change once it is queued.
 struct QueuedRun {
   std::string variant;
@@ -155,7 +163,7 @@ struct QueuedRun {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   // sql::Access::read_only reads an existing database as it is, writing nothing (a read-only file
@@ -191,6 +199,9 @@ class Store {
   // A NaN figure (a diverged loss) is left out, here and in complete_run: SQLite cannot hold NaN
   // in a REAL (it becomes NULL). Infinities are kept.
   void record_epoch(int64_t run_id, int64_t epoch, const std::map<std::string, double>& values);
+  // A step's figures (StepRow), merged into what the step has: a run that continues from its
+  // checkpoint records the steps after it again, over the ones it recorded before.
+  void record_step(int64_t run_id, int64_t step, const std::map<std::string, double>& values);
   void record_attributes(int64_t run_id, const std::map<std::string, std::string>& attributes);
   std::map<std::string, std::string> attributes(int64_t run_id);
   // Final metrics and status `completed`, in one transaction.
@@ -246,6 +257,7 @@ class Store {
   void remove_runs(const std::vector<int64_t>& run_ids);
   std::map<std::string, double> final_metrics(int64_t run_id);
   std::vector<EpochRow> epoch_metrics(int64_t run_id);
+  std::vector<StepRow> step_metrics(int64_t run_id);  // by step
 
   const std::string& path() const { return db_.path(); }
 

@@ -1,7 +1,9 @@
 // The HTML report: one self-contained file (inline CSS and SVG; no scripts, fonts or network).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -30,115 +32,243 @@ tr.baseline td:first-child::after { content: " baseline"; font-size: .75rem; col
 table.results td:first-child { white-space: normal; min-width: 6rem; }
 .status.failed { background: #fde2e1; color: #a11; } .status.interrupted, .status.skipped { background: #fff2cc; color: #7a5b00; }
 .error { color: #a11; text-align: left; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .8rem; }
-.charts { display: flex; flex-wrap: wrap; gap: 2rem; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; }
+.charts { display: flex; flex-wrap: wrap; gap: 2rem; align-items: flex-start; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; } svg text.tick { font-size: 11px; fill: #5b6475; }
+td.files { font-size: .8rem; } h4 .meta { font-weight: 400; }
 svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
-.wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; }
+.wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; white-space: normal; }
 .differs { text-align: left; white-space: normal; min-width: 10rem; max-width: 18rem; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
 nav ul { columns: 2; } .summary { color: #3d4658; }
-@media print { body { margin: 0; max-width: none; font-size: 11px; } details { display: block; } details > * { display: block; } summary { display: none; } section { break-inside: avoid-page; } a { color: inherit; } }
+@page { size: A4; margin: 12mm; }
+@media print { details::details-content { display: block; content-visibility: visible; } }
+@media print { body { margin: 0; padding: 0; max-width: none; font-size: 9px; } h1 { font-size: 16px; } h2 { font-size: 13px; margin-top: 1.2rem; } .meta, .summary { font-size: 1em; } table { font-size: 8px; } th, td { padding: .1rem .2rem; white-space: normal; } .range, .differs, .status, .error { font-size: 7px; } .differs { min-width: 8em; max-width: 12em; } table.results td:first-child { min-width: 0; } .files { display: none; } .wide { overflow: visible; } details { display: block; } details > summary { display: none; } svg, tr { break-inside: avoid; } .charts { gap: .5rem; } a { color: inherit; } }
 @media (max-width: 40rem) { body { margin: 1rem auto; } nav ul { columns: 1; } th, td { padding: .25rem .4rem; } }
 )css";
 
-// Series colours (Okabe-Ito, readable by colour-blind readers and in grey print).
+// Series colours (Okabe-Ito, readable by colour-blind readers and in grey print), one per variant
+// by its place in the experiment: the same variant has the same colour in every chart.
 const char* const kColors[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
-                               "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+                               "#CC79A7", "#56B4E9", "#000000", "#8C6D31"};
+const char* const kGrey = "#aab1bd";
+
+const char* variant_color(const ExperimentReport& section, const std::string& variant) {
+  for (size_t i = 0; i < section.rows.size(); ++i)
+    if (section.rows[i].variant == variant) return kColors[i % std::size(kColors)];
+  return kGrey;
+}
+
+// Text in a chart: ~7 px a character at 12 px, which the layout reserves; longer names are cut.
+constexpr double kCharWidth = 7;
+std::string fit(const std::string& text, size_t characters) {
+  if (text.size() <= characters) return text;
+  size_t cut = characters - 1;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  return text.substr(0, cut) + "…";
+}
+
+// Round tick values (1, 2 or 5 × 10^k apart), about `count` of them, inside [low, high]; whole
+// numbers only on an axis of counts (epochs, steps).
+std::vector<double> ticks(double low, double high, bool whole = false, int count = 5) {
+  const double raw = std::max((high - low) / count, whole ? 1.0 : 0.0);
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = 10 * magnitude;
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * magnitude >= raw) {
+      step = m * magnitude;
+      break;
+    }
+  std::vector<double> out;
+  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step)
+    out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  return out;
+}
+
+std::string tick_label(double value) { return fmt::format("{:.4g}", value); }
+
+// A plot area with axes: ticks with labels and grid lines, the axes' titles (with their units).
+struct Plot {
+  double x0, x1, y0, y1;                               // the data's domain
+  bool whole_x = false;                                // x counts: whole ticks
+  int left = 64, top = 30, width = 330, height = 190;  // the plot area, in px
+  double px(double x) const { return left + width * (x - x0) / (x1 - x0); }
+  double py(double y) const { return top + height * (1 - (y - y0) / (y1 - y0)); }
+  int bottom() const { return top + height; }
+};
+
+// Pads a domain so a flat series or a single point still has one.
+void widen(double& low, double& high, double pad_share) {
+  if (high == low) {
+    const double pad = std::max(std::abs(low) * 0.05, 1e-3);
+    low -= pad, high += pad;
+  } else {
+    const double pad = (high - low) * pad_share;
+    low -= pad, high += pad;
+  }
+}
+
+std::string axes(const Plot& plot, const std::string& x_title, const std::string& y_title) {
+  std::string svg =
+      fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#c9d0dc"/>)",
+                  plot.left, plot.top, plot.width, plot.height);
+  for (double t : ticks(plot.x0, plot.x1, plot.whole_x))
+    svg += fmt::format(R"(<line x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}" stroke="#eef1f5"/>)"
+                       R"(<line x1="{0:.1f}" y1="{2}" x2="{0:.1f}" y2="{3}" stroke="#8a93a3"/>)"
+                       R"(<text class="tick" x="{0:.1f}" y="{4}" text-anchor="middle">{5}</text>)",
+                       plot.px(t), plot.top, plot.bottom(), plot.bottom() + 4, plot.bottom() + 16,
+                       tick_label(t));
+  for (double t : ticks(plot.y0, plot.y1))
+    svg += fmt::format(R"(<line x1="{0}" y1="{2:.1f}" x2="{1}" y2="{2:.1f}" stroke="#eef1f5"/>)"
+                       R"(<line x1="{3}" y1="{2:.1f}" x2="{0}" y2="{2:.1f}" stroke="#8a93a3"/>)"
+                       R"(<text class="tick" x="{4}" y="{5:.1f}" text-anchor="end">{6}</text>)",
+                       plot.left, plot.left + plot.width, plot.py(t), plot.left - 4, plot.left - 6,
+                       plot.py(t) + 4, tick_label(t));
+  svg += fmt::format(
+      R"(<text x="{}" y="{}" text-anchor="middle">{}</text>)"
+      R"svg(<text x="14" y="{}" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)svg",
+      plot.left + plot.width / 2, plot.bottom() + 32, html_escape(x_title),
+      plot.top + plot.height / 2, plot.top + plot.height / 2, html_escape(y_title));
+  return svg;
+}
+
+std::string svg_open(const std::string& css_class, int width, int height,
+                     const std::string& title) {
+  return fmt::format(
+      R"(<svg class="{0}" xmlns="http://www.w3.org/2000/svg" width="{1}" height="{2}" viewBox="0 0 {1} {2}" role="img" aria-label="{3}">)"
+      R"(<text x="0" y="16" font-weight="600">{3}</text>)",
+      css_class, width, height, html_escape(title));
+}
 
 struct Series {
   std::string label;
-  std::vector<std::pair<double, double>> points;  // (x, y)
+  const char* color;
+  std::vector<std::pair<double, double>> points;   // (x, y): the line, the median with repeats
+  std::vector<std::array<double, 3>> band{};       // (x, min, max) over the repeats
+  std::vector<std::pair<double, double>> marks{};  // points of another kind: hollow circles
 };
 
-// A line chart of `series` (one colour each, a legend below), axes labelled at their ends.
-std::string line_chart(const std::string& title, const std::string& x_label,
-                       const std::string& y_label, const std::vector<Series>& series) {
+// A horizontal reference line across a chart (report.target), labelled.
+struct Reference {
+  double y;
+  std::string label;
+};
+
+// A line chart of `series` (each its variant's colour; a band from the repeats' min to max
+// behind the median line), with tick-labelled axes and a legend below.
+std::string line_chart(const std::string& title, const std::string& x_title,
+                       const std::string& y_title, const std::vector<Series>& series,
+                       const std::optional<Reference>& reference = std::nullopt) {
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
+  auto take = [&](double x, double y) {
+    if (!std::isfinite(x) || !std::isfinite(y)) return false;
+    x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    return true;
+  };
   size_t points = 0;
+  for (const auto& s : series) {
+    for (const auto& [x, y] : s.points) points += take(x, y) ? 1 : 0;
+    for (const auto& [x, y] : s.marks) take(x, y);
+    for (const auto& [x, low, high] : s.band) take(x, low), take(x, high);
+  }
+  if (points == 0) return "";
+  if (reference && std::isfinite(reference->y))
+    y0 = std::min(y0, reference->y), y1 = std::max(y1, reference->y);
+  bool whole = true;  // every x a whole number: epochs, steps
   for (const auto& s : series)
+    for (const auto& point : s.points) whole = whole && point.first == std::floor(point.first);
+  widen(x0, x1, 0.0);
+  widen(y0, y1, 0.04);
+  Plot plot{x0, x1, y0, y1, whole};
+  const int legend_row = 16;
+  const bool banded =
+      std::any_of(series.begin(), series.end(), [](const Series& s) { return s.band.size() >= 2; });
+  const bool marked =
+      std::any_of(series.begin(), series.end(), [](const Series& s) { return !s.marks.empty(); });
+  const int height = plot.bottom() + 44 + legend_row * static_cast<int>(series.size()) +
+                     (banded ? legend_row : 0) + (marked ? legend_row : 0);
+  const int width = plot.left + plot.width + 16;
+  const size_t legend_chars = static_cast<size_t>((plot.width - 18) / kCharWidth);
+  std::string svg = svg_open("curve", width, height, title) + axes(plot, x_title, y_title);
+  for (const auto& s : series) {  // bands first: every line stays visible over them
+    if (s.band.size() < 2) continue;
+    std::string upper, lower;
+    for (const auto& [x, low, high] : s.band) {
+      upper +=
+          fmt::format("{}{:.1f},{:.1f}", upper.empty() ? "M" : " L", plot.px(x), plot.py(high));
+      lower = fmt::format(" L{:.1f},{:.1f}", plot.px(x), plot.py(low)) + lower;
+    }
+    svg += fmt::format(
+        R"(<path class="band" d="{}{} Z" fill="{}" fill-opacity="0.18" stroke="none"/>)", upper,
+        lower, s.color);
+  }
+  if (reference && std::isfinite(reference->y))
+    svg += fmt::format(
+        R"(<line x1="{0}" y1="{2:.1f}" x2="{1}" y2="{2:.1f}" stroke="#5b6475" stroke-dasharray="5 4"/>)"
+        R"(<text class="tick" x="{1}" y="{3:.1f}" text-anchor="end">{4}</text>)",
+        plot.left, plot.left + plot.width, plot.py(reference->y),
+        plot.py(reference->y) + (plot.py(reference->y) < plot.top + 14 ? 13 : -4),
+        html_escape(reference->label));
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    std::string path;
     for (const auto& [x, y] : s.points) {
       if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
-      ++points;
+      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", plot.px(x), plot.py(y));
     }
-  if (points == 0) return "";
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) {  // a flat line: a band around it
-    const double pad = std::max(std::abs(y0) * 0.05, 1e-3);
-    y0 -= pad, y1 += pad;
-  }
-  // Axis ends with as many digits as it takes to tell them apart.
-  auto ends = [](double low, double high) {
-    for (int digits = 3; digits < 10; ++digits) {
-      std::string a = fmt::format("{:.{}g}", low, digits), b = fmt::format("{:.{}g}", high, digits);
-      if (a != b) return std::pair{a, b};
-    }
-    return std::pair{fmt::format("{}", low), fmt::format("{}", high)};
-  };
-  const auto [x_low, x_high] = ends(x0, x1);
-  const auto [y_low, y_high] = ends(y0, y1);
-  const int left = 56, top = 28, plot_w = 300, plot_h = 170, legend_row = 16;
-  const int height = top + plot_h + 34 + legend_row * static_cast<int>(series.size());
-  const int width = left + plot_w + 16;
-  auto px = [&](double x) { return left + plot_w * (x - x0) / (x1 - x0); };
-  auto py = [&](double y) { return top + plot_h * (1 - (y - y0) / (y1 - y0)); };
-  std::string svg = fmt::format(
-      R"(<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)"
-      R"(<text x="0" y="16" font-weight="600">{2}</text>)"
-      R"(<rect x="{3}" y="{4}" width="{5}" height="{6}" fill="none" stroke="#c9d0dc"/>)"
-      R"(<text x="{3}" y="{7}">{8}</text><text x="{9}" y="{7}" text-anchor="end">{10}</text>)"
-      R"(<text x="{11}" y="{7}" text-anchor="middle">{12}</text>)"
-      R"(<text x="{13}" y="{14}" text-anchor="end">{15}</text><text x="{13}" y="{16}" text-anchor="end">{17}</text>)"
-      R"(<text x="{13}" y="{18}" text-anchor="end">{19}</text>)",
-      width, height, html_escape(title), left, top, plot_w, plot_h, top + plot_h + 14, x_low,
-      left + plot_w, x_high, left + plot_w / 2, html_escape(x_label), left - 4, top + plot_h, y_low,
-      top + 10, y_high, top + plot_h / 2, html_escape(y_label));
-  for (size_t i = 0; i < series.size(); ++i) {
-    const char* color = kColors[i % std::size(kColors)];
-    std::string path;
-    for (const auto& [x, y] : series[i].points) {
-      if (!std::isfinite(x) || !std::isfinite(y)) continue;
-      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", px(x), py(y));
-    }
+    const int row_y = plot.bottom() + 48 + legend_row * static_cast<int>(i);
     svg += fmt::format(
         R"(<path d="{0}" fill="none" stroke="{1}" stroke-width="2"/>)"
         R"(<rect x="{2}" y="{3}" width="12" height="4" fill="{1}"/><text x="{4}" y="{5}">{6}</text>)",
-        path, color, left, top + plot_h + 26 + legend_row * static_cast<int>(i), left + 18,
-        top + plot_h + 32 + legend_row * static_cast<int>(i), html_escape(series[i].label));
-    for (const auto& [x, y] : series[i].points)  // the points themselves, for one-epoch runs
+        path, s.color, plot.left, row_y - 6, plot.left + 18, row_y,
+        html_escape(fit(s.label, legend_chars)));
+    for (const auto& [x, y] : s.marks)
       if (std::isfinite(x) && std::isfinite(y))
-        svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="2.5" fill="{}"/>)", px(x), py(y),
-                           color);
+        svg += fmt::format(
+            R"(<circle cx="{:.1f}" cy="{:.1f}" r="4" fill="white" stroke="{}" stroke-width="2"/>)",
+            plot.px(x), plot.py(y), s.color);
+    if (s.points.size() <= 12)  // the points themselves, where they are few (one-epoch runs)
+      for (const auto& [x, y] : s.points)
+        if (std::isfinite(x) && std::isfinite(y))
+          svg += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="2.5" fill="{}"/>)", plot.px(x),
+                             plot.py(y), s.color);
   }
+  std::vector<std::string> notes;
+  if (banded) notes.push_back("lines: the median of a variant's runs; bands: their min–max");
+  if (std::any_of(series.begin(), series.end(), [](const Series& s) { return !s.marks.empty(); }))
+    notes.push_back("circles: each epoch's mean, at its last step");
+  for (size_t i = 0; i < notes.size(); ++i)
+    svg += fmt::format(R"(<text class="tick" x="{}" y="{}">{}</text>)", plot.left,
+                       plot.bottom() + 48 + legend_row * static_cast<int>(series.size() + i),
+                       html_escape(notes[i]));
   return svg + "</svg>";
 }
 
-// A horizontal bar chart: one bar per (label, value), annotated with `text`.
+// A horizontal bar chart: one bar per (label, value) in its variant's colour, annotated with `text`
+// (a bar of value 0 with its text only: "not reached").
 struct Bar {
   std::string label;
   double value;
   std::string text;
+  const char* color;
 };
 
 std::string bar_chart(const std::string& title, const std::vector<Bar>& bars) {
   if (bars.empty()) return "";
-  const int label_width = 170, bar_width = 300, row = 26, top = 28;
-  const int width = label_width + bar_width + 110,
+  const int label_width = 170, bar_width = 280, row = 26, top = 28, text_width = 150;
+  const int width = label_width + bar_width + text_width,
             height = top + row * static_cast<int>(bars.size()) + 8;
   double max = 0;
   for (const auto& b : bars) max = std::max(max, b.value);
-  std::string svg = fmt::format(
-      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" role="img" aria-label="{2}">)"
-      R"(<text x="0" y="16" font-weight="600">{2}</text>)",
-      width, height, html_escape(title));
+  std::string svg = svg_open("bars", width, height, title);
+  const size_t label_chars = static_cast<size_t>((label_width - 10) / kCharWidth);
   for (size_t i = 0; i < bars.size(); ++i) {
     const int y = top + row * static_cast<int>(i);
     const double w = max > 0 ? bar_width * bars[i].value / max : 0;
-    svg +=
-        fmt::format(R"(<text x="{0}" y="{1}" text-anchor="end">{2}</text>)"
-                    R"(<rect x="{3}" y="{4}" width="{5:.1f}" height="{6}" rx="3" fill="#4f7cd6"/>)"
-                    R"(<text x="{7:.1f}" y="{1}">{8}</text>)",
-                    label_width - 8, y + 15, html_escape(bars[i].label), label_width, y + 3, w,
-                    row - 8, label_width + w + 6, html_escape(bars[i].text));
+    svg += fmt::format(R"(<text x="{0}" y="{1}" text-anchor="end"><title>{2}</title>{3}</text>)"
+                       R"(<rect x="{4}" y="{5}" width="{6:.1f}" height="{7}" rx="3" fill="{8}"/>)"
+                       R"(<text x="{9:.1f}" y="{1}">{10}</text>)",
+                       label_width - 8, y + 15, html_escape(bars[i].label),
+                       html_escape(fit(bars[i].label, label_chars)), label_width, y + 3, w, row - 8,
+                       bars[i].color, label_width + w + 6, html_escape(bars[i].text));
   }
   return svg + "</svg>";
 }
@@ -174,8 +304,11 @@ std::optional<double> best_value(const ExperimentReport& section, const MetricIn
             [](const auto& a, const auto& b) { return a.first < b.first; });
   if (info.better == Better::higher) std::reverse(values.begin(), values.end());
   // A speedup is the baseline's time over the row's: its runs are the row's times.
-  const bool timed = info.key == metric::kSpeedup || info.key == metric::kTrainSeconds;
-  const std::string key = timed ? metric::kTrainSeconds : info.key;
+  const bool to_target = info.key == metric::kTargetSpeedup || info.key == metric::kTimeToTarget;
+  const bool timed = to_target || info.key == metric::kSpeedup || info.key == metric::kTrainSeconds;
+  const std::string key = to_target ? metric::kTimeToTarget
+                          : timed   ? metric::kTrainSeconds
+                                    : info.key;
   auto samples = [&](const VariantRow& row) {
     auto it = row.samples.find(key);
     std::vector<double> out = it == row.samples.end() ? std::vector<double>{} : it->second;
@@ -212,23 +345,65 @@ bool any_repeats(const ExperimentReport& section) {
                      [](const VariantRow& row) { return row.planned > 1; });
 }
 
+// A figure in a table cell: its number and unit never split over two lines.
+std::string unbroken(const std::string& text) {
+  std::string out;
+  for (char c : html_escape(text)) out += c == ' ' ? std::string("&nbsp;") : std::string(1, c);
+  return out;
+}
+
+// The precision, devices and strategy of every row: one column each where the rows differ in it,
+// else one line above the table (the table keeps its width for the figures).
+struct SetupColumns {
+  bool precision = false, devices = false, strategy = false;
+  std::string shared{};  // "precision 32-true · 1 device · strategy single"
+};
+
+SetupColumns setup_columns(const ExperimentReport& section) {
+  SetupColumns columns;
+  std::vector<std::string> shared;
+  const VariantRow* first = nullptr;
+  for (const auto& row : section.rows)
+    if (row.run_id != 0) {
+      first = first ? first : &row;
+      columns.precision = columns.precision || row.precision != first->precision;
+      columns.devices = columns.devices || row.devices != first->devices;
+      columns.strategy = columns.strategy || row.strategy != first->strategy;
+    }
+  if (!first) return {true, true, true};
+  if (!columns.precision) shared.push_back("precision " + first->precision);
+  if (!columns.devices) shared.push_back(plural(first->devices, "device"));
+  if (!columns.strategy) shared.push_back("strategy " + first->strategy);
+  if (!shared.empty()) columns.shared = "Every variant: " + join(shared, " · ");
+  return columns;
+}
+
 std::string results_table(const Report& report, const ExperimentReport& section) {
   const bool repeats = any_repeats(section);
-  std::string html = R"(<div class="wide"><table class="results"><thead><tr><th>variant</th>)";
+  const SetupColumns setup = setup_columns(section);
+  std::string html =
+      setup.shared.empty() ? "" : R"(<p class="meta">)" + html_escape(setup.shared) + "</p>";
+  html += R"(<div class="wide"><table class="results"><thead><tr><th>variant</th>)";
   if (repeats) html += "<th>n</th>";
-  html +=
-      "<th>precision</th><th>devices</th><th>strategy</th><th>differs from the baseline in</th>";
+  if (setup.precision) html += "<th>precision</th>";
+  if (setup.devices) html += "<th>devices</th>";
+  if (setup.strategy) html += "<th>strategy</th>";
+  html += "<th>differs from the baseline in</th>";
   for (const auto& key : section.options.metrics)
     html += "<th>" + html_escape(find_metric(key)->label) + "</th>";
-  html += "<th>files</th></tr></thead><tbody>";
-  const size_t columns = 6 + (repeats ? 1 : 0) + section.options.metrics.size();
+  html += R"(<th class="files">files</th></tr></thead><tbody>)";
+  const size_t columns = 3 + (repeats ? 1 : 0) + (setup.precision ? 1 : 0) +
+                         (setup.devices ? 1 : 0) + (setup.strategy ? 1 : 0) +
+                         section.options.metrics.size();
   for (const auto& row : section.rows) {
     html += fmt::format(R"(<tr{}><td>{}{})",
                         row.variant == section.baseline ? R"( class="baseline")" : "",
                         html_escape(row.variant), status_badge(row));
     if (repeats) html += fmt::format("</td><td>{}/{}", row.completed, row.planned);
-    html += fmt::format(R"(</td><td class="text">{}</td><td>{}</td><td class="text">{}</td>)",
-                        html_escape(row.precision), row.devices, html_escape(row.strategy));
+    html += "</td>";
+    if (setup.precision) html += R"(<td class="text">)" + html_escape(row.precision) + "</td>";
+    if (setup.devices) html += fmt::format("<td>{}</td>", row.devices);
+    if (setup.strategy) html += R"(<td class="text">)" + html_escape(row.strategy) + "</td>";
     std::vector<std::string> differs;
     for (const auto& difference : row.differs) differs.push_back(html_escape(difference));
     html +=
@@ -247,16 +422,21 @@ std::string results_table(const Report& report, const ExperimentReport& section)
       std::string range;  // the repeats' min-max under the median
       if (auto spread = row.spread.find(key); spread != row.spread.end())
         range = fmt::format(R"(<span class="range">{} – {}</span>)",
-                            html_escape(format_metric(info, spread->second.min)),
-                            html_escape(format_metric(info, spread->second.max)));
+                            unbroken(format_metric(info, spread->second.min)),
+                            unbroken(format_metric(info, spread->second.max)));
       html += fmt::format("<td{}>{}{}</td>", is_best ? R"( class="best")" : "",
-                          html_escape(format_metric(info, it->second)), range);
+                          unbroken(format_metric(info, it->second)), range);
     }
-    html += R"(<td class="text">)";
-    if (!row.config_path.empty())
-      html += fmt::format(R"(<a href="{}">config</a> · <a href="{}">log</a>)",
-                          html_escape(link_path(report, row.config_path)),
-                          html_escape(link_path(report, row.log_path)));
+    html += R"(<td class="text files">)";
+    std::vector<std::string> files;  // every repeat's, not only the shown one's
+    for (const auto& run : row.repeats) {
+      if (run.config_path.empty()) continue;
+      files.push_back(fmt::format(R"({}<a href="{}">config</a> · <a href="{}">log</a>)",
+                                  row.repeats.size() > 1 ? fmt::format("run {}: ", run.run_id) : "",
+                                  html_escape(link_path(report, run.config_path)),
+                                  html_escape(link_path(report, run.log_path))));
+    }
+    html += join(files, "<br>");
     if (row.resumes > 0)  // it survived interruptions: its log says where it continued from
       html += fmt::format(R"(<br><span class="range">continued {}</span>)",
                           plural(row.resumes, "time"));
@@ -297,61 +477,352 @@ std::string other_runs(const ExperimentReport& section) {
   return html + "</tbody></table>";
 }
 
-std::string charts(const ExperimentReport& section) {
-  std::vector<Bar> time, accuracy;
-  for (const auto& row : section.rows) {
-    if (row.status != RunStatus::completed) continue;
-    auto seconds = row.metrics.find(metric::kTrainSeconds);
-    if (seconds != row.metrics.end()) {
-      std::string text = format_duration(seconds->second);
-      auto speedup = row.metrics.find(metric::kSpeedup);
-      if (speedup != row.metrics.end()) text += fmt::format(" ({:.2f}x)", speedup->second);
-      time.push_back({row.variant, seconds->second, text});
-    }
-    auto acc = row.metrics.find(metric::kTestAcc);
-    if (acc != row.metrics.end())
-      accuracy.push_back({row.variant, acc->second, fmt::format("{:.1f}%", 100 * acc->second)});
-  }
-  return R"(<div class="charts">)" + bar_chart("Training time (lower is better)", time) +
-         bar_chart("Test accuracy", accuracy) + "</div>";
+// The runs a variant's curves are drawn from: its completed ones, else (a failed variant) all.
+std::vector<const RepeatRun*> curve_runs(const VariantRow& row) {
+  std::vector<const RepeatRun*> runs;
+  for (const auto& run : row.repeats)
+    if (run.status == RunStatus::completed) runs.push_back(&run);
+  if (runs.empty())
+    for (const auto& run : row.repeats) runs.push_back(&run);
+  return runs;
 }
 
-// Curves per epoch for every variant: train and validation loss and accuracy, and validation loss
-// against training time (a faster technique reaches the same loss earlier).
+// One variant's curve from its runs' points (each run's (x, y) in order): at each position every
+// run has, the median x and y, and with several runs a band from the least y to the greatest.
+Series median_curve(const std::string& label, const char* color,
+                    const std::vector<std::vector<std::pair<double, double>>>& runs) {
+  Series s{label, color, {}};
+  size_t length = SIZE_MAX;
+  size_t with_points = 0;
+  for (const auto& run : runs)
+    if (!run.empty()) length = std::min(length, run.size()), ++with_points;
+  if (with_points == 0) return s;
+  for (size_t i = 0; i < length; ++i) {
+    std::vector<double> xs, ys;
+    for (const auto& run : runs)
+      if (!run.empty()) xs.push_back(run[i].first), ys.push_back(run[i].second);
+    std::sort(xs.begin(), xs.end());
+    std::sort(ys.begin(), ys.end());
+    auto median = [](const std::vector<double>& v) {
+      const size_t n = v.size();
+      return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    };
+    s.points.emplace_back(median(xs), median(ys));
+    if (with_points > 1) s.band.push_back({median(xs), ys.front(), ys.back()});
+  }
+  return s;
+}
+
+// A chart's series: for each variant, `points_of` each of its runs, as a median curve.
+template <class PointsOf>
+std::vector<Series> variant_curves(const ExperimentReport& section, PointsOf points_of) {
+  std::vector<Series> out;
+  for (const auto& row : section.rows) {
+    std::vector<std::vector<std::pair<double, double>>> runs;
+    for (const RepeatRun* run : curve_runs(row)) runs.push_back(points_of(*run));
+    Series s = median_curve(row.variant, variant_color(section, row.variant), runs);
+    if (!s.points.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// A figure as a chart draws it: accuracy in percent, as the tables show it.
+double charted(const std::string& key, double value) {
+  const MetricInfo* info = find_metric(key);
+  return info && info->unit == MetricUnit::fraction ? 100 * value : value;
+}
+std::string axis_title(const std::string& key) {
+  const MetricInfo* info = find_metric(key);
+  const std::string label = info ? info->label : key;
+  return info && info->unit == MetricUnit::fraction ? label + " (%)" : label;
+}
+
+// The target line of a chart of `key`, when report.target is on that figure.
+std::optional<Reference> target_line(const ExperimentReport& section, const std::string& key) {
+  if (section.options.target_metric != key) return std::nullopt;
+  const double y = charted(key, section.options.target_value);
+  return Reference{y, "target " + tick_label(y) + (key == metric::kValAcc ? "%" : "")};
+}
+
+// Each validation of a run: (training time so far, its `key`), from its records by step (which
+// hold every validation); a run recorded before them has its epochs', at the sum of their times.
+std::vector<std::pair<double, double>> validations_over_time(const RepeatRun& run,
+                                                             const std::string& key) {
+  std::vector<std::pair<double, double>> out;
+  for (const auto& step : run.steps) {
+    auto elapsed = step.values.find(metric::kElapsedSeconds);
+    auto value = step.values.find(key);
+    if (elapsed != step.values.end() && value != step.values.end() &&
+        step.values.count(metric::kValSeconds))
+      out.emplace_back(elapsed->second, charted(key, value->second));
+  }
+  if (!out.empty()) return out;
+  double elapsed = 0;
+  for (const auto& epoch : run.epochs) {
+    auto seconds = epoch.values.find(metric::kEpochSeconds);
+    auto value = epoch.values.find(key);
+    if (seconds == epoch.values.end() || value == epoch.values.end()) return {};
+    elapsed += seconds->second;
+    out.emplace_back(elapsed, charted(key, value->second));
+  }
+  return out;
+}
+
+// Bars of training time, time-to-target (with report.target) and test accuracy, a bar per
+// variant in its colour: the median of its completed runs.
+std::string charts(const ExperimentReport& section) {
+  std::vector<Bar> time, to_target, accuracy, cost;
+  for (const auto& row : section.rows) {
+    if (row.completed == 0) continue;
+    const char* color = variant_color(section, row.variant);
+    auto figure = [&](const char* key) -> std::optional<double> {
+      auto it = row.metrics.find(key);
+      return it == row.metrics.end() ? std::nullopt : std::optional<double>(it->second);
+    };
+    auto ratio = [&](const char* key) {
+      auto r = figure(key);
+      return r ? fmt::format(" ({:.2f}x)", *r) : std::string();
+    };
+    if (auto seconds = figure(metric::kTrainSeconds))
+      time.push_back(
+          {row.variant, *seconds, format_duration(*seconds) + ratio(metric::kSpeedup), color});
+    if (section.options.has_target()) {
+      if (auto seconds = figure(metric::kTimeToTarget))
+        to_target.push_back(
+            {row.variant, *seconds,
+             format_duration(*seconds) + ratio(metric::kTargetSpeedup) +
+                 (row.target_reached < row.completed
+                      ? fmt::format(", {}/{} runs", row.target_reached, row.completed)
+                      : ""),
+             color});
+      else
+        to_target.push_back({row.variant, 0, "not reached", color});
+    }
+    if (auto acc = figure(metric::kTestAcc))
+      accuracy.push_back({row.variant, *acc, fmt::format("{:.1f}%", 100 * *acc), color});
+    if (auto money = figure(metric::kCost))
+      cost.push_back({row.variant, *money,
+                      format_metric(*find_metric(metric::kCost), *money) + " a run", color});
+  }
+  const std::string target =
+      section.options.has_target()
+          ? bar_chart(
+                fmt::format("Time to {} {} {} (lower is better)", section.options.target_metric,
+                            section.options.target_metric == "val_loss" ? "≤" : "≥",
+                            tick_label(charted(section.options.target_metric,
+                                               section.options.target_value)) +
+                                (section.options.target_metric == "val_acc" ? "%" : "")),
+                to_target)
+          : "";
+  return R"(<div class="charts">)" + bar_chart("Training time (lower is better)", time) + target +
+         bar_chart("Test accuracy", accuracy) + bar_chart("Cost (lower is better)", cost) +
+         "</div>";
+}
+
+// Where a variant sits among the others: training time (time-to-target with report.target)
+// against test accuracy, the marker's area its peak memory. The frontier joins the variants no
+// other beats on both; the others are grey. Static SVG: it prints as it shows.
+std::string pareto_chart(const ExperimentReport& section) {
+  const bool target = section.options.has_target();
+  const char* time_key = target ? metric::kTimeToTarget : metric::kTrainSeconds;
+  bool gpu = false;
+  for (const auto& row : section.rows) gpu = gpu || row.metrics.count(metric::kCudaPeakAllocated);
+  const char* memory_key = gpu ? metric::kCudaPeakAllocated : metric::kPeakMemory;
+  struct Point {
+    const VariantRow* row;
+    double x, y, memory;
+    bool frontier = false;
+  };
+  std::vector<Point> points;
+  std::vector<std::string> missing;  // completed, but off the chart (the target not reached)
+  for (const auto& row : section.rows) {
+    if (row.completed == 0) continue;
+    auto x = row.metrics.find(time_key);
+    auto y = row.metrics.find(metric::kTestAcc);
+    if (x == row.metrics.end() || y == row.metrics.end()) {
+      if (target && y != row.metrics.end()) missing.push_back(row.variant);
+      continue;
+    }
+    auto memory = row.metrics.find(memory_key);
+    points.push_back(
+        {&row, x->second, 100 * y->second, memory == row.metrics.end() ? 0 : memory->second});
+  }
+  if (points.size() < 2) return "";
+  // The frontier: sorted by time, each variant more accurate than every faster one.
+  std::vector<Point*> by_time;
+  for (auto& p : points) by_time.push_back(&p);
+  std::sort(by_time.begin(), by_time.end(), [](const Point* a, const Point* b) {
+    return a->x < b->x || (a->x == b->x && a->y > b->y);
+  });
+  double best = -1e300;
+  for (Point* p : by_time)
+    if (p->y > best) p->frontier = true, best = p->y;
+  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300, max_memory = 0;
+  for (const auto& p : points) {
+    x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y), y1 = std::max(y1, p.y),
+    max_memory = std::max(max_memory, p.memory);
+  }
+  widen(x0, x1, 0.12);
+  widen(y0, y1, 0.15);
+  Plot plot{x0, x1, y0, y1, false, 64, 30, 420, 240};
+  const int width = plot.left + plot.width + 16, height = plot.bottom() + 104;
+  const std::string x_title = target ? "time to target (s, median)" : "training time (s, median)";
+  std::string svg =
+      svg_open("pareto", width, height,
+               target ? "Time to target against test accuracy" : "Time against test accuracy") +
+      axes(plot, x_title, "test accuracy (%, median)");
+  std::string frontier;
+  for (const Point* p : by_time)
+    if (p->frontier)
+      frontier += fmt::format("{}{:.1f},{:.1f}", frontier.empty() ? "M" : " L", plot.px(p->x),
+                              plot.py(p->y));
+  svg += fmt::format(
+      R"(<path d="{}" fill="none" stroke="#1d2330" stroke-width="1.5" stroke-dasharray="6 3"/>)",
+      frontier);
+  // Markers, then labels placed where they overlap neither another label nor a marker.
+  struct Box {
+    double x0, y0, x1, y1;
+    bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
+  };
+  std::vector<Box> taken;
+  auto radius = [&](const Point& p) {
+    return max_memory > 0 ? 4 + 10 * std::sqrt(p.memory / max_memory) : 6.0;
+  };
+  for (const auto& p : points) {
+    const double r = radius(p);
+    taken.push_back({plot.px(p.x) - r, plot.py(p.y) - r, plot.px(p.x) + r, plot.py(p.y) + r});
+    svg += fmt::format(
+        R"(<circle cx="{:.1f}" cy="{:.1f}" r="{:.1f}" fill="{}" fill-opacity="0.85" stroke="#1d2330" stroke-width="0.8"><title>{}</title></circle>)",
+        plot.px(p.x), plot.py(p.y), r, p.frontier ? variant_color(section, p.row->variant) : kGrey,
+        html_escape(p.row->variant));
+  }
+  for (const auto& p : points) {
+    const std::string label = fit(p.row->variant, 22);
+    const double w = kCharWidth * static_cast<double>(label.size()), h = 14, r = radius(p);
+    const double cx = plot.px(p.x), cy = plot.py(p.y);
+    const Box candidates[] = {{cx + r + 3, cy - h / 2, cx + r + 3 + w, cy + h / 2},
+                              {cx - r - 3 - w, cy - h / 2, cx - r - 3, cy + h / 2},
+                              {cx - w / 2, cy - r - 3 - h, cx + w / 2, cy - r - 3},
+                              {cx - w / 2, cy + r + 3, cx + w / 2, cy + r + 3 + h}};
+    const Box* chosen = &candidates[0];
+    for (const Box& box : candidates) {
+      const bool inside = box.x0 >= 0 && box.x1 <= width && box.y0 >= 20 && box.y1 <= plot.bottom();
+      if (inside &&
+          std::none_of(taken.begin(), taken.end(), [&](const Box& t) { return t.overlaps(box); })) {
+        chosen = &box;
+        break;
+      }
+    }
+    taken.push_back(*chosen);
+    svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}"{}>{}</text>)", chosen->x0, chosen->y1 - 3,
+                       p.frontier ? "" : R"( fill="#7a8291")", html_escape(label));
+  }
+  const std::string memory_note =
+      max_memory > 0 ? fmt::format("marker area: {} ({} at most)", find_metric(memory_key)->label,
+                                   format_bytes(max_memory))
+                     : "marker: no memory figure";
+  std::vector<std::string> notes = {
+      "dashed: the frontier, where no other variant is both faster and more",
+      "accurate; grey: dominated variants", memory_note};
+  if (!missing.empty()) notes.push_back(fit("not reached, not shown: " + join(missing, ", "), 70));
+  for (size_t i = 0; i < notes.size(); ++i)
+    svg += fmt::format(R"(<text class="tick" x="{}" y="{}">{}</text>)", plot.left,
+                       plot.bottom() + 50 + 15 * static_cast<int>(i), html_escape(notes[i]));
+  return svg + "</svg>";
+}
+
+// Curves for every variant, each from its runs (the median, a band with repeats): training loss by
+// optimizer step (at train.log_every), per epoch the losses and accuracies, and validation against
+// training time — where a faster technique reaches the same quality earlier — with the target.
 std::string curves(const ExperimentReport& section) {
   auto per_epoch = [&](const char* key) {
-    std::vector<Series> out;
-    for (const auto& row : section.rows) {
-      Series s{row.variant, {}};
-      for (const auto& epoch : row.epochs)
+    return variant_curves(section, [&](const RepeatRun& run) {
+      std::vector<std::pair<double, double>> points;
+      for (const auto& epoch : run.epochs)
         if (auto it = epoch.values.find(key); it != epoch.values.end())
-          s.points.emplace_back(static_cast<double>(epoch.epoch), it->second);
-      if (!s.points.empty()) out.push_back(std::move(s));
-    }
-    return out;
+          points.emplace_back(static_cast<double>(epoch.epoch), charted(key, it->second));
+      return points;
+    });
   };
-  std::vector<Series> by_time;
-  for (const auto& row : section.rows) {
-    Series s{row.variant, {}};
-    double elapsed = 0;
-    for (const auto& epoch : row.epochs) {
-      auto seconds = epoch.values.find(metric::kEpochSeconds);
-      auto loss = epoch.values.find(metric::kValLoss);
-      if (seconds == epoch.values.end() || loss == epoch.values.end()) continue;
-      elapsed += seconds->second;
-      s.points.emplace_back(elapsed, loss->second);
+  auto per_step = variant_curves(section, [](const RepeatRun& run) {
+    std::vector<std::pair<double, double>> points;
+    for (const auto& step : run.steps)
+      if (auto it = step.values.find(metric::kTrainLoss); it != step.values.end())
+        points.emplace_back(static_cast<double>(step.step), it->second);
+    return points;
+  });
+  // Beside the steps' losses, each epoch's mean (the per-epoch chart's point) at its last step.
+  for (auto& s : per_step)
+    for (const auto& row : section.rows) {
+      auto steps = row.metrics.find(metric::kSteps);
+      if (row.variant != s.label || steps == row.metrics.end() || row.epochs.empty()) continue;
+      const double per_epoch = steps->second / static_cast<double>(row.epochs.size());
+      for (const auto& epoch : row.epochs)
+        if (auto loss = epoch.values.find(metric::kTrainLoss); loss != epoch.values.end())
+          s.marks.emplace_back(per_epoch * static_cast<double>(epoch.epoch), loss->second);
     }
-    if (!s.points.empty()) by_time.push_back(std::move(s));
-  }
+  const std::string watched =
+      section.options.has_target() ? section.options.target_metric : std::string(metric::kValLoss);
+  const auto over_time = variant_curves(
+      section, [&](const RepeatRun& run) { return validations_over_time(run, watched); });
   std::string html =
-      line_chart("Training loss", "epoch", "loss", per_epoch(metric::kTrainLoss)) +
-      line_chart("Validation loss", "epoch", "loss", per_epoch(metric::kValLoss)) +
-      line_chart("Training accuracy", "epoch", "accuracy", per_epoch(metric::kTrainAcc)) +
-      line_chart("Validation accuracy", "epoch", "accuracy", per_epoch(metric::kValAcc)) +
-      line_chart("Validation loss against training time", "seconds", "loss", by_time);
+      line_chart("Training loss by optimizer step", "optimizer step", "training loss", per_step) +
+      line_chart("Training loss per epoch", "epoch", "training loss (epoch mean)",
+                 per_epoch(metric::kTrainLoss)) +
+      line_chart("Validation loss", "epoch", "validation loss", per_epoch(metric::kValLoss),
+                 target_line(section, metric::kValLoss)) +
+      line_chart("Training accuracy", "epoch", axis_title(metric::kTrainAcc),
+                 per_epoch(metric::kTrainAcc)) +
+      line_chart("Validation accuracy", "epoch", axis_title(metric::kValAcc),
+                 per_epoch(metric::kValAcc), target_line(section, metric::kValAcc)) +
+      line_chart(fmt::format("{} against training time", find_metric(watched)->label),
+                 "training time (s, validation included)", axis_title(watched), over_time,
+                 target_line(section, watched));
   return html.empty() ? "" : R"(<h3>Curves</h3><div class="charts">)" + html + "</div>";
 }
 
+// What validating cost each variant: validations a run, their time, and its share of the training
+// time (train.val_every_steps buys time-to-target's resolution with it). The median over runs.
+std::string validation_costs(const ExperimentReport& section) {
+  std::string rows;
+  bool inside_epochs = false;
+  for (const auto& row : section.rows) {
+    std::vector<double> counts, seconds, shares;
+    for (const RepeatRun* run : curve_runs(row)) {
+      if (run->status != RunStatus::completed) continue;
+      double count = 0, total = 0, elapsed = 0;
+      for (const auto& step : run->steps)
+        if (auto it = step.values.find(metric::kValSeconds); it != step.values.end()) {
+          ++count, total += it->second;
+          elapsed = std::max(elapsed, step.values.count(metric::kElapsedSeconds)
+                                          ? step.values.at(metric::kElapsedSeconds)
+                                          : 0.0);
+        }
+      if (count == 0) continue;
+      inside_epochs = inside_epochs || count > static_cast<double>(run->epochs.size());
+      counts.push_back(count), seconds.push_back(total);
+      if (elapsed > 0) shares.push_back(total / elapsed);
+    }
+    if (counts.empty()) continue;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const size_t n = v.size();
+      return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    };
+    rows += fmt::format(R"(<tr><td>{}</td><td>{:.0f}</td><td>{}</td><td>{}</td></tr>)",
+                        html_escape(row.variant), median(counts), format_duration(median(seconds)),
+                        shares.empty() ? "—" : fmt::format("{:.1f}%", 100 * median(shares)));
+  }
+  if (rows.empty() || (!inside_epochs && !section.options.has_target())) return "";
+  return "<details><summary>Validation's cost</summary><p class=\"meta\">Validation is training "
+         "time (MLPerf's rule): time-to-target includes it. Medians over each variant's completed "
+         "runs.</p><table><thead><tr><th>variant</th><th>validations a run</th><th>their "
+         "time</th><th>of the training time</th></tr></thead><tbody>" +
+         rows + "</tbody></table></details>";
+}
+
+// The per-epoch figures of each variant: its run's, or with repeats the median of its completed
+// runs' — said in the heading, so a row never mixes runs unlabelled.
 std::string epoch_tables(const ExperimentReport& section) {
   const std::vector<std::string> keys = metric_keys(MetricScope::epoch);
   bool any = false;
@@ -360,7 +831,16 @@ std::string epoch_tables(const ExperimentReport& section) {
   std::string html = "<details><summary>Per-epoch metrics</summary>";
   for (const auto& row : section.rows) {
     if (row.epochs.empty()) continue;
-    html += fmt::format("<h4>{}</h4><table><thead><tr><th>epoch</th>", html_escape(row.variant));
+    std::vector<std::string> completed;
+    for (const auto& run : row.repeats)
+      if (run.status == RunStatus::completed) completed.push_back(std::to_string(run.run_id));
+    const std::string source = row.completed > 1 ? fmt::format("median of {} runs (runs {})",
+                                                               row.completed, join(completed, ", "))
+                                                 : fmt::format("run {}", row.run_id);
+    html += fmt::format(
+        "<h4>{} <span class=\"meta\">— {}</span></h4><table><thead><tr>"
+        "<th>epoch</th>",
+        html_escape(row.variant), html_escape(source));
     for (const auto& key : keys) html += "<th>" + html_escape(find_metric(key)->label) + "</th>";
     html += "</tr></thead><tbody>";
     for (const auto& epoch : row.epochs) {
@@ -534,8 +1014,9 @@ std::string render_html(const Report& report) {
       continue;
     }
     html += results_table(report, section) + other_runs(section) + charts(section) +
-            curves(section) + epoch_tables(section) + run_details(section) +
-            environment_table(section) + "</section>";
+            pareto_chart(section) + curves(section) + validation_costs(section) +
+            epoch_tables(section) + run_details(section) + environment_table(section) +
+            "</section>";
   }
   return html + "</body></html>\n";
 }

@@ -18,7 +18,7 @@ namespace trainyard {
 
 namespace {
 
-ReportOptions decode_report_options(const ExperimentRecord& experiment) {
+ReportOptions stored_report_options(const ExperimentRecord& experiment) {
   ConfigTree tree;
   try {
     YAML::Node root = YAML::Load(experiment.report_yaml);
@@ -27,10 +27,74 @@ ReportOptions decode_report_options(const ExperimentRecord& experiment) {
     // Unreadable settings fall back to the defaults; the numbers are still right.
   }
   Diagnostics ignored;
-  return report_option_set().decode(tree, "report", "section 'report'", {}, ignored);
+  return decode_report_options(tree, {}, ignored);
 }
 
-VariantRow make_row(Store& store, const RunRecord& run) {
+// Each validation of `run`, in order: (training time so far, validation included; its figures).
+// From its records by step; a run recorded before them has its epochs', at the sum of their times.
+std::vector<std::pair<double, std::map<std::string, double>>> validations(Store& store,
+                                                                          int64_t run_id) {
+  std::vector<std::pair<double, std::map<std::string, double>>> out;
+  for (const StepRow& step : store.step_metrics(run_id)) {
+    auto elapsed = step.values.find(metric::kElapsedSeconds);
+    if (elapsed != step.values.end() && step.values.count(metric::kValSeconds))
+      out.emplace_back(elapsed->second, step.values);
+  }
+  if (!out.empty()) return out;
+  double elapsed = 0;
+  for (const EpochRow& epoch : store.epoch_metrics(run_id)) {
+    auto seconds = epoch.values.find(metric::kEpochSeconds);
+    if (seconds == epoch.values.end()) return {};  // no time to place the rest at
+    elapsed += seconds->second;
+    out.emplace_back(elapsed, epoch.values);
+  }
+  return out;
+}
+
+// A completed run's figures: its final metrics and what the report derives from its records —
+// time-to-target (when it reached report.target), device-hours, and with prices its cost.
+std::map<std::string, double> run_figures(Store& store, const RunRecord& run,
+                                          const ReportOptions& options) {
+  std::map<std::string, double> figures = store.final_metrics(run.id);
+  if (run.status != RunStatus::completed) return figures;
+  if (options.has_target())
+    for (const auto& [elapsed, values] : validations(store, run.id)) {
+      auto value = values.find(options.target_metric);
+      if (value != values.end() && options.reaches_target(value->second)) {
+        figures[metric::kTimeToTarget] = elapsed;
+        break;
+      }
+    }
+  const std::map<std::string, std::string> attributes = store.attributes(run.id);
+  auto attribute = [&](const char* key) {
+    auto it = attributes.find(key);
+    return it == attributes.end() ? std::string() : it->second;
+  };
+  // Every rank's device, on every node (runs recorded before `ranks`: one node's devices).
+  const std::string ranks_text = attribute("ranks");
+  const double ranks =
+      ranks_text.empty() ? static_cast<double>(run.devices) : std::stod(ranks_text);
+  auto seconds = figures.find(metric::kTrainSeconds);
+  if (seconds == figures.end()) return figures;
+  figures[metric::kDeviceHours] = seconds->second * ranks / 3600;
+  const auto price = options.price_for(run.environment.device_name, attribute("device_type"));
+  if (!price) return figures;
+  figures[metric::kCost] = figures[metric::kDeviceHours] * *price;
+  if (auto ttt = figures.find(metric::kTimeToTarget); ttt != figures.end())
+    figures[metric::kCostToTarget] = ttt->second * ranks / 3600 * *price;
+  return figures;
+}
+
+RepeatRun repeat_run(Store& store, const RunRecord& run) {
+  RepeatRun out{.run_id = run.id, .repeat = run.repeat, .status = run.status};
+  out.log_path = run.environment.log_path;
+  if (const std::string stem = run_files_stem(run); !stem.empty()) out.config_path = stem + ".yaml";
+  out.steps = store.step_metrics(run.id);
+  out.epochs = store.epoch_metrics(run.id);
+  return out;
+}
+
+VariantRow make_row(Store& store, const RunRecord& run, const ReportOptions& options) {
   VariantRow row;
   row.variant = run.variant;
   row.run_id = run.id;
@@ -43,8 +107,10 @@ VariantRow make_row(Store& store, const RunRecord& run) {
   row.ended_at = run.ended_at;
   row.error = run.error;
   row.failure = run.failure;
-  row.metrics = store.final_metrics(run.id);
+  row.metrics = run_figures(store, run, options);
   row.epochs = store.epoch_metrics(run.id);
+  row.repeats = {repeat_run(store, run)};
+  row.target_reached = row.metrics.count(metric::kTimeToTarget) ? 1 : 0;
   row.attributes = store.attributes(run.id);
   row.run_ids = {run.id};
   row.config_yaml = run.config_yaml;
@@ -69,7 +135,8 @@ double median(std::vector<double> values) {
 // first completed one is shown; the figures are the medians over the completed ones, with their
 // min and max, and so is each epoch's.
 VariantRow aggregate_row(Store& store, const std::string& variant,
-                         const std::vector<const RunRecord*>& runs, int64_t planned) {
+                         const std::vector<const RunRecord*>& runs, int64_t planned,
+                         const ReportOptions& options) {
   std::vector<const RunRecord*> completed;
   for (const RunRecord* run : runs)
     if (run->status == RunStatus::completed) completed.push_back(run);
@@ -80,19 +147,23 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
     row.error = "not run yet with this configuration";
     return row;
   }
-  VariantRow row = make_row(store, completed.empty() ? *runs.back() : *completed.front());
+  VariantRow row = make_row(store, completed.empty() ? *runs.back() : *completed.front(), options);
   row.planned = planned;
   row.run_ids.clear();
+  row.repeats.clear();
   row.resumes = 0;
   for (const RunRecord* run : runs) {
     row.run_ids.push_back(run->id);
+    row.repeats.push_back(repeat_run(store, *run));
     row.resumes += run->resumes;
   }
   row.completed = static_cast<int64_t>(completed.size());
   std::map<std::string, std::vector<double>> values;
   for (const RunRecord* run : completed)
-    for (const auto& [key, value] : store.final_metrics(run->id)) values[key].push_back(value);
+    for (const auto& [key, value] : run_figures(store, *run, options)) values[key].push_back(value);
   row.samples = values;
+  row.target_reached = static_cast<int64_t>(values[metric::kTimeToTarget].size());
+  if (row.target_reached == 0) values.erase(metric::kTimeToTarget);
   if (completed.size() > 1) {
     std::map<std::pair<int64_t, std::string>, std::vector<double>> epoch_values;
     for (const RunRecord* run : completed)
@@ -193,7 +264,7 @@ void choose_current_runs(Store& store, const std::vector<RunRecord>& runs,
       auto it = chosen.find({name, variant.config_hash});
       if (it != chosen.end()) repeats.push_back(it->second);
     }
-    VariantRow row = aggregate_row(store, name, repeats, planned);
+    VariantRow row = aggregate_row(store, name, repeats, planned, section.options);
     row.config_yaml = by_variant[name]->config_yaml;
     section.rows.push_back(std::move(row));
   }
@@ -246,7 +317,8 @@ void choose_newest_runs(Store& store, const std::vector<RunRecord>& runs,
   for (const auto& [variant, run] : chosen) order.push_back(variant);
   std::stable_sort(order.begin(), order.end(),
                    [&](const auto& a, const auto& b) { return position[a] < position[b]; });
-  for (const auto& variant : order) section.rows.push_back(make_row(store, chosen[variant]));
+  for (const auto& variant : order)
+    section.rows.push_back(make_row(store, chosen[variant], section.options));
 }
 
 // Why `row` has no figures to compare: it failed, was skipped, or has not finished.
@@ -258,12 +330,21 @@ std::string not_compared(const VariantRow& row) {
   return error.empty() ? fmt::format("not finished ({})", to_string(row.status)) : error;
 }
 
-// Welch's t-test of `row`'s training times against `base`'s, on their logarithms (so the
-// difference is minus the log of the speedup); nullopt without two positive times on each side.
-std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow& row) {
-  auto logs = [](const VariantRow& r) {
+// "val_acc ≥ 90.0%", "val_loss ≤ 0.35": report.target in words.
+std::string target_text(const ReportOptions& options) {
+  return options.target_metric == "val_loss"
+             ? fmt::format("val_loss ≤ {:g}", options.target_value)
+             : fmt::format("val_acc ≥ {:.1f}%", 100 * options.target_value);
+}
+
+// Welch's t-test of `row`'s times (`key`: training time or time-to-target) against `base`'s, on
+// their logarithms (so the difference is minus the log of the speedup); nullopt without two
+// positive times on each side.
+std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow& row,
+                                       const char* key) {
+  auto logs = [&](const VariantRow& r) {
     std::vector<double> out;
-    auto it = r.samples.find(metric::kTrainSeconds);
+    auto it = r.samples.find(key);
     if (it == r.samples.end()) return out;
     for (double t : it->second) {
       if (!(t > 0)) return std::vector<double>{};  // a run that trained nothing: no ratio
@@ -274,43 +355,92 @@ std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow&
   return welch_t_test(logs(base), logs(row));
 }
 
-// The variant's answer against the baseline: its training time as a speedup, test accuracy in
-// points, peak memory in percent. With two or more runs of each, Welch's t-test at 95% says whether
-// time (on its logarithm: a ratio) and accuracy differ beyond the repeats' noise; with fewer, the
-// verdict says the spread is unknown and claims nothing about noise.
-std::string verdict_of(const VariantRow& row, const VariantRow& base) {
-  if (&row == &base) return "baseline";
+// How many of each side's runs a figure comes from: "n=5/5".
+std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", mine, base); }
+
+// A time against the baseline's as a ratio: "2.90× faster (2.70–3.10×, n=5/5)", or "time within
+// noise (1.02×, 0.95–1.10×, n=5/5)" — tested when each side has two runs or more.
+std::string speed_part(const VariantRow& base, const VariantRow& row, const char* key, double ratio,
+                       bool tested, const std::string& n, const std::string& what) {
+  auto speed = [&](double r) {
+    return r >= 1 ? fmt::format("{}{:.2f}× faster", what, r)
+                  : fmt::format("{}{:.2f}× slower", what, 1 / r);
+  };
+  const auto test = tested ? log_time_test(base, row, key) : std::nullopt;
+  if (!test) return speed(ratio);
+  // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
+  const double center = std::exp(-test->difference), low = std::exp(-test->high),
+               high = std::exp(-test->low);
+  // A slowdown's interval reads as its headline does: how many times slower.
+  const double shown_low = center >= 1 ? low : 1 / high, shown_high = center >= 1 ? high : 1 / low;
+  if (test->significant())
+    return fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center), shown_low, shown_high, n);
+  return fmt::format("{}time within noise ({:.2f}×, {:.2f}–{:.2f}×, {})", what, center, low, high,
+                     n);
+}
+
+// A figure against the baseline's in percent: "cost 0.42 (−35%)".
+std::string percent_part(const VariantRow& base, const VariantRow& row, const char* key,
+                         const std::string& label) {
+  auto mine = row.metrics.find(key);
+  auto theirs = base.metrics.find(key);
+  if (mine == row.metrics.end() || theirs == base.metrics.end() || !(theirs->second > 0)) return "";
+  return fmt::format("{} {} ({:+.0f}%)", label, format_metric(*find_metric(key), mine->second),
+                     100 * (mine->second / theirs->second - 1));
+}
+
+// The baseline's own line: what the others are compared with.
+std::string baseline_verdict(const VariantRow& base, const ReportOptions& options) {
+  std::vector<std::string> parts = {"baseline"};
+  if (options.has_target() && base.completed > 0) {
+    auto ttt = base.metrics.find(metric::kTimeToTarget);
+    parts.push_back(ttt == base.metrics.end()
+                        ? fmt::format("did not reach {}", target_text(options))
+                        : fmt::format("reaches {} in {} ({} of {} runs)", target_text(options),
+                                      format_duration(ttt->second), base.target_reached,
+                                      base.completed));
+  }
+  if (auto cost = base.metrics.find(metric::kCost); cost != base.metrics.end())
+    parts.push_back(
+        fmt::format("cost {} a run", format_metric(*find_metric(metric::kCost), cost->second)));
+  return join(parts, ", ");
+}
+
+// The variant's answer against the baseline: its training time as a speedup; with report.target,
+// its time-to-target as one; test accuracy in points; peak memory and cost in percent. With two or
+// more runs of each, Welch's t-test at 95% says whether times (on their logarithm: a ratio) and
+// accuracy differ beyond the repeats' noise; with fewer, the verdict says the spread is unknown and
+// claims nothing about noise.
+std::string verdict_of(const VariantRow& row, const VariantRow& base,
+                       const ReportOptions& options) {
+  if (&row == &base) return baseline_verdict(base, options);
   if (row.completed == 0) return not_compared(row);
   if (base.completed == 0) return "the baseline did not complete: nothing to compare";
   const bool tested = row.completed >= 2 && base.completed >= 2;
   std::vector<std::string> parts;
-  const std::string n = fmt::format("n={}/{}", row.completed, base.completed);
   auto samples = [](const VariantRow& r, const char* key) {
     auto it = r.samples.find(key);
     return it == r.samples.end() ? std::vector<double>{} : it->second;
   };
-  auto speed = [](double ratio) {
-    return ratio >= 1 ? fmt::format("{:.2f}× faster", ratio)
-                      : fmt::format("{:.2f}× slower", 1 / ratio);
-  };
-  if (row.metrics.count(metric::kSpeedup)) {
-    const double ratio = row.metrics.at(metric::kSpeedup);
-    const auto test = tested ? log_time_test(base, row) : std::nullopt;
-    if (!test) {
-      parts.push_back(speed(ratio));
-    } else {
-      // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
-      const double center = std::exp(-test->difference), low = std::exp(-test->high),
-                   high = std::exp(-test->low);
-      // A slowdown's interval reads as its headline does: how many times slower.
-      const double shown_low = center >= 1 ? low : 1 / high,
-                   shown_high = center >= 1 ? high : 1 / low;
-      parts.push_back(
-          test->significant()
-              ? fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center), shown_low, shown_high, n)
-              : fmt::format("time within noise ({:.2f}×, {:.2f}–{:.2f}×, {})", center, low, high,
-                            n));
-    }
+  if (row.metrics.count(metric::kSpeedup))
+    parts.push_back(speed_part(base, row, metric::kTrainSeconds, row.metrics.at(metric::kSpeedup),
+                               tested, counts(row.completed, base.completed), ""));
+  if (options.has_target()) {
+    const std::string reached =
+        row.target_reached < row.completed
+            ? fmt::format(" (reached in {} of {} runs)", row.target_reached, row.completed)
+            : "";
+    if (row.target_reached == 0)
+      parts.push_back(fmt::format("did not reach {}", target_text(options)));
+    else if (base.target_reached == 0)
+      parts.push_back(fmt::format("reaches {} in {}{}; the baseline does not", target_text(options),
+                                  format_duration(row.metrics.at(metric::kTimeToTarget)), reached));
+    else if (row.metrics.count(metric::kTargetSpeedup))
+      parts.push_back(speed_part(base, row, metric::kTimeToTarget,
+                                 row.metrics.at(metric::kTargetSpeedup),
+                                 row.target_reached >= 2 && base.target_reached >= 2,
+                                 counts(row.target_reached, base.target_reached), "to target ") +
+                      reached);
   }
   const auto mine_acc = samples(row, metric::kTestAcc), base_acc = samples(base, metric::kTestAcc);
   if (!mine_acc.empty() && !base_acc.empty()) {
@@ -336,6 +466,9 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base) {
   if (memory != row.metrics.end() && base_memory != base.metrics.end() && base_memory->second > 0)
     parts.push_back(
         fmt::format("peak memory {:+.0f}%", 100 * (memory->second / base_memory->second - 1)));
+  for (const auto& part : {percent_part(base, row, metric::kCost, "cost"),
+                           percent_part(base, row, metric::kCostToTarget, "cost to target")})
+    if (!part.empty()) parts.push_back(part);
   std::string verdict = join(parts, ", ");
   if (!tested) {
     const std::string who = row.completed < 2 && base.completed < 2 ? "one run each"
@@ -346,34 +479,71 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base) {
   return verdict;
 }
 
-// The experiment's answer from the verdicts: the fastest variant whose speedup is beyond noise.
+// The experiment's answer from the verdicts: the variant that reaches report.target soonest (or
+// without a target, trains fastest) beyond noise.
 std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
+  const bool target = section.options.has_target();
+  const char* key = target ? metric::kTimeToTarget : metric::kTrainSeconds;
+  auto runs = [&](const VariantRow& row) { return target ? row.target_reached : row.completed; };
+  if (target && base.target_reached == 0 && base.completed > 0)
+    return fmt::format("{} did not reach {}: no time-to-target to compare with", base.variant,
+                       target_text(section.options));
   const VariantRow* fastest = nullptr;
   double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
   bool untested = false;
   for (const auto& row : section.rows) {
-    if (&row == &base || row.completed == 0 || !row.metrics.count(metric::kSpeedup)) continue;
-    if (row.completed < 2 || base.completed < 2) {
+    if (&row == &base || runs(row) == 0) continue;
+    if (runs(row) < 2 || runs(base) < 2) {
       untested = true;
       continue;
     }
-    const auto test = log_time_test(base, row);
+    const auto test = log_time_test(base, row, key);
     if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
     if (std::exp(-test->difference) > fastest_speedup) {
       fastest = &row;
       fastest_speedup = std::exp(-test->difference);
     }
   }
+  const std::string what = target ? "to " + target_text(section.options) : "";
   if (fastest)
-    return fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}", fastest->variant,
-                       fastest_speedup, base.variant);
-  if (untested) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
-  return fmt::format("no variant is faster than {} beyond noise", base.variant);
+    return target ? fmt::format("fastest {} beyond noise: {}, {:.2f}× sooner than {}", what,
+                                fastest->variant, fastest_speedup, base.variant)
+                  : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
+                                fastest->variant, fastest_speedup, base.variant);
+  if (untested)
+    return target ? fmt::format(
+                        "speedups to target untested: a variant has fewer than two runs "
+                        "that reached {} — set sweep.repeats, or check the target",
+                        target_text(section.options))
+                  : "speedups untested: fewer than two runs a variant — set sweep.repeats";
+  return fmt::format("no variant is faster{} than {} beyond noise", target ? " to target" : "",
+                     base.variant);
 }
 
-// The speedup of every completed row over the baseline — the ratio of the medians of training
-// time, with its range from the extremes (slowest baseline over fastest row, and the reverse) —
-// each row's verdict and differences from the baseline's configuration, and the answer.
+// A ratio of the baseline's `key` over each row's — of their medians, with its range from the
+// extremes (slowest baseline over fastest row, and the reverse) — as `ratio_key`.
+void ratio_over_baseline(ExperimentReport& section, const VariantRow& baseline, const char* key,
+                         const char* ratio_key) {
+  auto times = [&](const VariantRow& row) -> std::optional<Spread> {
+    auto it = row.metrics.find(key);
+    if (row.completed == 0 || it == row.metrics.end() || it->second <= 0) return std::nullopt;
+    auto spread = row.spread.find(key);
+    return spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
+  };
+  const auto base = times(baseline);
+  if (!base) return;
+  const double base_median = baseline.metrics.at(key);
+  for (auto& row : section.rows) {
+    const auto mine = times(row);
+    if (!mine) continue;
+    row.metrics[ratio_key] = base_median / row.metrics.at(key);
+    if (row.spread.count(key) || baseline.spread.count(key))
+      row.spread[ratio_key] = {base->min / mine->max, base->max / mine->min};
+  }
+}
+
+// Each row's speedups over the baseline (training time, and time-to-target with a target), its
+// verdict and differences from the baseline's configuration, and the experiment's answer.
 void compare_with_baseline(ExperimentReport& section) {
   const VariantRow* baseline = nullptr;
   for (const auto& row : section.rows)
@@ -387,25 +557,31 @@ void compare_with_baseline(ExperimentReport& section) {
       if (it == base.end() || it->second != value) row.differs.push_back(key + ": " + shown(value));
     }
   }
-  auto train = [](const VariantRow& row) -> std::optional<Spread> {
-    auto it = row.metrics.find(metric::kTrainSeconds);
-    if (row.completed == 0 || it == row.metrics.end() || it->second <= 0) return std::nullopt;
-    auto spread = row.spread.find(metric::kTrainSeconds);
-    return spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
-  };
-  const auto base = train(*baseline);
-  if (base) {
-    const double base_median = baseline->metrics.at(metric::kTrainSeconds);
-    for (auto& row : section.rows) {
-      const auto mine = train(row);
-      if (!mine) continue;
-      row.metrics[metric::kSpeedup] = base_median / row.metrics.at(metric::kTrainSeconds);
-      if (row.completed > 1 || baseline->completed > 1)
-        row.spread[metric::kSpeedup] = {base->min / mine->max, base->max / mine->min};
-    }
-  }
-  for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline);
+  ratio_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
+  if (section.options.has_target())
+    ratio_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup);
+  for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline, section.options);
   section.answer = answer_of(section, *baseline);
+}
+
+// A target and prices are asked for to be shown: their columns join the table when the file's
+// `report.metrics` does not name them — time-to-target and its speedup after the speedup, the
+// costs at the end.
+void with_answer_columns(ReportOptions& options) {
+  auto& columns = options.metrics;
+  auto add = [&](const char* key, const char* after) {
+    if (std::find(columns.begin(), columns.end(), key) != columns.end()) return;
+    auto at = std::find(columns.begin(), columns.end(), after);
+    columns.insert(at == columns.end() ? columns.end() : at + 1, key);
+  };
+  if (options.has_target()) {
+    add(metric::kTimeToTarget, metric::kSpeedup);
+    add(metric::kTargetSpeedup, metric::kTimeToTarget);
+  }
+  if (!options.prices.empty()) {
+    add(metric::kCost, "");
+    if (options.has_target()) add(metric::kCostToTarget, metric::kCost);
+  }
 }
 
 }  // namespace
@@ -419,7 +595,8 @@ Report build_report(Store& store, const std::string& experiment_name,
   for (const auto& experiment : experiments) {
     ExperimentReport section;
     section.experiment = experiment;
-    section.options = decode_report_options(experiment);
+    section.options = stored_report_options(experiment);
+    with_answer_columns(section.options);
 
     const std::vector<RunRecord> runs = store.runs(experiment.name);
     const CurrentExperiment now = current ? current(experiment) : CurrentExperiment{};
@@ -579,10 +756,26 @@ std::string render_markdown(const Report& report) {
   return out;
 }
 
+std::string render_answers(const Report& report, size_t width) {
+  std::string out;
+  auto add = [&](const std::string& text, const std::string& indent, const std::string& hanging) {
+    const size_t room = width > hanging.size() + 20 ? width - hanging.size() : 0;
+    const auto lines = wrap(text, room);
+    for (size_t i = 0; i < lines.size(); ++i) out += (i == 0 ? indent : hanging) + lines[i] + "\n";
+  };
+  for (const auto& section : report.experiments) {
+    add(section.experiment.name + ": " + summary_line(section), "", "    ");
+    if (section.rows.size() < 2) continue;
+    for (const auto& row : section.rows)
+      if (!row.verdict.empty()) add(row.variant + " — " + row.verdict, "  ", "      ");
+  }
+  return out;
+}
+
 std::string render_csv(const Report& report) {
   std::vector<std::string> keys;
   for (const auto& m : metric_vocabulary())
-    if (m.scope != MetricScope::epoch) keys.push_back(m.key);
+    if (m.scope == MetricScope::final || m.scope == MetricScope::derived) keys.push_back(m.key);
   // Each figure is the median over the variant's completed repeats, with its min and max.
   std::string out =
       "experiment,variant,run_id,status,failure_class,n,repeats,precision,devices,strategy,"

@@ -22,6 +22,17 @@ struct Spread {
   double min = 0, max = 0;
 };
 
+// One run behind a variant's row: where its files are, and its records by step (the curves'
+// per-step loss, with repeats a band).
+struct RepeatRun {
+  int64_t run_id = 0;
+  int64_t repeat = 0;  // from 0
+  RunStatus status = RunStatus::queued;
+  std::string config_path{}, log_path{};
+  std::vector<StepRow> steps{};
+  std::vector<EpochRow> epochs{};
+};
+
 struct VariantRow {
   std::string variant;
   int64_t run_id = 0;              // the run shown (the first completed repeat); 0: none ran
@@ -37,7 +48,10 @@ struct VariantRow {
   std::string ended_at;
   std::string error;
   FailureClass failure = FailureClass::none;  // of the shown run, when it did not complete
-  // Final metrics — the median over completed repeats — plus "speedup" when it can be computed.
+  // Final metrics — the median over completed repeats — plus the derived ones (common/metrics.h):
+  // "speedup" when it can be computed; with report.target, "time_to_target" over the runs that
+  // reached it and "target_speedup"; with report.price_per_device_hour, "cost" (and
+  // "cost_to_target"); "device_hours".
   std::map<std::string, double> metrics;
   std::map<std::string, Spread> spread{};  // when completed > 1: of each figure, and the speedup
   // Each completed repeat's final figures, by key (what the verdict's test reads).
@@ -46,7 +60,10 @@ struct VariantRow {
   // n=5/5), test accuracy −0.2 pt (within noise), peak memory −41%" (reports/statistics.h's
   // test decides "within noise"); "baseline"; or why there is nothing to compare.
   std::string verdict{};
-  std::vector<EpochRow> epochs;  // per epoch, the median over completed repeats
+  std::vector<EpochRow> epochs;      // per epoch, the median over completed repeats
+  std::vector<RepeatRun> repeats{};  // every run behind the row, by repeat
+  // With report.target: how many of the completed runs reached it (time_to_target's n).
+  int64_t target_reached = 0;
   // "runtime.precision: bf16-mixed", for each key in which the variant's configuration differs
   // from the baseline's.
   std::vector<std::string> differs{};
@@ -124,6 +141,10 @@ std::string render_html(const Report& report);
 // "3 of 4 variants completed, 1 failed; fastest beyond noise: bf16-mixed, 2.90× faster than fp32".
 std::string summary_line(const ExperimentReport& section);
 std::string render_markdown(const Report& report);
+// The answer in plain text, for a terminal: each experiment's summary line and, where it compares
+// variants, each one's verdict — lines of at most `width` characters (0: unwrapped), a verdict's
+// continuation indented under it.
+std::string render_answers(const Report& report, size_t width);
 std::string render_csv(const Report& report);
 
 // &, <, >, " and ' as entities: every string that came from YAML or the store passes through it.

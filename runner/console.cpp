@@ -64,13 +64,18 @@ std::string BatchConsole::status_text() const {
   return text + fmt::format(", batch {}", format_duration(last_.eta_seconds + left * per_run));
 }
 
+size_t terminal_width(std::FILE* out) {
+  winsize size{};
+  if (!isatty(fileno(out)) || ioctl(fileno(out), TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col;
+}
+
 void BatchConsole::draw() {
   if (!terminal_ || index_ == 0) return;
   std::string text = status_text();
   // One line, or the next redraw would clear only its last part: cut to the terminal's width.
-  winsize size{};
-  if (ioctl(fileno(out_), TIOCGWINSZ, &size) == 0 && size.ws_col > 1 && text.size() >= size.ws_col)
-    text.resize(size.ws_col - 1);
+  const size_t width = terminal_width(out_);
+  if (width > 1 && text.size() >= width) text.resize(width - 1);
   fmt::print(out_, "{}", text);
   std::fflush(out_);
   drawn_ = true;

@@ -13,6 +13,10 @@
 
 namespace trainyard {
 
+// The width of the terminal `out` writes to, in columns; 0 when it is not a terminal (a file, a
+// pipe: lines are then not wrapped).
+size_t terminal_width(std::FILE* out);
+
 class BatchConsole {
  public:
   explicit BatchConsole(std::FILE* out = stderr);

@@ -75,9 +75,9 @@ RunProgress run_progress_of(const TrainingProgress& p) {
 }
 
 int64_t record_experiment(Store& store, const Experiment& experiment) {
-  return store.upsert_experiment(
-      experiment.name, fs::absolute(experiment.file).lexically_normal().string(),
-      experiment.description, report_option_set().encode(experiment.report, "", {}).to_yaml_text());
+  return store.upsert_experiment(experiment.name,
+                                 fs::absolute(experiment.file).lexically_normal().string(),
+                                 experiment.description, encode_report_options(experiment.report));
 }
 
 QueuedRun queued_run(const RunSpec& run, size_t position) {

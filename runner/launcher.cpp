@@ -200,6 +200,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
         if (message->log) observer.on_log(*message->log);
         if (message->setup) observer.on_setup(*message->setup);
         if (message->epoch) observer.on_epoch(*message->epoch, message->values);
+        if (message->step) observer.on_step(*message->step, message->values);
         if (message->progress) observer.on_progress(*message->progress);
         if (message->result) {
           result.metrics = *message->result;
@@ -337,6 +338,9 @@ class ChannelObserver : public RunObserver {
   }
   void on_epoch(int64_t epoch, const MetricValues& values) override {
     send(epoch_message(epoch, values));
+  }
+  void on_step(int64_t step, const MetricValues& values) override {
+    send(step_message(step, values));
   }
   void on_progress(const TrainingProgress& p) override {
     std::fprintf(stderr, "%s\n", p.line.c_str());

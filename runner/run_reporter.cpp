@@ -63,6 +63,8 @@ void RunReporter::on_epoch(int64_t epoch, const MetricValues& values) {
   records_.epoch(epoch, values);
 }
 
+void RunReporter::on_step(int64_t step, const MetricValues& values) { records_.step(step, values); }
+
 void RunReporter::on_progress(const TrainingProgress& p) {
   if (console_) {
     log_.file->info(p.line);

@@ -38,6 +38,7 @@ class RunReporter : public RunObserver {
   void on_log(const std::string& line) override;
   void on_setup(const std::map<std::string, std::string>& attributes) override;
   void on_epoch(int64_t epoch, const MetricValues& values) override;
+  void on_step(int64_t step, const MetricValues& values) override;
   void on_progress(const TrainingProgress& progress) override;
   void on_tick() override;
 

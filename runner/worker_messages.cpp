@@ -40,10 +40,13 @@ std::optional<WorkerMessage> parse_worker_message(std::string_view line) {
       message, "setup", [](const json& v) { return v.get<std::map<std::string, std::string>>(); });
   const auto values = field<MetricValues>(message, "values", numbers_from_json);
   m.epoch = field<int64_t>(message, "epoch", integer_from_json);
-  if (m.epoch && values)
+  m.step = field<int64_t>(message, "step", integer_from_json);
+  if (values) {
     m.values = *values;
-  else
-    m.epoch.reset();  // an epoch without its figures is no epoch
+  } else {  // an epoch or a step without its figures is none
+    m.epoch.reset();
+    m.step.reset();
+  }
   m.progress = field<TrainingProgress>(message, "progress", [](const json& p) {
     if (!p.is_object()) throw json::type_error::create(302, "progress", &p);
     auto real = [&](const char* key) {
@@ -72,6 +75,10 @@ std::string setup_message(const std::map<std::string, std::string>& attributes) 
 }
 std::string epoch_message(int64_t epoch, const MetricValues& values) {
   return line_of({{"epoch", epoch}, {"values", json_numbers(values)}});
+}
+
+std::string step_message(int64_t step, const MetricValues& values) {
+  return line_of({{"step", step}, {"values", json_numbers(values)}});
 }
 std::string progress_message(const TrainingProgress& p) {
   return line_of({{"progress",

@@ -19,6 +19,7 @@ struct WorkerMessage {
   std::optional<std::string> log, error;
   std::optional<std::map<std::string, std::string>> setup;
   std::optional<int64_t> epoch;  // with `values`
+  std::optional<int64_t> step;   // with `values`
   MetricValues values;
   std::optional<TrainingProgress> progress;
   std::optional<MetricValues> result;
@@ -32,6 +33,7 @@ std::string log_message(const std::string& line);
 std::string error_message(const std::string& message);
 std::string setup_message(const std::map<std::string, std::string>& attributes);
 std::string epoch_message(int64_t epoch, const MetricValues& values);
+std::string step_message(int64_t step, const MetricValues& values);
 std::string progress_message(const TrainingProgress& progress);
 std::string result_message(const MetricValues& metrics);
 

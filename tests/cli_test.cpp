@@ -52,8 +52,19 @@ TEST_F(CliTest, QuickstartRunsIntoTheDatabaseAndTheReport) {
   ASSERT_EQ(report.exit_code, 0) << report.output;
   std::string page = read_file(html);
   for (const char* text : {"Quickstart — ViT on synthetic images (CPU)", "bf16-mixed",
-                           "batch-64-adamw-cosine", "1.00x", "speedup", "<svg", "LibTorch 2."})
+                           "batch-64-adamw-cosine", "1.00x", "speedup", "<svg", "LibTorch 2.",
+                           "Time to val_acc ≥ 50%", "<th>cost</th>", R"(<svg class="pareto")"})
     EXPECT_NE(page.find(text), std::string::npos) << text;
+  // Without -o, the answer in the terminal: the summary and each variant's verdict.
+  Result answer = trainyard("report --db " + db());
+  ASSERT_EQ(answer.exit_code, 0) << answer.output;
+  EXPECT_NE(answer.output.find("quickstart: 3 of 3 variants completed"), std::string::npos)
+      << answer.output;
+  EXPECT_NE(answer.output.find("\n  fp32 — baseline"), std::string::npos) << answer.output;
+  EXPECT_NE(answer.output.find("\n  bf16-mixed — one run each: spread unknown"), std::string::npos)
+      << answer.output;
+  EXPECT_NE(answer.output.find("the whole report: trainyard report -o report.html"),
+            std::string::npos);
 
   Result again = trainyard("run " + source("experiments/quickstart.yaml") + " --db " + db() +
                            " --set train.epochs=3");

@@ -37,6 +37,10 @@ struct Recorder : RunObserver {
   void on_setup(const std::map<std::string, std::string>& values) override {
     for (const auto& [key, value] : values) attributes[key] = value;
   }
+  void on_step(int64_t step, const MetricValues& values) override {
+    steps.emplace_back(step, values);
+  }
+  std::vector<std::pair<int64_t, MetricValues>> steps;
   std::vector<std::string> lines;
   std::map<std::string, std::string> attributes;
   std::vector<std::pair<int64_t, MetricValues>> epochs;
@@ -80,6 +84,60 @@ TEST_F(EngineTest, ProgressLinesShowTheGradientNormAndMsPerStep) {
     }
     EXPECT_EQ(progress_lines, 4);  // 16 steps, a line every 4
   }
+}
+
+// Records by step: the loss at every progress line, and every validation — each epoch's end and,
+// with train.val_every_steps, inside epochs — with its own time and the training time so far.
+// Validating inside epochs changes nothing the run trains: its losses and test figures are the
+// run's without it, bit for bit.
+TEST_F(EngineTest, StepsRecordTheLossAndEveryValidationWhichChangesNothingTrained) {
+  Recorder plain, validating;
+  const MetricValues without = train(spec({"train.log_every=4"}), plain);
+  const MetricValues with =
+      train(spec({"train.log_every=4", "train.val_every_steps=6"}), validating);
+  EXPECT_EQ(with.at("test_loss"), without.at("test_loss"));
+  EXPECT_EQ(with.at("test_acc"), without.at("test_acc"));
+  ASSERT_EQ(validating.epochs.size(), plain.epochs.size());
+  for (size_t e = 0; e < plain.epochs.size(); ++e) {
+    EXPECT_EQ(validating.epochs[e].second.at("train_loss"),
+              plain.epochs[e].second.at("train_loss"));
+    EXPECT_EQ(validating.epochs[e].second.at("val_loss"), plain.epochs[e].second.at("val_loss"));
+  }
+  auto steps_with = [](const Recorder& r, const char* key) {
+    std::vector<int64_t> out;
+    for (const auto& [step, values] : r.steps)
+      if (values.count(key)) out.push_back(step);
+    return out;
+  };
+  // 16 steps an epoch: a loss every 4 steps; validations at 6, 12, (16: the epoch's), 18, 24, ...
+  EXPECT_EQ(steps_with(plain, "train_loss").size(), 12u);
+  EXPECT_EQ(steps_with(plain, "val_acc"), (std::vector<int64_t>{16, 32, 48}));
+  EXPECT_EQ(steps_with(validating, "val_acc"),
+            (std::vector<int64_t>{6, 12, 16, 18, 24, 30, 32, 36, 42, 48}));
+  // The same losses at the same steps.
+  std::map<int64_t, double> plain_losses;
+  for (const auto& [step, values] : plain.steps)
+    if (values.count("train_loss")) plain_losses[step] = values.at("train_loss");
+  for (const auto& [step, values] : validating.steps)
+    if (values.count("train_loss")) EXPECT_EQ(values.at("train_loss"), plain_losses.at(step));
+  double elapsed = 0, validation_seconds = 0;
+  for (const auto& [step, values] : validating.steps) {
+    ASSERT_TRUE(values.count("elapsed_seconds")) << step;
+    EXPECT_GE(values.at("elapsed_seconds"), elapsed) << step;  // training time only grows
+    elapsed = values.at("elapsed_seconds");
+    if (values.count("val_seconds")) {
+      EXPECT_GT(values.at("val_seconds"), 0);
+      validation_seconds += values.at("val_seconds");
+    }
+  }
+  EXPECT_LE(elapsed, with.at("train_seconds"));
+  EXPECT_LT(validation_seconds, with.at("train_seconds"));  // inside it (MLPerf's rule)
+  // The epoch's end validation is the epoch's record.
+  for (const auto& [step, values] : validating.steps)
+    if (step == 16 && values.count("val_acc"))
+      EXPECT_EQ(values.at("val_acc"), validating.epochs[0].second.at("val_acc"));
+  EXPECT_EQ(validating.attributes.at("ranks"), "1");
+  EXPECT_EQ(validating.attributes.at("device_type"), "cpu");
 }
 
 TEST_F(EngineTest, LearnsAndReportsEveryEpochAndTheFinalFigures) {

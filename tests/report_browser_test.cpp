@@ -1,7 +1,8 @@
-// The morning report of a real batch — repeated, failed and resumed runs — rendered by headless
-// Chromium (Debian's chromium, which scripts/setup.sh installs): it loads without a console
-// message, its charts are in the DOM, and a screenshot is kept with the test's output
-// (build/test-output/report.png).
+// The morning report of a real batch — repeated, failed and resumed runs, a target and prices —
+// rendered by headless Chromium (Debian's chromium, which scripts/setup.sh installs): it loads
+// without a console message, its charts are in the DOM, nothing scrolls sideways at 1400 px nor in
+// its print layout at an A4 page's width, no two labels of a chart overlap, and a screenshot and
+// the printed PDF are kept with the test's output (build/test-output/report.png, report.pdf).
 #include <signal.h>
 
 #include <chrono>
@@ -40,7 +41,7 @@ name: morning
 description: fp32 against bf16-mixed, twice each; one variant with broken data
 model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4, dropout: 0.1}
 dataset: {name: synthetic-images, train_size: 2048, val_size: 64, test_size: 64, num_classes: 4}
-train: {epochs: 3, batch_size: 16, log_every: 1000, checkpoint_every_steps: 10}
+train: {epochs: 3, batch_size: 16, log_every: 16, val_every_steps: 64, checkpoint_every_steps: 10}
 runtime: {accelerator: cpu, threads: 1}
 sweep:
   repeats: 2
@@ -48,6 +49,9 @@ sweep:
     - name: fp32
     - {name: bf16, set: {runtime.precision: bf16-mixed}}
     - {name: broken, set: )" + broken + R"(}
+report:
+  target: {metric: val_acc, value: 0.3}
+  price_per_device_hour: {cpu: 0.1}
 )");
   // The first run is killed mid-epoch and continued by the second batch: a resumed run.
   pid_t controller = testing::start_run(file, db());
@@ -83,8 +87,13 @@ sweep:
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
   const std::string console = testing::read_file(dir.path() / "console.txt");
   EXPECT_EQ(console.find("CONSOLE"), std::string::npos) << console;
-  EXPECT_EQ(count(dom.output, R"(<svg class="curve")"), 5u);  // loss, accuracy, loss over time
-  EXPECT_GE(count(dom.output, "<path d=\"M"), 10u);           // a line per variant and chart
+  // Loss by step; loss and accuracy per epoch, training and validation; accuracy over time.
+  EXPECT_EQ(count(dom.output, R"(<svg class="curve")"), 6u);
+  EXPECT_GE(count(dom.output, "<path d=\"M"), 12u);            // a line per variant and chart
+  EXPECT_GE(count(dom.output, R"(<path class="band")"), 12u);  // the repeats' min-max
+  EXPECT_EQ(count(dom.output, R"(<svg class="pareto")"), 1u);
+  EXPECT_NE(dom.output.find("target 30%"), std::string::npos);  // the target's line
+  EXPECT_NE(dom.output.find("Validation's cost"), std::string::npos);
   EXPECT_NE(dom.output.find("failed (bad-input)"), std::string::npos);
   EXPECT_NE(dom.output.find("<td>2/2</td>"), std::string::npos);  // n of the repeated variants
   EXPECT_NE(dom.output.find("continued 1 time"), std::string::npos);
@@ -95,24 +104,57 @@ sweep:
   ASSERT_TRUE(std::regex_search(dom.output, match, link));
   EXPECT_TRUE(fs::exists(html.parent_path() / match[1].str())) << match[1].str();
 
-  // At 1400 px the page does not scroll sideways, nor does any table in its box: a copy of the
-  // report with a script that measures both (the report itself has none) is dumped at that width.
-  std::string page = testing::read_file(html);
-  page.replace(page.rfind("</body>"), 7,
-               "<script>let worst = document.documentElement.scrollWidth - "
-               "document.documentElement.clientWidth; for (const box of "
-               "document.querySelectorAll('.wide')) worst = Math.max(worst, box.scrollWidth - "
-               "box.clientWidth); document.body.dataset.overflow = worst;</script></body>");
-  const fs::path measured = html.parent_path() / "measured.html";
-  std::ofstream(measured) << page;
-  Result width =
-      shell(chromium + " --window-size=1400,1000 --dump-dom file://" + measured.string());
-  ASSERT_EQ(width.exit_code, 0) << width.output;
-  const std::regex overflow(R"re(data-overflow="(-?[0-9]+)")re");
-  ASSERT_TRUE(std::regex_search(width.output, match, overflow)) << width.output.substr(0, 400);
-  EXPECT_LE(std::stoi(match[1].str()), 0) << "pixels of sideways scrolling at 1400 px";
+  // At 1400 px the page does not scroll sideways, nor does any table in its box, and no two
+  // labels of a chart overlap: a copy of the report with a script that measures (the report itself
+  // has none) is dumped at that width. The overlaps it finds are named, chart and labels.
+  const std::string measuring =
+      "<script>let worst = document.documentElement.scrollWidth - "
+      "document.documentElement.clientWidth; for (const box of "
+      "document.querySelectorAll('.wide')) worst = Math.max(worst, box.scrollWidth - "
+      "box.clientWidth); document.body.dataset.overflow = worst; const overlaps = []; "
+      "for (const svg of document.querySelectorAll('svg')) { const boxes = "
+      "[...svg.querySelectorAll('text')].map(t => [t.textContent, t.getBoundingClientRect()]); "
+      "for (let i = 0; i < boxes.length; ++i) for (let j = i + 1; j < boxes.length; ++j) { "
+      "const [a, r] = boxes[i], [b, s] = boxes[j]; if (r.left < s.right - 1 && s.left < r.right - "
+      "1 "
+      "&& r.top < s.bottom - 1 && s.top < r.bottom - 1) "
+      "overlaps.push(svg.getAttribute('aria-label') "
+      "+ ': ' + a + ' / ' + b); } } document.body.dataset.overlaps = overlaps.length; "
+      "document.body.dataset.overlapping = overlaps.join(' | ');</script></body>";
+  auto measure = [&](std::string page, const std::string& name, int width) {
+    page.replace(page.rfind("</body>"), 7, measuring);
+    const fs::path measured = html.parent_path() / name;
+    std::ofstream(measured) << page;
+    Result dump = shell(chromium + " --window-size=" + std::to_string(width) +
+                        ",1000 --dump-dom file://" + measured.string());
+    EXPECT_EQ(dump.exit_code, 0) << dump.output;
+    std::smatch found;
+    const std::regex overflow(R"re(data-overflow="(-?[0-9]+)")re");
+    const std::regex overlaps(R"re(data-overlaps="([0-9]+)" data-overlapping="([^"]*)")re");
+    if (!std::regex_search(dump.output, found, overflow)) {
+      ADD_FAILURE() << dump.output.substr(0, 400);
+      return;
+    }
+    EXPECT_LE(std::stoi(found[1].str()), 0) << "pixels of sideways scrolling at " << width << " px";
+    ASSERT_TRUE(std::regex_search(dump.output, found, overlaps)) << dump.output.substr(0, 400);
+    EXPECT_EQ(found[1].str(), "0") << "overlapping labels: " << found[2].str();
+  };
+  const std::string page = testing::read_file(html);
+  measure(page, "measured.html", 1400);
+  // Printed: the print rules (forced on screen here) at an A4 page's width between its 12 mm
+  // margins, 186 mm = 703 CSS px; and the PDF Chromium prints is A4.
+  measure(std::regex_replace(page, std::regex("@media print"), "@media all"), "printed.html", 703);
   const fs::path output = fs::path(TRAINYARD_TEST_OUTPUT_DIR);
   fs::create_directories(output);
+  const fs::path pdf = output / "report.pdf";
+  fs::remove(pdf);
+  Result printed = shell(chromium + " --no-pdf-header-footer --print-to-pdf=" + pdf.string() +
+                         " file://" + html.string());
+  ASSERT_EQ(printed.exit_code, 0) << printed.output;
+  const std::string pdf_bytes = testing::read_file(pdf);
+  EXPECT_EQ(pdf_bytes.rfind("%PDF", 0), 0u);
+  EXPECT_NE(pdf_bytes.find("/MediaBox [0 0 594.95996 841.91998]"), std::string::npos)
+      << "not an A4 page";
   const fs::path screenshot = output / "report.png";
   fs::remove(screenshot);
   Result shot = shell(chromium + " --window-size=1400,2600 --screenshot=" + screenshot.string() +

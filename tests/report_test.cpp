@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
+#include "config/config_tree.h"
 #include "reports/report.h"
 #include "tests/test_support.h"
 
@@ -345,6 +347,236 @@ TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
   const std::string html = render_html(report);
   EXPECT_NE(html.find("1.67x – 2.40x"), std::string::npos);
   EXPECT_NE(html.find("<th>n</th>"), std::string::npos);
+}
+
+// The answer with a target and prices, on a database of known figures written with the store's own
+// API: every time-to-target, speedup, interval and cost below is worked out here from the runs'
+// records (the intervals by scipy.stats.ttest_ind(log b, log a, equal_var=False)
+// .confidence_interval(0.95), exp'd and swapped into speedups), not read back from the report.
+TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
+  const int64_t answer =
+      store.upsert_experiment("answer", "answer.yaml", "",
+                              "baseline: fp32\ntarget: {metric: val_acc, value: 0.8}\n"
+                              "price_per_device_hour: {cpu: 36, H100: 9, default: 1}\n");
+  struct Run {
+    double train_seconds;
+    std::vector<std::pair<double, double>> validations;  // (elapsed seconds, val_acc)
+  };
+  struct Variant {
+    std::string name, device, device_type, ranks;  // ranks "": a run recorded before `ranks`
+    int64_t devices;
+    std::vector<Run> runs;
+    bool epochs_only = false;  // recorded before step records: its epochs' times add up
+  };
+  const std::vector<Variant> variants = {
+      {"fp32",
+       "Test CPU",
+       "cpu",
+       "1",
+       1,
+       {{100, {{30, 0.5}, {60, 0.79}, {90, 0.81}, {100, 0.85}}},  // reaches at 90 s
+        {110, {{33, 0.6}, {66, 0.8}, {99, 0.9}}},                 // at 66 s: 0.8 is reached
+        {120, {{40, 0.7}, {80, 0.82}, {120, 0.9}}}}},             // at 80 s
+      {"bf16",
+       "NVIDIA H100 80GB HBM3",
+       "cuda",
+       "4",
+       4,
+       {{50, {{20, 0.81}, {50, 0.9}}}, {55, {{15, 0.7}, {30, 0.85}}}, {60, {{25, 0.83}}}}},
+      {"slow",
+       "Mystery GPU",
+       "",
+       "",
+       2,
+       {{200, {{100, 0.7}, {150, 0.8}}}, {220, {{110, 0.7}, {220, 0.79}}}}},  // one reaches
+      {"never", "Test CPU", "cpu", "1", 1, {{90, {{90, 0.5}}}, {96, {{96, 0.5}}}}},
+      {"epochs-only",
+       "Test CPU",
+       "cpu",
+       "1",
+       1,
+       {{85, {{40, 0.7}, {80, 0.85}}}, {90, {{45, 0.81}}}},
+       /*epochs_only=*/true},
+  };
+  CurrentExperiment now;
+  int64_t position = 0;
+  for (const auto& v : variants) {
+    for (size_t r = 0; r < v.runs.size(); ++r) {
+      const std::string yaml = fmt::format("variant: {}\ntrain: {{seed: {}}}\n", v.name, r);
+      const std::string hash = v.name + std::to_string(r);
+      now.variants.push_back({v.name, hash, yaml, static_cast<int64_t>(r)});
+      const int64_t id = store.queue_run(answer, {.variant = v.name,
+                                                  .position = position,
+                                                  .config_yaml = yaml,
+                                                  .config_hash = hash,
+                                                  .precision = "32-true",
+                                                  .strategy = "single",
+                                                  .devices = v.devices,
+                                                  .repeat = static_cast<int64_t>(r)});
+      store.start_run(id, {.device_name = v.device});
+      if (!v.ranks.empty())
+        store.record_attributes(id, {{"ranks", v.ranks}, {"device_type", v.device_type}});
+      const Run& run = v.runs[r];
+      double before = 0;
+      for (size_t i = 0; i < run.validations.size(); ++i) {
+        const auto [elapsed, acc] = run.validations[i];
+        if (v.epochs_only) {
+          store.record_epoch(id, static_cast<int64_t>(i + 1),
+                             {{"val_acc", acc}, {"epoch_seconds", elapsed - before}});
+          before = elapsed;
+        } else {
+          store.record_step(id, static_cast<int64_t>(10 * (i + 1)),
+                            {{"val_acc", acc}, {"val_seconds", 1}, {"elapsed_seconds", elapsed}});
+        }
+      }
+      store.complete_run(id, {{"train_seconds", run.train_seconds},
+                              {"test_acc", 0.9},
+                              {"peak_memory_bytes", 1 << 20}});
+    }
+    ++position;
+  }
+  const Report report = build_report(store, "answer", [&](const ExperimentRecord&) { return now; });
+  const auto& section = report.experiments.at(0);
+  ASSERT_EQ(section.rows.size(), 5u);
+  const VariantRow &fp32 = section.rows[0], &bf16 = section.rows[1], &slow = section.rows[2],
+                   &never = section.rows[3], &epochs_only = section.rows[4];
+
+  // Time-to-target: each run's first validation at or above 0.8, validation included.
+  EXPECT_EQ(fp32.samples.at("time_to_target"), (std::vector<double>{90, 66, 80}));
+  EXPECT_DOUBLE_EQ(fp32.metrics.at("time_to_target"), 80);
+  EXPECT_DOUBLE_EQ(fp32.spread.at("time_to_target").min, 66);
+  EXPECT_DOUBLE_EQ(fp32.spread.at("time_to_target").max, 90);
+  EXPECT_EQ(bf16.samples.at("time_to_target"), (std::vector<double>{20, 30, 25}));
+  EXPECT_DOUBLE_EQ(bf16.metrics.at("target_speedup"), 80.0 / 25);
+  EXPECT_DOUBLE_EQ(bf16.spread.at("target_speedup").min, 66.0 / 30);
+  EXPECT_DOUBLE_EQ(bf16.spread.at("target_speedup").max, 90.0 / 20);
+  EXPECT_EQ(slow.target_reached, 1);
+  EXPECT_DOUBLE_EQ(slow.metrics.at("time_to_target"), 150);
+  EXPECT_EQ(never.target_reached, 0);
+  EXPECT_FALSE(never.metrics.count("time_to_target"));
+  EXPECT_EQ(epochs_only.samples.at("time_to_target"), (std::vector<double>{80, 45}));
+
+  // Cost: training time x ranks x the device's price per hour. fp32 on the CPU at 36 an hour, one
+  // rank; bf16 on 4 H100s at 9; slow, recorded before `ranks`, on its 2 devices at the default 1.
+  auto cost = [](double seconds, double ranks, double price) {
+    return seconds * ranks / 3600 * price;
+  };
+  EXPECT_DOUBLE_EQ(fp32.metrics.at("cost"), cost(110, 1, 36));
+  EXPECT_DOUBLE_EQ(fp32.metrics.at("cost_to_target"), cost(80, 1, 36));
+  EXPECT_DOUBLE_EQ(fp32.metrics.at("device_hours"), 110.0 / 3600);
+  EXPECT_DOUBLE_EQ(bf16.metrics.at("cost"), cost(55, 4, 9));
+  EXPECT_DOUBLE_EQ(bf16.metrics.at("cost_to_target"), cost(25, 4, 9));
+  EXPECT_DOUBLE_EQ(bf16.metrics.at("device_hours"), 55.0 * 4 / 3600);
+  EXPECT_DOUBLE_EQ(slow.metrics.at("cost"), cost(210, 2, 1));
+  EXPECT_DOUBLE_EQ(slow.metrics.at("cost_to_target"), cost(150, 2, 1));
+
+  // The verdicts. bf16: 2.00x (scipy 1.6265-2.4593) and 3.16x to target (2.0754-4.8242); its cost
+  // 0.55 is 50% under fp32's 1.10, to target 0.25 is 68.75% under 0.80.
+  EXPECT_EQ(fp32.verdict,
+            "baseline, reaches val_acc ≥ 80.0% in 1m 20s (3 of 3 runs), cost 1.10 a run");
+  EXPECT_EQ(bf16.verdict,
+            "2.00× faster (1.63–2.46×, n=3/3), to target 3.16× faster (2.08–4.82×, n=3/3), test "
+            "accuracy +0.0 pt (within noise), peak memory +0%, cost 0.55 (-50%), cost to target "
+            "0.25 (-69%)");
+  // slow: 1/0.5230 = 1.91x slower (scipy's 0.4138-0.6609 read as slowdowns); one run reached the
+  // target, so that speedup (80/150) is untested. Cost 0.1167 (-89%), to target 0.0833 (-90%).
+  EXPECT_EQ(slow.verdict,
+            "1.91× slower (1.51–2.42×, n=2/3), to target 1.88× slower (reached in 1 of 2 runs), "
+            "test accuracy +0.0 pt (within noise), peak memory +0%, cost 0.12 (-89%), cost to "
+            "target 0.08 (-90%)");
+  EXPECT_NE(never.verdict.find(", did not reach val_acc ≥ 80.0%, "), std::string::npos)
+      << never.verdict;
+  EXPECT_NE(never.verdict.find("cost 0.93 (-15%)"), std::string::npos) << never.verdict;
+  // From the epochs' times: 62.5 s; scipy: 1.3006x, 0.0964-17.5558.
+  EXPECT_NE(epochs_only.verdict.find("to target time within noise (1.30×, 0.10–17.56×, n=2/3)"),
+            std::string::npos)
+      << epochs_only.verdict;
+  EXPECT_EQ(section.answer,
+            "fastest to val_acc ≥ 80.0% beyond noise: bf16, 3.16× sooner than fp32");
+
+  // The columns join every format; the charts the page.
+  const std::string md = render_markdown(report);
+  EXPECT_NE(md.find(" time to target | speedup to target |"), std::string::npos) << md;
+  EXPECT_NE(md.find(" cost | cost to target |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 25.0s (20.0s – 30.0s) | 3.20x (2.20x – 4.50x) |"), std::string::npos) << md;
+  const std::string csv = render_csv(report);
+  EXPECT_NE(csv.find(",time_to_target,time_to_target_min,time_to_target_max,"), std::string::npos);
+  EXPECT_NE(csv.find(",25,20,30,"), std::string::npos) << csv;
+  const std::string html = render_html(report);
+  EXPECT_NE(html.find(R"(<svg class="pareto")"), std::string::npos);
+  EXPECT_NE(html.find("not reached, not shown: never"), std::string::npos);
+  EXPECT_NE(html.find(">not reached</text>"), std::string::npos);  // its time-to-target bar
+  EXPECT_NE(html.find("Time to val_acc ≥ 80%"), std::string::npos);
+
+  // In the terminal: at 60 columns no line is longer, and a verdict goes on indented under itself.
+  const std::string text = render_answers(report, 60);
+  EXPECT_EQ(text.rfind("answer: 5 of 5 variants completed; fastest to val_acc", 0), 0u) << text;
+  size_t continued = 0;
+  for (const std::string& line : split(text, '\n')) {
+    size_t characters = 0;
+    for (unsigned char c : line) characters += (c & 0xC0) != 0x80;
+    EXPECT_LE(characters, 60u) << line;
+    continued += line.rfind("      ", 0) == 0;
+  }
+  EXPECT_GT(continued, 5u) << text;
+  EXPECT_NE(
+      render_answers(report, 0).find("\n  bf16 — 2.00× faster (1.63–2.46×, n=3/3), to target"),
+      std::string::npos);
+}
+
+// report.price_per_device_hour: a key names the devices whose name holds it, the longest wins;
+// `cpu` is the runs on the CPU, `default` the rest; one number prices every device.
+TEST(ReportOptionsTest, PricesMatchDevicesByName) {
+  ReportOptions options;
+  options.prices = {{"H100", 2.5}, {"H100 NVL", 3}, {"cpu", 0.05}, {"default", 1}};
+  EXPECT_EQ(options.price_for("NVIDIA H100 80GB HBM3", "cuda"), 2.5);
+  EXPECT_EQ(options.price_for("NVIDIA H100 NVL", "cuda"), 3);
+  EXPECT_EQ(options.price_for("Intel(R) Xeon(R)", "cpu"), 0.05);
+  EXPECT_EQ(options.price_for("NVIDIA A100", "cuda"), 1);
+  options.prices.erase("default");
+  EXPECT_EQ(options.price_for("NVIDIA A100", "cuda"), std::nullopt);
+  options.prices = {{"", 2}};
+  EXPECT_EQ(options.price_for("anything", ""), 2);
+}
+
+TEST(ReportOptionsTest, BadTargetsAndPricesAreNamedWhereTheyAreWritten) {
+  auto problems = [](const std::string& yaml) {
+    ConfigTree tree;
+    flatten_into(tree, YAML::Load(yaml), "exp.yaml");
+    Diagnostics diagnostics;
+    const ReportOptions options = decode_report_options(tree.subtree("report"), {}, diagnostics);
+    return diagnostics.empty() ? std::string() : diagnostics.format();
+  };
+  EXPECT_EQ(problems("report: {target: {metric: val_acc, value: 0.9}, price_per_device_hour: 2}"),
+            "");
+  EXPECT_NE(problems("report: {target: {value: 0.9}}").find("needs 'report.target.metric'"),
+            std::string::npos);
+  EXPECT_NE(problems("report: {target: {metric: val_acc, value: 90}}").find("write a fraction"),
+            std::string::npos);
+  EXPECT_NE(problems("report: {target: {metric: test_acc, value: 0.9}}").find("one of"),
+            std::string::npos);
+  const std::string price = problems("report:\n  price_per_device_hour: {H100: cheap}\n");
+  EXPECT_NE(price.find("exp.yaml:2:"), std::string::npos) << price;
+  EXPECT_NE(price.find("'report.price_per_device_hour.H100' must be a number ≥ 0"),
+            std::string::npos)
+      << price;
+  EXPECT_NE(problems("report: {price_per_device_hour: -1}").find("must be a number ≥ 0"),
+            std::string::npos);
+  // What the store keeps reads back the same.
+  ConfigTree tree;
+  flatten_into(tree,
+               YAML::Load("report: {target: {metric: val_loss, value: 0.3}, "
+                          "price_per_device_hour: {H100: 2.5, cpu: 0.05}}"),
+               "exp.yaml");
+  Diagnostics diagnostics;
+  const ReportOptions options = decode_report_options(tree.subtree("report"), {}, diagnostics);
+  ConfigTree again;
+  flatten_into(again, YAML::Load(encode_report_options(options)), "stored");
+  const ReportOptions read = decode_report_options(again, {}, diagnostics);
+  EXPECT_TRUE(diagnostics.empty()) << diagnostics.format();
+  EXPECT_EQ(read.prices, options.prices);
+  EXPECT_EQ(read.target_metric, "val_loss");
+  EXPECT_DOUBLE_EQ(read.target_value, 0.3);
 }
 
 TEST_F(ReportTest, UnknownExperimentIsAUserError) {

@@ -51,10 +51,11 @@ TEST_F(RunEventsTest, RecordsReachTheStoreOnceWhateverTimesTheyAreCollected) {
   {
     RunEventWriter events(stem + ".events.jsonl");
     events.epoch(2, {{"train_loss", 0.25}});
+    events.step(30, {{"val_acc", 0.5}, {"elapsed_seconds", 12.5}});
     events.completed({{"test_acc", 0.75}, {"train_seconds", INFINITY}});
   }
   const CollectedEvents more = collect();
-  EXPECT_EQ(more.applied, 2);
+  EXPECT_EQ(more.applied, 3);
   EXPECT_TRUE(more.finished);
   EXPECT_EQ(collect().applied, 0);
   const RunRecord run = *store.run(run_id);
@@ -66,6 +67,10 @@ TEST_F(RunEventsTest, RecordsReachTheStoreOnceWhateverTimesTheyAreCollected) {
   EXPECT_EQ(store.final_metrics(run_id).at("test_acc"), 0.75);
   EXPECT_TRUE(std::isinf(store.final_metrics(run_id).at("train_seconds")));
   EXPECT_EQ(store.attributes(run_id).at("world_size"), "1");
+  const auto steps = store.step_metrics(run_id);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].step, 30);
+  EXPECT_EQ(steps[0].values.at("elapsed_seconds"), 12.5);
 }
 
 // A task killed in the middle of a write leaves half a line: the collector waits for the newline,

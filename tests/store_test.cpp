@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdio>
 
 #include <sys/wait.h>
@@ -44,7 +46,7 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   {  // turn it back into a version-1 database
     sql::Database db(path);
     db.exec(
-        "DROP TABLE slurm_runs; DROP TABLE submissions; "
+        "DROP TABLE step_metrics; DROP TABLE slurm_runs; DROP TABLE submissions; "
         "DROP TABLE run_params; ALTER TABLE runs DROP COLUMN uid; DROP TABLE run_attributes; "
         "ALTER TABLE runs DROP COLUMN resumes; ALTER TABLE runs DROP COLUMN failure_class; "
         "ALTER TABLE runs DROP COLUMN heartbeat_at; ALTER TABLE runs DROP COLUMN progress; "
@@ -169,6 +171,29 @@ TEST_F(StoreTest, RunLifecycleAndMetrics) {
   ASSERT_EQ(epochs.size(), 2u);
   EXPECT_DOUBLE_EQ(epochs[0].values.at("train_loss"), 1.5);
   EXPECT_DOUBLE_EQ(epochs[1].values.at("val_acc"), 0.75);
+}
+
+// A step's figures merge (the loss at a progress line, a validation at the same step), a run that
+// continues records them again over the old ones, NaN is left out, and removing the run removes
+// them.
+TEST_F(StoreTest, StepRecordsMergeReplaceAndGoWithTheirRun) {
+  Store store(path);
+  const int64_t experiment = store.upsert_experiment("exp", "exp.yaml", "", "");
+  const int64_t run = store.queue_run(experiment, queued("a", "h1"));
+  store.record_step(run, 20, {{"train_loss", 1.5}, {"elapsed_seconds", 3}});
+  store.record_step(run, 20, {{"val_acc", 0.5}, {"val_seconds", 0.25}, {"elapsed_seconds", 3.5}});
+  store.record_step(run, 10, {{"train_loss", std::nan("")}, {"elapsed_seconds", 1}});
+  store.record_step(run, 20, {{"val_acc", 0.625}});  // again, after a resume
+  const auto steps = store.step_metrics(run);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].step, 10);
+  EXPECT_FALSE(steps[0].values.count("train_loss"));
+  EXPECT_EQ(steps[1].values, (std::map<std::string, double>{{"train_loss", 1.5},
+                                                            {"val_acc", 0.625},
+                                                            {"val_seconds", 0.25},
+                                                            {"elapsed_seconds", 3.5}}));
+  store.remove_runs({run});
+  EXPECT_TRUE(store.step_metrics(run).empty());
 }
 
 TEST_F(StoreTest, FindsOnlyCompletedRunsOfTheSameConfig) {

@@ -16,6 +16,12 @@ TEST(WorkerMessages, EveryMessageReadsBackAsWritten) {
   EXPECT_EQ(*epoch->epoch, 3);
   EXPECT_TRUE(std::isnan(epoch->values.at("train_loss")));  // not null, not a crash
   EXPECT_EQ(epoch->values.at("val_acc"), 0.5);
+  const auto step = parse_worker_message(step_message(48, {{"val_acc", 0.75}}));
+  ASSERT_TRUE(step && step->step);
+  EXPECT_EQ(*step->step, 48);
+  EXPECT_FALSE(step->epoch);
+  EXPECT_EQ(step->values.at("val_acc"), 0.75);
+  EXPECT_FALSE(parse_worker_message("{\"step\": 3}")->step);  // a step without its figures
   const auto result = parse_worker_message(result_message({{"test_loss", INFINITY}}));
   ASSERT_TRUE(result && result->result);
   EXPECT_EQ(result->result->at("test_loss"), INFINITY);

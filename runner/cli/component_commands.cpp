@@ -18,6 +18,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/config/experiment.h"
+#include "runner/console.h"
 #include "runner/engine/engine.h"
 #include "runner/slurm.h"
 
@@ -79,7 +80,7 @@ std::vector<Section> sections() {
        train_option_set().describe()},
       {"runtime", "where and how a run executes; runtime.strategy names a component",
        runtime_option_set().describe()},
-      {"report", "how the experiment's section of a report looks", report_option_set().describe()},
+      {"report", "how the experiment's section of a report looks", describe_report_options()},
       {"sweep",
        "the variants to compare",
        {{"variants", "list", "", "",
@@ -100,6 +101,7 @@ void print_metrics() {
   for (const auto& metric : metric_vocabulary())
     fmt::print("  {:<32} {:<18} {:<7} {}\n", metric.key, describe_unit(metric.unit),
                metric.scope == MetricScope::epoch   ? "epoch"
+               : metric.scope == MetricScope::step  ? "step"
                : metric.scope == MetricScope::final ? "final"
                                                     : "derived",
                metric.help);
@@ -212,18 +214,15 @@ void print_verdicts(Store& store, const std::vector<Experiment>& experiments) {
     } catch (const UserError&) {
       continue;  // nothing of it in the database
     }
-    const ExperimentReport& section = report.experiments.at(0);
-    if (section.rows.size() < 2) continue;
-    fmt::print(stderr, "{}: {}\n", experiment.name, section.answer);
-    for (const auto& row : section.rows)
-      if (!row.verdict.empty()) fmt::print(stderr, "  {} — {}\n", row.variant, row.verdict);
+    if (report.experiments.at(0).rows.size() < 2) continue;
+    fmt::print(stderr, "{}", render_answers(report, terminal_width(stderr)));
   }
 }
 
 int report_command(const std::vector<std::string>& args) {
   po::options_description options = command_options(
-      "trainyard report -o FILE [options]\n  FILE's extension picks the format: .html, .md or "
-      ".csv");
+      "trainyard report [-o FILE] [options]\n  FILE's extension picks the format: .html, .md or "
+      ".csv; without -o the answer (each variant's verdict) is printed");
   std::string db_path, experiment, output;
   add_database_option(options, db_path);
   add_experiment_option(options, experiment);
@@ -234,9 +233,9 @@ int report_command(const std::vector<std::string>& args) {
       "(repeatable)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
-  if (output.empty()) throw UserError("report: name the output file with -o, e.g. -o report.html");
   std::string extension = fs::path(output).extension().string();
-  if (extension != ".html" && extension != ".htm" && extension != ".md" && extension != ".csv")
+  if (!output.empty() && extension != ".html" && extension != ".htm" && extension != ".md" &&
+      extension != ".csv")
     throw UserError(
         fmt::format("report: cannot tell the format of '{}'; use .html, .md or .csv", output));
   const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first
@@ -244,6 +243,12 @@ int report_command(const std::vector<std::string>& args) {
   Report report = build_report(store, experiment, [&](const ExperimentRecord& record) {
     return current_experiment(record, overrides);
   });
+  if (output.empty()) {  // the answer, in the terminal
+    fmt::print("{}", render_answers(report, terminal_width(stdout)));
+    if (report.experiments.empty()) fmt::print("no experiments yet: trainyard run FILE first\n");
+    fmt::print("the whole report: trainyard report -o report.html\n");
+    return kExitOk;
+  }
   report.output_dir = fs::absolute(output).parent_path().string();
   std::string text = extension == ".md"    ? render_markdown(report)
                      : extension == ".csv" ? render_csv(report)

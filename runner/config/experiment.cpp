@@ -265,8 +265,7 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
         (std::string(key) == "name" ? experiment.name : experiment.description) = text;
     }
   }
-  experiment.report = report_option_set().decode(
-      tree.subtree("report"), "report", "section 'report'", file_origin(file), diagnostics);
+  experiment.report = decode_report_options(tree.subtree("report"), file_origin(file), diagnostics);
 
   ConfigTree base = tree;  // the run's sections, with where each of their keys is written
   for (const char* key : {"sweep", "report", "name", "description", "plugins"}) base.erase(key);

@@ -44,6 +44,11 @@ const OptionSet<TrainOptions>& train_option_set() {
              one_of({"val_loss", "val_acc"}))
         .add("log_every", &TrainOptions::log_every, "optimizer steps between progress lines",
              at_least(1))
+        .add("val_every_steps", &TrainOptions::val_every_steps,
+             "also validate inside epochs every N optimizer steps, for time-to-target "
+             "(report.target) at a finer grain than epochs; its time counts as training time and "
+             "is shown; 0 = at each epoch's end only",
+             at_least(0))
         .add("limit_train_batches", &TrainOptions::limit_train_batches,
              "train on at most this many batches per epoch; 0 = all", at_least(0))
         .add("limit_eval_batches", &TrainOptions::limit_eval_batches,
@@ -126,6 +131,9 @@ ConfigTree without_care_keys(const ConfigTree& resolved) {
   ConfigTree identity = resolved;
   for (const char* key : {"train.checkpoint_every_steps", "train.checkpoint_every_minutes"})
     identity.erase(key);
+  // Validation at epochs' ends only is what a config without the option did (older runs).
+  const ConfigValue* val_every = resolved.find("train.val_every_steps");
+  if (val_every && val_every->node.as<int64_t>() == 0) identity.erase("train.val_every_steps");
   // Early stopping off computes what a config without the option did (older databases' runs).
   const ConfigValue* patience = resolved.find("train.early_stop.patience");
   if (!patience || patience->node.as<int64_t>() == 0) identity.erase("train.early_stop");

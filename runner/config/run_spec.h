@@ -31,6 +31,7 @@ struct TrainOptions {
   // What "best" means: the lowest val_loss, or the highest val_acc; a tie keeps the later epoch.
   std::string monitor = "val_loss";
   int64_t log_every = 50;           // steps between progress lines
+  int64_t val_every_steps = 0;      // also validate inside epochs every N optimizer steps; 0: off
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
   int64_t limit_eval_batches = 0;   // 0: all; else evaluate this many batches per split
   bool save_weights = false;        // write the tested weights beside the run's log

@@ -39,6 +39,9 @@ class RunObserver {
   // Facts about the run known once it is set up: the dtypes actually used, the device, ...
   virtual void on_setup(const std::map<std::string, std::string>& attributes) {}
   virtual void on_epoch(int64_t epoch, const MetricValues& values) = 0;
+  // Figures at an optimizer step (db/store.h's StepRow): the loss at progress lines, each
+  // validation's, with the training time so far.
+  virtual void on_step(int64_t step, const MetricValues& values) {}
   // A progress line with its figures: a log line, unless the observer shows progress otherwise
   // (a status line redrawn in place).
   virtual void on_progress(const TrainingProgress& progress) { on_log(progress.line); }

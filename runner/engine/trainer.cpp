@@ -140,6 +140,14 @@ class Trainer {
   void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                     Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
+  // train.val_every_steps: whether a validation is due after `step` optimizer steps, inside an
+  // epoch; and that validation, which returns its time.
+  bool validates_after(int64_t step) const {
+    return run_.train.val_every_steps > 0 && step % run_.train.val_every_steps == 0;
+  }
+  double validate_inside_epoch();
+  // A validation's figures at this step, with its own time and the training time so far.
+  void record_validation(const SplitResult& val, double seconds);
   // Mid-epoch checkpoints: whether one is due after this optimizer step (ranks agree), and writing
   // one at `batches_done` batches into `epoch`.
   bool checkpoint_due();
@@ -405,6 +413,9 @@ void Trainer::setup_optimization() {
   std::map<std::string, std::string> attributes = precision_->attributes();
   attributes["matmul_precision"] = run_.runtime.matmul_precision;
   attributes["threads"] = threads_;
+  // Every rank's device counts in the run's device-hours (reports' cost), over all nodes.
+  attributes["ranks"] = std::to_string(strategy_->world_size());
+  attributes["device_type"] = device_.type() == torch::kCUDA ? "cuda" : "cpu";
   attributes["reduce_dtype"] =
       c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   attributes.merge(strategy_->attributes());
@@ -490,7 +501,9 @@ void Trainer::fit() {
   for (int64_t epoch = progress_.epoch; epoch < run_.train.epochs && !stopped_early(); ++epoch) {
     const auto epoch_start = Clock::now();
     const SplitResult train = train_epoch(epoch);
+    const auto val_start = Clock::now();
     const SplitResult val = evaluate(*val_loader_);
+    record_validation(val, seconds_since(val_start));
     // An epoch continued after an interruption: its time before, too.
     const double before = resumed_inside(epoch) ? resumed_epoch_seconds_ : 0;
     end_of_epoch(epoch, seconds_since(epoch_start) + before, train, val);
@@ -526,13 +539,14 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
     return strategy_->communicated_bytes() - checkpoint_comm_bytes_ - communicated_before;
   };
   const int64_t steps_before = step_;
+  double validating = 0;  // seconds of validations inside the epoch: not the loop's time
+  auto loop_seconds = [&] { return before_seconds + seconds_since(start) - validating; };
   for (int64_t b = first; b < train_batches_; ++b) {
     if (stop_requested()) {
       // One process at a step's boundary can save where it is; ranks cannot agree on the moment
       // without a collective per step, so they fall back to their last checkpoint.
       if (strategy_->world_size() == 1 && b % train.grad_accum == 0 && b > first)
-        checkpoint(epoch, b, metrics, before_seconds + seconds_since(start), communicated(),
-                   step_ - steps_before);
+        checkpoint(epoch, b, metrics, loop_seconds(), communicated(), step_ - steps_before);
       throw Interrupted();
     }
     const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
@@ -554,14 +568,15 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
     }
     if (!step_now) continue;
     if (logs_after(++step_)) log_progress(epoch, loss, metrics.samples - samples_before, start);
+    // (At the epoch's last step the epoch's own validation follows.)
+    if (b + 1 < train_batches_ && validates_after(step_)) validating += validate_inside_epoch();
     if (b + 1 < train_batches_ && checkpoint_due())
-      checkpoint(epoch, b + 1, metrics, before_seconds + seconds_since(start), communicated(),
-                 step_ - steps_before);
+      checkpoint(epoch, b + 1, metrics, loop_seconds(), communicated(), step_ - steps_before);
   }
   // The host may be many steps (graph replays) ahead of the GPU: the epoch's time is the device's.
   // Waiting here is intended, outside runtime.sync_debug's check.
   if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
-  const double seconds = seconds_since(start) + before_seconds;
+  const double seconds = loop_seconds();
   meter_.add_epoch(seconds, communicated(), step_ - steps_before);
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
     auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
@@ -613,6 +628,8 @@ void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epo
       "epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}",
       epoch + 1, run_.train.epochs, step_, total_steps_, loss_value,
       base_lr_ * schedule_(step_ - 1), norm, ms_per_step, samples_per_s, format_duration(eta));
+  context_.observer.on_step(
+      step_, {{metric::kTrainLoss, loss_value}, {metric::kElapsedSeconds, train_seconds()}});
   context_.observer.on_progress({.epoch = epoch + 1,
                                  .epochs = run_.train.epochs,
                                  .step = step_,
@@ -718,6 +735,27 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
     metrics.add(loss, logits, batch.targets);
   }
   return metrics.result();
+}
+
+double Trainer::validate_inside_epoch() {
+  // The steps queued before are training's time, not the validation's.
+  if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
+  const auto start = Clock::now();
+  const SplitResult val = evaluate(*val_loader_);
+  model_->train();
+  const double seconds = seconds_since(start);
+  record_validation(val, seconds);
+  log("step {}/{}: val loss {:.4f} acc {:.2f}% ({})", step_, total_steps_, val.loss,
+      100 * val.accuracy, format_duration(seconds));
+  meter_.ms_per_step_since_last(step_);  // the next progress line's interval starts here
+  return seconds;
+}
+
+void Trainer::record_validation(const SplitResult& val, double seconds) {
+  context_.observer.on_step(step_, {{metric::kValLoss, val.loss},
+                                    {metric::kValAcc, val.accuracy},
+                                    {metric::kValSeconds, seconds},
+                                    {metric::kElapsedSeconds, train_seconds()}});
 }
 
 // Keeps the best epoch's weights, records the epoch's metrics and, with train.save_state, writes
