@@ -1,6 +1,19 @@
 #include "common/error.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace trainyard {
+
+bool says_out_of_memory(const std::string& message) {
+  std::string text = message;
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* words : {"out of memory", "bad_alloc", "bad allocation", "can't allocate memory",
+                            "cannot allocate memory", "not enough memory"})
+    if (text.find(words) != std::string::npos) return true;
+  return false;
+}
 
 Failure failure_of(const std::exception_ptr& error) {
   try {

@@ -28,6 +28,12 @@ class UserError : public std::runtime_error {
   virtual bool labelled() const { return false; }
 };
 
+// Whether an error message is an allocation failure's: LibTorch's CUDA allocator ("CUDA out of
+// memory"), its CPU allocator ("can't allocate memory", "not enough memory"), operator new
+// ("bad_alloc"). How the launcher classes a failed run, and how train.micro_batch_size: auto
+// knows when to halve.
+bool says_out_of_memory(const std::string& message);
+
 // The user pressed Ctrl-C (SIGINT) or the process got SIGTERM.
 class Interrupted : public std::runtime_error {
  public:

@@ -12,6 +12,15 @@ struct Batch {
 
   int64_t size() const { return targets.size(0); }
 
+  // Samples [start, start + length): a micro-batch (views, no copy).
+  Batch slice(int64_t start, int64_t length) const {
+    Batch out;
+    out.inputs = inputs.narrow(0, start, length);
+    out.targets = targets.narrow(0, start, length);
+    if (attention_mask.defined()) out.attention_mask = attention_mask.narrow(0, start, length);
+    return out;
+  }
+
   Batch to(const torch::Device& device, bool non_blocking = false) const {
     Batch out;
     out.inputs = inputs.to(device, non_blocking);

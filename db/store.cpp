@@ -138,7 +138,9 @@ std::string RunProgress::to_json() const {
                         {"total_steps", total_steps},
                         {"loss", json_number(loss)},
                         {"samples_per_s", json_number(samples_per_s)},
-                        {"eta_seconds", json_number(eta_seconds)}}
+                        {"eta_seconds", json_number(eta_seconds)},
+                        {"micro_batch", micro_batch},
+                        {"oom_events", oom_events}}
       .dump();
 }
 
@@ -162,6 +164,8 @@ RunProgress RunProgress::from_json(const std::string& text) {
   p.loss = real("loss");
   p.samples_per_s = real("samples_per_s");
   p.eta_seconds = real("eta_seconds");
+  p.micro_batch = integer_or(json, "micro_batch", 0);
+  p.oom_events = integer_or(json, "oom_events", 0);
   return p;
 }
 

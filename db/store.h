@@ -99,6 +99,10 @@ struct RunProgress {
   double loss = 0;
   double samples_per_s = 0;
   double eta_seconds = 0;  // of the run
+  // train.micro_batch_size: the micro-batch its steps are split into now (0: whole batches), and
+  // the out-of-memory events that halved it.
+  int64_t micro_batch = 0;
+  int64_t oom_events = 0;
   std::string to_json() const;
   static RunProgress from_json(const std::string& text);  // zeros when empty or not JSON
 };

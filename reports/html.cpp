@@ -69,6 +69,7 @@ std::string fit(const std::string& text, size_t characters) {
 // Round tick values (1, 2 or 5 × 10^k apart), about `count` of them, inside [low, high]; whole
 // numbers only on an axis of counts (epochs, steps).
 std::vector<double> ticks(double low, double high, bool whole = false, int count = 5) {
+  if (!std::isfinite(low) || !std::isfinite(high) || !(high > low)) return {};
   const double raw = std::max((high - low) / count, whole ? 1.0 : 0.0);
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = 10 * magnitude;
@@ -78,8 +79,12 @@ std::vector<double> ticks(double low, double high, bool whole = false, int count
       break;
     }
   std::vector<double> out;
-  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step)
+  // A step below the values' resolution would not move `t`: at most a few dozen ticks.
+  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9 && out.size() < 50;
+       t += step) {
     out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+    if (t + step == t) break;
+  }
   return out;
 }
 
@@ -97,7 +102,8 @@ struct Plot {
 
 // Pads a domain so a flat series or a single point still has one.
 void widen(double& low, double& high, double pad_share) {
-  if (high == low) {
+  // Equal, or apart by a few units in the last place (medians of nearly equal figures).
+  if (high - low <= 1e-9 * std::max(std::abs(low), std::abs(high))) {
     const double pad = std::max(std::abs(low) * 0.05, 1e-3);
     low -= pad, high += pad;
   } else {
@@ -257,12 +263,14 @@ std::string bar_chart(const std::string& title, const std::vector<Bar>& bars) {
   const int width = label_width + bar_width + text_width,
             height = top + row * static_cast<int>(bars.size()) + 8;
   double max = 0;
-  for (const auto& b : bars) max = std::max(max, b.value);
+  for (const auto& b : bars)
+    if (std::isfinite(b.value)) max = std::max(max, b.value);
   std::string svg = svg_open("bars", width, height, title);
   const size_t label_chars = static_cast<size_t>((label_width - 10) / kCharWidth);
   for (size_t i = 0; i < bars.size(); ++i) {
     const int y = top + row * static_cast<int>(i);
-    const double w = max > 0 ? bar_width * bars[i].value / max : 0;
+    const double w =
+        max > 0 && std::isfinite(max) && bars[i].value > 0 ? bar_width * bars[i].value / max : 0;
     svg += fmt::format(R"(<text x="{0}" y="{1}" text-anchor="end"><title>{2}</title>{3}</text>)"
                        R"(<rect x="{4}" y="{5}" width="{6:.1f}" height="{7}" rx="3" fill="{8}"/>)"
                        R"(<text x="{9:.1f}" y="{1}">{10}</text>)",
@@ -722,8 +730,8 @@ std::string pareto_chart(const ExperimentReport& section) {
                                    format_bytes(max_memory))
                      : "marker: no memory figure";
   std::vector<std::string> notes = {
-      "dashed: the frontier, where no other variant is both faster and more",
-      "accurate; grey: dominated variants", memory_note};
+      "dashed: the frontier, each variant more accurate than every faster one;",
+      "grey: another is at least as fast and as accurate", memory_note};
   if (!missing.empty()) notes.push_back(fit("not reached, not shown: " + join(missing, ", "), 70));
   for (size_t i = 0; i < notes.size(); ++i)
     svg += fmt::format(R"(<text class="tick" x="{}" y="{}">{}</text>)", plot.left,

@@ -1,6 +1,7 @@
 #include "reports/report.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -72,8 +73,13 @@ std::map<std::string, double> run_figures(Store& store, const RunRecord& run,
   };
   // Every rank's device, on every node (runs recorded before `ranks`: one node's devices).
   const std::string ranks_text = attribute("ranks");
+  int64_t ranks_recorded = 0;
+  const auto [end, error] =
+      std::from_chars(ranks_text.data(), ranks_text.data() + ranks_text.size(), ranks_recorded);
   const double ranks =
-      ranks_text.empty() ? static_cast<double>(run.devices) : std::stod(ranks_text);
+      error == std::errc() && end == ranks_text.data() + ranks_text.size() && ranks_recorded > 0
+          ? static_cast<double>(ranks_recorded)
+          : static_cast<double>(run.devices);
   auto seconds = figures.find(metric::kTrainSeconds);
   if (seconds == figures.end()) return figures;
   figures[metric::kDeviceHours] = seconds->second * ranks / 3600;
@@ -389,9 +395,26 @@ std::string percent_part(const VariantRow& base, const VariantRow& row, const ch
                      100 * (mine->second / theirs->second - 1));
 }
 
+// train.micro_batch_size: auto halved the micro-batch to fit: "batch 256: fit at micro-batch 32
+// after 3 halvings (4.1s lost)"; "" when nothing ran out of memory.
+std::string micro_batch_part(const VariantRow& row) {
+  auto events = row.metrics.find(metric::kOomEvents);
+  auto micro = row.metrics.find(metric::kMicroBatchSize);
+  if (events == row.metrics.end() || micro == row.metrics.end() || !(events->second > 0)) return "";
+  const auto config = flat_config(row.config_yaml);
+  const auto batch = config.find("train.batch_size");
+  auto lost = row.metrics.find(metric::kOomSeconds);
+  return fmt::format(
+      "{}fit at micro-batch {:.0f} after {}{}",
+      batch == config.end() ? "" : "batch " + batch->second + ": ", micro->second,
+      plural(static_cast<int64_t>(std::lround(events->second)), "halving"),
+      lost == row.metrics.end() ? "" : fmt::format(" ({} lost)", format_duration(lost->second)));
+}
+
 // The baseline's own line: what the others are compared with.
 std::string baseline_verdict(const VariantRow& base, const ReportOptions& options) {
   std::vector<std::string> parts = {"baseline"};
+  if (const std::string micro = micro_batch_part(base); !micro.empty()) parts.push_back(micro);
   if (options.has_target() && base.completed > 0) {
     auto ttt = base.metrics.find(metric::kTimeToTarget);
     parts.push_back(ttt == base.metrics.end()
@@ -428,7 +451,7 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
   if (options.has_target()) {
     const std::string reached =
         row.target_reached < row.completed
-            ? fmt::format(" (reached in {} of {} runs)", row.target_reached, row.completed)
+            ? fmt::format(", reached in {} of {} runs", row.target_reached, row.completed)
             : "";
     if (row.target_reached == 0)
       parts.push_back(fmt::format("did not reach {}", target_text(options)));
@@ -466,8 +489,9 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
   if (memory != row.metrics.end() && base_memory != base.metrics.end() && base_memory->second > 0)
     parts.push_back(
         fmt::format("peak memory {:+.0f}%", 100 * (memory->second / base_memory->second - 1)));
-  for (const auto& part : {percent_part(base, row, metric::kCost, "cost"),
-                           percent_part(base, row, metric::kCostToTarget, "cost to target")})
+  for (const auto& part :
+       {percent_part(base, row, metric::kCost, "cost"),
+        percent_part(base, row, metric::kCostToTarget, "cost to target"), micro_batch_part(row)})
     if (!part.empty()) parts.push_back(part);
   std::string verdict = join(parts, ", ");
   if (!tested) {
@@ -485,7 +509,9 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
   const bool target = section.options.has_target();
   const char* key = target ? metric::kTimeToTarget : metric::kTrainSeconds;
   auto runs = [&](const VariantRow& row) { return target ? row.target_reached : row.completed; };
-  if (target && base.target_reached == 0 && base.completed > 0)
+  if (base.completed == 0)
+    return fmt::format("{} did not complete: nothing to compare", base.variant);
+  if (target && base.target_reached == 0)
     return fmt::format("{} did not reach {}: no time-to-target to compare with", base.variant,
                        target_text(section.options));
   const VariantRow* fastest = nullptr;
@@ -497,6 +523,8 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
       untested = true;
       continue;
     }
+    // To be the answer, every run of it reached the target (MLPerf counts a result only then).
+    if (target && row.target_reached < row.completed) continue;
     const auto test = log_time_test(base, row, key);
     if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
     if (std::exp(-test->difference) > fastest_speedup) {
@@ -765,9 +793,9 @@ std::string render_answers(const Report& report, size_t width) {
   };
   for (const auto& section : report.experiments) {
     add(section.experiment.name + ": " + summary_line(section), "", "    ");
-    if (section.rows.size() < 2) continue;
-    for (const auto& row : section.rows)
-      if (!row.verdict.empty()) add(row.variant + " — " + row.verdict, "  ", "      ");
+    for (const auto& row : section.rows)  // (a lone baseline's says more than "baseline" only)
+      if (!row.verdict.empty() && (section.rows.size() > 1 || row.verdict != "baseline"))
+        add(row.variant + " — " + row.verdict, "  ", "      ");
   }
   return out;
 }

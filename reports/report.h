@@ -141,9 +141,9 @@ std::string render_html(const Report& report);
 // "3 of 4 variants completed, 1 failed; fastest beyond noise: bf16-mixed, 2.90× faster than fp32".
 std::string summary_line(const ExperimentReport& section);
 std::string render_markdown(const Report& report);
-// The answer in plain text, for a terminal: each experiment's summary line and, where it compares
-// variants, each one's verdict — lines of at most `width` characters (0: unwrapped), a verdict's
-// continuation indented under it.
+// The answer in plain text, for a terminal: each experiment's summary line and each variant's
+// verdict (a lone variant's when it says more than "baseline") — lines of at most `width`
+// characters (0: unwrapped), a verdict's continuation indented under it.
 std::string render_answers(const Report& report, size_t width);
 std::string render_csv(const Report& report);
 

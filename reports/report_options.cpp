@@ -1,5 +1,7 @@
 #include "reports/report_options.h"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "common/metrics.h"
@@ -44,11 +46,21 @@ std::optional<double> ReportOptions::price_for(const std::string& device_name,
   if (device_type == "cpu")
     if (auto cpu = prices.find("cpu"); cpu != prices.end()) return cpu->second;
   const std::string name = lower(device_name);
+  // As a word of the name: "L4" prices an "NVIDIA L4", not an "NVIDIA L40S".
+  auto names = [&](const std::string& key) {
+    auto is_word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+    for (size_t at = name.find(key); at != std::string::npos; at = name.find(key, at + 1)) {
+      const bool starts = at == 0 || !is_word_char(name[at - 1]);
+      const bool ends = at + key.size() == name.size() || !is_word_char(name[at + key.size()]);
+      if (starts && ends) return true;
+    }
+    return false;
+  };
   std::optional<double> found;
   size_t longest = 0;
   for (const auto& [key, price] : prices) {
     if (key == "cpu" || key == "default" || key.empty()) continue;
-    if (name.find(lower(key)) != std::string::npos && key.size() > longest) {
+    if (names(lower(key)) && key.size() > longest) {
       found = price;
       longest = key.size();
     }
@@ -78,6 +90,11 @@ const OptionSet<ReportOptions>& report_option_set() {
           if (o.target_metric == "val_acc" && (o.target_value <= 0 || o.target_value > 1))
             return fmt::format(
                 "target.value {} is no val_acc to reach; write a fraction in (0, 1], e.g. 0.9",
+                o.target_value);
+          if (o.target_metric == "val_loss" && !(o.target_value > 0))
+            return fmt::format(
+                "target.value {} is no val_loss a run reaches; write the loss to get below, e.g. "
+                "0.35",
                 o.target_value);
           return std::nullopt;
         });

@@ -71,7 +71,9 @@ RunProgress run_progress_of(const TrainingProgress& p) {
           .total_steps = p.total_steps,
           .loss = p.loss,
           .samples_per_s = p.samples_per_s,
-          .eta_seconds = p.eta_seconds};
+          .eta_seconds = p.eta_seconds,
+          .micro_batch = p.micro_batch,
+          .oom_events = p.oom_events};
 }
 
 int64_t record_experiment(Store& store, const Experiment& experiment) {

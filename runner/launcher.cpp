@@ -294,14 +294,11 @@ FailureClass classify_failure(int wait_status, const std::string& reported_error
     default:
       break;
   }
+  if (says_out_of_memory(reported_error)) return FailureClass::out_of_memory;
   std::string message = reported_error;
   std::transform(message.begin(), message.end(), message.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   auto says = [&](const char* text) { return message.find(text) != std::string::npos; };
-  // LibTorch's CUDA and CPU allocators, and operator new.
-  if (says("out of memory") || says("bad_alloc") || says("can't allocate memory") ||
-      says("cannot allocate memory"))
-    return FailureClass::out_of_memory;
   // c10d's collectives and TCPStore rendezvous.
   if (says("timed out") || says("timeout") || says("rendezvous")) return FailureClass::timed_out;
   return FailureClass::error;

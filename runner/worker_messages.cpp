@@ -62,6 +62,8 @@ std::optional<WorkerMessage> parse_worker_message(std::string_view line) {
         .loss = real("loss"),
         .samples_per_s = real("samples_per_s"),
         .eta_seconds = real("eta_seconds"),
+        .micro_batch = integer_or(p, "micro_batch", 0),
+        .oom_events = integer_or(p, "oom_events", 0),
         .line = line != p.end() && line->is_string() ? line->get<std::string>() : std::string()};
   });
   m.result = field<MetricValues>(message, "result", numbers_from_json);
@@ -89,6 +91,8 @@ std::string progress_message(const TrainingProgress& p) {
                     {"loss", json_number(p.loss)},
                     {"samples_per_s", json_number(p.samples_per_s)},
                     {"eta_seconds", json_number(p.eta_seconds)},
+                    {"micro_batch", p.micro_batch},
+                    {"oom_events", p.oom_events},
                     {"line", p.line}}}});
 }
 std::string result_message(const MetricValues& metrics) {

@@ -251,6 +251,23 @@ TEST_F(ConfigTest, SyncDebugNeedsCuda) {
   EXPECT_EQ(load(kValid, with_sgd).runs.size(), 1u);  // warn shows each synchronisation instead
 }
 
+// train.micro_batch_size: a number of samples up to the batch, or auto on one process.
+TEST_F(ConfigTest, MicroBatchSizesAreNumbersUpToTheBatchOrAutoOnOneProcess) {
+  EXPECT_EQ(load(kValid, {"train.micro_batch_size=auto"}).runs.size(), 1u);
+  EXPECT_EQ(load(kValid, {"train.micro_batch_size=4", "train.batch_size=16"}).runs.size(), 1u);
+  EXPECT_TRUE(has(errors(kValid, {"train.micro_batch_size=half"}),
+                  "micro_batch_size 'half' is neither a number of samples ≥ 1 nor auto"));
+  EXPECT_TRUE(has(errors(kValid, {"train.micro_batch_size=0"}), "neither a number"));
+  EXPECT_TRUE(has(errors(kValid, {"train.micro_batch_size=32", "train.batch_size=16"}),
+                  "'train.micro_batch_size' 32 is more than train.batch_size 16"));
+  EXPECT_TRUE(has(
+      errors(kValid, {"train.micro_batch_size=auto", "runtime.strategy=ddp", "runtime.devices=2"}),
+      "under strategy ddp every rank would have to agree on it first"));
+  EXPECT_EQ(load(kValid, {"train.micro_batch_size=4", "runtime.strategy=ddp", "runtime.devices=2"})
+                .runs.size(),
+            1u);
+}
+
 // A typo below a known key is named whole, with the guess from its own level.
 TEST_F(ConfigTest, UnknownNestedKeysAreNamedWhereTheyDiverge) {
   Diagnostics nested = errors(kValid, {"train.early_stop.patiance=3"});

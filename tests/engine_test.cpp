@@ -140,6 +140,29 @@ TEST_F(EngineTest, StepsRecordTheLossAndEveryValidationWhichChangesNothingTraine
   EXPECT_EQ(validating.attributes.at("device_type"), "cpu");
 }
 
+// train.micro_batch_size: auto that never runs out of memory computes what whole batches compute,
+// bit for bit; a fixed micro-batch trains the same steps (its sums in another order) and records
+// where it ended.
+TEST_F(EngineTest, MicroBatchesKeepTheStep) {
+  Recorder whole, automatic, halves;
+  const MetricValues a = train(spec({"train.log_every=4"}), whole);
+  const MetricValues b =
+      train(spec({"train.log_every=4", "train.micro_batch_size=auto"}), automatic);
+  const MetricValues c = train(spec({"train.log_every=4", "train.micro_batch_size=5"}), halves);
+  EXPECT_EQ(b.at("test_loss"), a.at("test_loss"));
+  for (size_t e = 0; e < whole.epochs.size(); ++e)
+    EXPECT_EQ(automatic.epochs[e].second.at("train_loss"), whole.epochs[e].second.at("train_loss"));
+  EXPECT_EQ(b.at("micro_batch_size"), 16);
+  EXPECT_EQ(b.at("oom_events"), 0);
+  EXPECT_FALSE(a.count("micro_batch_size"));  // without the option, nothing new is recorded
+  // Micro-batches of 5, 5, 5 and 1 sample: the same optimizer steps, the same loss up to rounding.
+  EXPECT_EQ(c.at("steps"), a.at("steps"));
+  EXPECT_EQ(c.at("micro_batch_size"), 5);
+  EXPECT_NEAR(c.at("test_loss"), a.at("test_loss"), 1e-4);
+  EXPECT_NEAR(halves.epochs[0].second.at("train_loss"), whole.epochs[0].second.at("train_loss"),
+              1e-5);
+}
+
 TEST_F(EngineTest, LearnsAndReportsEveryEpochAndTheFinalFigures) {
   Recorder recorder;
   MetricValues m = train(spec(), recorder);

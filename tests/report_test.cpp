@@ -481,7 +481,7 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
   // slow: 1/0.5230 = 1.91x slower (scipy's 0.4138-0.6609 read as slowdowns); one run reached the
   // target, so that speedup (80/150) is untested. Cost 0.1167 (-89%), to target 0.0833 (-90%).
   EXPECT_EQ(slow.verdict,
-            "1.91× slower (1.51–2.42×, n=2/3), to target 1.88× slower (reached in 1 of 2 runs), "
+            "1.91× slower (1.51–2.42×, n=2/3), to target 1.88× slower, reached in 1 of 2 runs, "
             "test accuracy +0.0 pt (within noise), peak memory +0%, cost 0.12 (-89%), cost to "
             "target 0.08 (-90%)");
   EXPECT_NE(never.verdict.find(", did not reach val_acc ≥ 80.0%, "), std::string::npos)

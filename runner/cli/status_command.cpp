@@ -32,6 +32,11 @@ std::string describe_progress(const RunRecord& run) {
     text += fmt::format(", epoch {}/{}, step {}/{}, loss {:.4f}, {:.0f} samples/s, ETA {}", p.epoch,
                         p.epochs, p.step, p.total_steps, p.loss, p.samples_per_s,
                         format_duration(p.eta_seconds));
+  if (p.micro_batch > 0)
+    text += fmt::format(
+        ", micro-batch {}{}", p.micro_batch,
+        p.oom_events > 0 ? fmt::format(" (after {} out of memory)", plural(p.oom_events, "halving"))
+                         : "");
   if (run.resumes > 0) text += fmt::format(" (continued {})", plural(run.resumes, "time"));
   return text;
 }

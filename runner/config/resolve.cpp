@@ -95,6 +95,9 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
                        run.strategy.name));
   if (run.train.grad_accum != 1)
     refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
+  if (!run.train.micro_batch_size.empty())
+    refuse("train.micro_batch_size",
+           "captures one whole batch a step: leave train.micro_batch_size out (whole batches)");
   if (optimizer_ok && !run.optimizer.capabilities.steps_on_device)
     refuse("train.optimizer.name",
            "needs the fused adam or adamw (their steps and learning rate stay on the device)");
@@ -219,6 +222,20 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
                     "skip an overflowed step on the device); use adam or adamw with fused: true, "
                     "or runtime.sync_debug: warn to see each synchronisation",
                     run.optimizer.name));
+  if (run.train.micro_batch_auto() && run.strategy.capabilities.multi_process)
+    diagnostics.error(
+        origin_of_key(tree, "train.micro_batch_size", fallback),
+        fmt::format("'train.micro_batch_size' auto halves the micro-batch when this process runs "
+                    "out of memory; under strategy {} every rank would have to agree on it first, "
+                    "which trainyard does not do yet: set a number (micro_batch_size: 8 — the "
+                    "step stays the same) or train on one process",
+                    run.strategy.name));
+  const int64_t micro = run.train.micro_batch_fixed();
+  if (micro > run.train.batch_size)
+    diagnostics.error(origin_of_key(tree, "train.micro_batch_size", fallback),
+                      fmt::format("'train.micro_batch_size' {} is more than train.batch_size {}: "
+                                  "a micro-batch is part of a batch; lower it or leave it out",
+                                  micro, run.train.batch_size));
   if (!run.strategy.capabilities.multi_process && run.runtime.devices > 1)
     diagnostics.error(origin_of_key(tree, "runtime.devices", fallback),
                       fmt::format("'runtime.devices' is {}, but strategy '{}' trains on one "

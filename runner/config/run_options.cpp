@@ -1,6 +1,10 @@
 // The train, runtime and model-weights options of a run, each declared once.
 #include "runner/config/run_spec.h"
 
+#include <charconv>
+
+#include <fmt/format.h>
+
 #include "common/text.h"
 
 namespace trainyard {
@@ -44,6 +48,11 @@ const OptionSet<TrainOptions>& train_option_set() {
              one_of({"val_loss", "val_acc"}))
         .add("log_every", &TrainOptions::log_every, "optimizer steps between progress lines",
              at_least(1))
+        .add("micro_batch_size", &TrainOptions::micro_batch_size,
+             "split each batch into micro-batches of this many samples, the optimizer step the "
+             "same (batch_size x grad_accum samples per device); auto: start whole and, when a "
+             "forward or backward runs out of memory, halve it and run the same step again; "
+             "empty = the whole batch")
         .add("val_every_steps", &TrainOptions::val_every_steps,
              "also validate inside epochs every N optimizer steps, for time-to-target "
              "(report.target) at a finer grain than epochs; its time counts as training time and "
@@ -77,7 +86,15 @@ const OptionSet<TrainOptions>& train_option_set() {
              "train.early_stop: the least change that counts as an improvement", at_least(0))
         .add("resume_from", &TrainOptions::resume_from,
              "a training-state folder (train.save_state) to continue from; its epochs count toward "
-             "train.epochs");
+             "train.epochs")
+        .check([](const TrainOptions& o) -> std::optional<std::string> {
+          if (o.micro_batch_fixed() < 0)
+            return fmt::format(
+                "micro_batch_size '{}' is neither a number of samples ≥ 1 nor auto; write e.g. "
+                "micro_batch_size: 8, or auto, or leave it out for whole batches",
+                o.micro_batch_size);
+          return std::nullopt;
+        });
     return s;
   }();
   return set;
@@ -124,6 +141,14 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
   return set;
 }
 
+int64_t TrainOptions::micro_batch_fixed() const {
+  if (micro_batch_size.empty() || micro_batch_auto()) return 0;
+  int64_t samples = 0;
+  const char* end = micro_batch_size.data() + micro_batch_size.size();
+  const auto [at, error] = std::from_chars(micro_batch_size.data(), end, samples);
+  return error == std::errc() && at == end && samples >= 1 ? samples : -1;
+}
+
 namespace {
 
 // `resolved` without the keys that change how a run is looked after but not what it computes.
@@ -131,6 +156,9 @@ ConfigTree without_care_keys(const ConfigTree& resolved) {
   ConfigTree identity = resolved;
   for (const char* key : {"train.checkpoint_every_steps", "train.checkpoint_every_minutes"})
     identity.erase(key);
+  // Whole batches are what a config without the option did (older runs).
+  const ConfigValue* micro = resolved.find("train.micro_batch_size");
+  if (micro && micro->node.as<std::string>("") == "") identity.erase("train.micro_batch_size");
   // Validation at epochs' ends only is what a config without the option did (older runs).
   const ConfigValue* val_every = resolved.find("train.val_every_steps");
   if (val_every && val_every->node.as<int64_t>() == 0) identity.erase("train.val_every_steps");

@@ -25,7 +25,13 @@ struct TrainOptions {
   int64_t batch_size = 16;      // per device
   int64_t eval_batch_size = 0;  // 0: same as batch_size
   int64_t seed = 123;
-  int64_t grad_accum = 1;           // micro-batches per optimizer step
+  int64_t grad_accum = 1;  // loader batches per optimizer step
+  // Each loader batch split into micro-batches of this many samples (the step is the same):
+  // "" = the whole batch, a number, or "auto" (halved at each out-of-memory, the step run again).
+  std::string micro_batch_size;
+  bool micro_batch_auto() const { return micro_batch_size == "auto"; }
+  // The micro-batch a number sets; 0 for "" and auto, -1 when it is neither (validation says so).
+  int64_t micro_batch_fixed() const;
   double clip_grad_norm = 0.0;      // 0: no clipping
   std::string checkpoint = "best";  // which weights the test uses: best validation, or last
   // What "best" means: the lowest val_loss, or the highest val_acc; a tie keeps the later epoch.

@@ -27,7 +27,9 @@ struct TrainingProgress {
   double loss = 0;
   double samples_per_s = 0;
   double eta_seconds = 0;
-  std::string line{};  // the progress line, as the log shows it
+  int64_t micro_batch = 0;  // train.micro_batch_size: the micro-batch now (0: whole batches)
+  int64_t oom_events = 0;   // the out-of-memory events that halved it
+  std::string line{};       // the progress line, as the log shows it
 };
 
 // Receives what a run reports while it trains. The engine formats its own progress lines; where

@@ -4,6 +4,8 @@
 // figures (Trainer::finish). The step itself — forward, backward, loss scaling, clipping, the
 // optimizer — is Trainer::train_step, one screen; throughput, FLOP/s, data wait and memory are
 // counted by the TrainingMeter (meter.h).
+#include <malloc.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -12,11 +14,14 @@
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Generator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include "common/error.h"
 #include "common/metrics.h"
 #include "common/text.h"
 #include "components/data/loader.h"
@@ -137,6 +142,21 @@ class Trainer {
   // The part of the loop a CUDA graph captures; nothing in it reads the device from the host.
   void train_step(const Batch& batch, bool step_now, bool measure_norm, torch::Tensor& logits,
                   torch::Tensor& loss);
+  // Forward and backward of one (micro-)batch whose loss counts `weight` of the step's.
+  void forward_backward(const Batch& batch, double weight, bool sync, torch::Tensor& logits,
+                        torch::Tensor& loss);
+  // The optimizer step over the gradients backward left: unscale, clip, step.
+  void optimizer_step(bool measure_norm);
+  // train.micro_batch_size: whether steps are split into micro-batches (a number, or auto).
+  bool splits_steps() const { return micro_batch_ > 0 || run_.train.micro_batch_auto(); }
+  // One optimizer step over `batches` (its loader batches), each split into micro-batches of
+  // micro_batch_ samples; their figures go to `metrics` once the step is done. `loss` is the last
+  // batch's mean loss. With auto, an allocation failure in a forward or backward abandons the step
+  // (gradients dropped, the allocator's cache emptied, the random generators put back), halves the
+  // micro-batch and runs the same step again: what it computes is what a run started at that size
+  // computes.
+  void train_split_step(const std::vector<Batch>& batches, bool measure_norm, Accumulator& metrics,
+                        torch::Tensor& loss);
   void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                     Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
@@ -152,7 +172,8 @@ class Trainer {
   // one at `batches_done` batches into `epoch`.
   bool checkpoint_due();
   void checkpoint(int64_t epoch, int64_t batches_done, const Accumulator& metrics,
-                  double epoch_loop_seconds, double epoch_comm_bytes, int64_t epoch_steps);
+                  double epoch_loop_seconds, double epoch_validation_seconds,
+                  double epoch_comm_bytes, int64_t epoch_steps);
   void write_state(const NamedTensors& rank_state);
   NamedTensors rank_state(const Accumulator& metrics) const;
   double train_seconds() const {
@@ -260,13 +281,20 @@ class Trainer {
   std::string resume_dir_;
   bool continuing_ = false;  // this same run goes on (RunContext::continue_from)
   std::map<std::string, torch::Tensor> resumed_rank_state_;
-  double trained_before_ = 0;         // seconds trained before the last interruption
-  double resumed_epoch_seconds_ = 0;  // of the unfinished epoch, before it
-  double checkpoint_seconds_ = 0;     // spent writing checkpoints
+  double trained_before_ = 0;                    // seconds trained before the last interruption
+  double resumed_epoch_seconds_ = 0;             // of the unfinished epoch's loop, before it
+  double resumed_epoch_validation_seconds_ = 0;  // of its validations (train.val_every_steps)
+  double checkpoint_seconds_ = 0;                // spent writing checkpoints
   double checkpoint_comm_bytes_ = 0;  // their gathers between ranks (not training traffic)
   Clock::time_point last_checkpoint_;
   std::vector<torch::Tensor>
       best_weights_;  // the best epoch's, when not the live ones (checkpoint: best)
+
+  // train.micro_batch_size: the micro-batch steps are split into (0: whole batches) and, with
+  // auto, the out-of-memory events that halved it and the time their abandoned steps took.
+  int64_t micro_batch_ = 0;
+  int64_t oom_events_ = 0;
+  double oom_seconds_ = 0;
 
   // Measurement.
   TrainingMeter meter_;
@@ -387,6 +415,7 @@ void Trainer::setup_model_and_resume() {
   if (continuing_) {
     trained_before_ = progress_.train_seconds;
     resumed_epoch_seconds_ = progress_.epoch_seconds;
+    resumed_epoch_validation_seconds_ = progress_.epoch_validation_seconds;
     meter_.restore_counts(progress_.meter);
   }
   const std::vector<std::map<std::string, torch::Tensor>> ranks = load_rank_states(resume);
@@ -441,6 +470,12 @@ void Trainer::setup_optimization() {
   progress_.strategy = run_.strategy.name;
   progress_.world_size = strategy_->world_size();
   progress_.batch_size = train.batch_size;
+  // The same run continuing starts at the micro-batch it had come down to.
+  micro_batch_ = train.micro_batch_auto() && continuing_ ? progress_.micro_batch_size
+                                                         : train.micro_batch_fixed();
+  if (micro_batch_ >= train.batch_size) micro_batch_ = 0;
+  progress_.micro_batch_size = train.micro_batch_auto() ? micro_batch_ : 0;
+  if (continuing_) oom_events_ = progress_.oom_events, oom_seconds_ = progress_.oom_seconds;
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {.total_steps = total_steps_});
@@ -505,7 +540,8 @@ void Trainer::fit() {
     const SplitResult val = evaluate(*val_loader_);
     record_validation(val, seconds_since(val_start));
     // An epoch continued after an interruption: its time before, too.
-    const double before = resumed_inside(epoch) ? resumed_epoch_seconds_ : 0;
+    const double before =
+        resumed_inside(epoch) ? resumed_epoch_seconds_ + resumed_epoch_validation_seconds_ : 0;
     end_of_epoch(epoch, seconds_since(epoch_start) + before, train, val);
   }
 }
@@ -539,14 +575,17 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
     return strategy_->communicated_bytes() - checkpoint_comm_bytes_ - communicated_before;
   };
   const int64_t steps_before = step_;
-  double validating = 0;  // seconds of validations inside the epoch: not the loop's time
+  std::vector<Batch> step_batches;  // with micro-batches: the step's loader batches, until its last
+  double validating = 0;            // seconds of validations inside the epoch: not the loop's time
+  const double validated_before = resumed_here ? resumed_epoch_validation_seconds_ : 0;
   auto loop_seconds = [&] { return before_seconds + seconds_since(start) - validating; };
   for (int64_t b = first; b < train_batches_; ++b) {
     if (stop_requested()) {
       // One process at a step's boundary can save where it is; ranks cannot agree on the moment
       // without a collective per step, so they fall back to their last checkpoint.
       if (strategy_->world_size() == 1 && b % train.grad_accum == 0 && b > first)
-        checkpoint(epoch, b, metrics, loop_seconds(), communicated(), step_ - steps_before);
+        checkpoint(epoch, b, metrics, loop_seconds(), validated_before + validating, communicated(),
+                   step_ - steps_before);
       throw Interrupted();
     }
     const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
@@ -558,20 +597,29 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       meter_.add_data_wait(seconds_since(wait_start));
 
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
-      if (graph_)
-        graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
-      else
-        train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits,
-                   loss);
-      metrics.add(loss, logits, batch.targets);
-      meter_.add_batch(batch.size(), model_->training_flops(batch));
+      if (splits_steps()) {
+        step_batches.push_back(std::move(batch));
+        if (step_now) {
+          train_split_step(step_batches, /*measure_norm=*/logs_after(step_ + 1), metrics, loss);
+          step_batches.clear();
+        }
+      } else {
+        if (graph_)
+          graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
+        else
+          train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits,
+                     loss);
+        metrics.add(loss, logits, batch.targets);
+        meter_.add_batch(batch.size(), model_->training_flops(batch));
+      }
     }
     if (!step_now) continue;
     if (logs_after(++step_)) log_progress(epoch, loss, metrics.samples - samples_before, start);
     // (At the epoch's last step the epoch's own validation follows.)
     if (b + 1 < train_batches_ && validates_after(step_)) validating += validate_inside_epoch();
     if (b + 1 < train_batches_ && checkpoint_due())
-      checkpoint(epoch, b + 1, metrics, loop_seconds(), communicated(), step_ - steps_before);
+      checkpoint(epoch, b + 1, metrics, loop_seconds(), validated_before + validating,
+                 communicated(), step_ - steps_before);
   }
   // The host may be many steps (graph replays) ahead of the GPU: the epoch's time is the device's.
   // Waiting here is intended, outside runtime.sync_debug's check.
@@ -591,16 +639,112 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
 
 void Trainer::train_step(const Batch& batch, bool step_now, bool measure_norm,
                          torch::Tensor& logits, torch::Tensor& loss) {
+  forward_backward(batch, 1.0, /*sync=*/step_now, logits, loss);
+  if (step_now) optimizer_step(measure_norm);
+}
+
+void Trainer::forward_backward(const Batch& batch, double weight, bool sync, torch::Tensor& logits,
+                               torch::Tensor& loss) {
   const TrainOptions& train = run_.train;
   {
     Precision::AutocastScope autocast(*precision_, device_.type());
     logits = strategy_->forward(*model_, batch);
     loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
   }
-  torch::Tensor backward_loss =
-      train.grad_accum > 1 ? loss / static_cast<double>(train.grad_accum) : loss;
-  strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, /*sync=*/step_now);
-  if (!step_now) return;
+  torch::Tensor backward_loss = weight != 1.0 ? loss * weight : loss;  // a micro-batch's share
+  if (train.grad_accum > 1) backward_loss = backward_loss / static_cast<double>(train.grad_accum);
+  strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, sync);
+}
+
+void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_norm,
+                               Accumulator& metrics, torch::Tensor& loss) {
+  struct Part {
+    torch::Tensor loss, logits, targets;
+  };
+  std::vector<Part> parts;
+  // Where the random generators stand at the step's start (dropout draws from them): an abandoned
+  // attempt must not have moved them.
+  std::vector<std::pair<at::Generator, torch::Tensor>> generators;
+  if (run_.train.micro_batch_auto()) {
+    generators.emplace_back(at::detail::getDefaultCPUGenerator(), torch::Tensor());
+    if (device_.is_cuda())
+      generators.emplace_back(at::globalContext().defaultGenerator(device_), torch::Tensor());
+    for (auto& [generator, state] : generators) {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state = generator.get_state();
+    }
+  }
+  std::vector<int64_t> tried;
+  while (true) {
+    const auto attempt_start = Clock::now();
+    try {
+      for (size_t i = 0; i < batches.size(); ++i) {
+        const Batch& batch = batches[i];
+        const int64_t n = batch.size();
+        const int64_t m = micro_batch_ > 0 ? std::min(micro_batch_, n) : n;
+        for (int64_t start = 0; start < n; start += m) {
+          const int64_t length = std::min(m, n - start);
+          const bool last = i + 1 == batches.size() && start + length == n;
+          Part part;
+          const Batch micro = length == n ? batch : batch.slice(start, length);
+          forward_backward(micro, length == n ? 1.0 : static_cast<double>(length) / n, last,
+                           part.logits, part.loss);
+          part.targets = micro.targets;
+          parts.push_back(std::move(part));
+        }
+      }
+      break;
+    } catch (const std::exception& error) {
+      if (!run_.train.micro_batch_auto() || !says_out_of_memory(error.what())) throw;
+      // Abandon the attempt: its activations, gradients and cached blocks go.
+      parts.clear();
+      optimizer_->libtorch().zero_grad(/*set_to_none=*/true);
+      if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+      // The CPU's cache: glibc keeps freed blocks (its mmap threshold grows with each large block
+      // freed), which would leave the next allocation — a tensor, a thread's stack — no room.
+      malloc_trim(0);
+      for (auto& [generator, state] : generators) {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.set_state(state);
+      }
+      const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
+      tried.push_back(size);
+      ++oom_events_;
+      oom_seconds_ += seconds_since(attempt_start);
+      if (size <= 1)
+        throw std::runtime_error(fmt::format(
+            "out of memory at every micro-batch size tried ({} samples), down to one sample: {}",
+            fmt::join(tried, ", "), first_line(error.what())));
+      micro_batch_ = (size + 1) / 2;
+      progress_.micro_batch_size = micro_batch_;  // a continued run starts there
+      progress_.oom_events = oom_events_;
+      progress_.oom_seconds = oom_seconds_;
+      log("out of memory at micro-batch {} (step {}): the same step again at micro-batch {} ({})",
+          size, step_ + 1, micro_batch_, first_line(error.what()));
+    }
+  }
+  // Not retried: an optimizer that failed part-way has updated some parameters already.
+  optimizer_step(measure_norm);
+  // The step is done: its figures count, and the step's loss to log is its last batch's mean.
+  size_t next = 0;
+  for (const Batch& batch : batches) {
+    torch::Tensor sum;  // of the batch's per-sample losses
+    size_t count = 0;
+    for (int64_t seen = 0; seen < batch.size(); ++count) {
+      const Part& part = parts[next++];
+      metrics.add(part.loss, part.logits, part.targets);
+      const torch::Tensor share = part.loss.detach() * static_cast<double>(part.targets.size(0));
+      sum = sum.defined() ? sum + share : share;
+      seen += part.targets.size(0);
+    }
+    meter_.add_batch(batch.size(), model_->training_flops(batch));
+    // One part: its own mean, as a step of whole batches logs it.
+    loss = count == 1 ? parts[next - 1].loss : sum / static_cast<double>(batch.size());
+  }
+}
+
+void Trainer::optimizer_step(bool measure_norm) {
+  const TrainOptions& train = run_.train;
   if (scaler_)
     scaler_->unscale(optimizer_->libtorch());  // true gradients before clipping and the step
   if (train.clip_grad_norm > 0)
@@ -637,6 +781,8 @@ void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epo
                                  .loss = loss_value,
                                  .samples_per_s = samples_per_s * strategy_->world_size(),
                                  .eta_seconds = eta,
+                                 .micro_batch = micro_batch_,
+                                 .oom_events = oom_events_,
                                  .line = std::move(line)});
 }
 
@@ -656,13 +802,15 @@ bool Trainer::checkpoint_due() {
 // A checkpoint inside epoch `epoch` after `batches_done` batches. The meter's counts include the
 // unfinished epoch's loop, as they would at its end.
 void Trainer::checkpoint(int64_t epoch, int64_t batches_done, const Accumulator& metrics,
-                         double epoch_loop_seconds, double epoch_comm_bytes, int64_t epoch_steps) {
+                         double epoch_loop_seconds, double epoch_validation_seconds,
+                         double epoch_comm_bytes, int64_t epoch_steps) {
   TrainingMeter with_epoch = meter_;
   with_epoch.add_epoch(epoch_loop_seconds, epoch_comm_bytes, epoch_steps);
   progress_.epoch = epoch;
   progress_.batch = batches_done;
   progress_.step = step_;
   progress_.epoch_seconds = epoch_loop_seconds;
+  progress_.epoch_validation_seconds = epoch_validation_seconds;
   progress_.meter = with_epoch.counts();
   write_state(rank_state(metrics));
   if (!context_.output_prefix.empty())
@@ -729,10 +877,15 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
   for (int64_t b = 0; b < batches; ++b) {
     check_stop();
     Batch batch = fetch(loader, data_.eval_transform, 0, b, /*training=*/false);
-    Precision::AutocastScope autocast(*precision_, device_.type());
-    auto logits = strategy_->forward(*model_, batch);
-    auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
-    metrics.add(loss, logits, batch.targets);
+    // With micro-batches, evaluation takes them too: what fits training fits here.
+    const int64_t n = batch.size(), m = micro_batch_ > 0 ? std::min(micro_batch_, n) : n;
+    for (int64_t start = 0; start < n; start += m) {
+      const Batch part = m == n ? batch : batch.slice(start, std::min(m, n - start));
+      Precision::AutocastScope autocast(*precision_, device_.type());
+      auto logits = strategy_->forward(*model_, part);
+      auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), part.targets);
+      metrics.add(loss, logits, part.targets);
+    }
   }
   return metrics.result();
 }
@@ -790,6 +943,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   progress_.batch = 0;
   progress_.step = step_;
   progress_.epoch_seconds = 0;
+  progress_.epoch_validation_seconds = 0;
   progress_.meter = meter_.counts();
   write_state(rank_state(Accumulator(device_)));
   if (context_.output_prefix.empty()) return;
@@ -930,6 +1084,12 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
   if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
   meter_.record_throughput(metrics, strategy_->world_size(), peak_tflops(device_name_, compute));
   meter_.record_memory(metrics);
+  if (!run_.train.micro_batch_size.empty()) {  // train.micro_batch_size: where it ended
+    metrics[metric::kMicroBatchSize] =
+        static_cast<double>(micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size);
+    metrics[metric::kOomEvents] = static_cast<double>(oom_events_);
+    metrics[metric::kOomSeconds] = oom_seconds_;
+  }
   for (const char* key : {metric::kPeakMemory, metric::kPeakRss, metric::kCudaPeakReserved,
                           metric::kCudaPeakAllocated}) {
     if (!metrics.count(key)) continue;

@@ -80,8 +80,12 @@ std::string trainer_state_json(const TrainerState& state) {
                          {"batch_size", state.batch_size},
                          {"train_seconds", json_number(state.train_seconds)},
                          {"epoch_seconds", json_number(state.epoch_seconds)},
+                         {"epoch_validation_seconds", json_number(state.epoch_validation_seconds)},
                          {"epochs_without_improvement", state.epochs_without_improvement},
                          {"intra_op_threads", state.intra_op_threads},
+                         {"micro_batch_size", state.micro_batch_size},
+                         {"oom_events", state.oom_events},
+                         {"oom_seconds", json_number(state.oom_seconds)},
                          {"meter", json_numbers(state.meter)}};
   if (!std::isnan(state.best_monitored)) json["best_monitored"] = json_number(state.best_monitored);
   nlohmann::json epochs = nlohmann::json::object();
@@ -121,8 +125,12 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& pat
           302, "'batch' x 'batch_size' x 'world_size' is more samples than int64 counts", &json);
     state.train_seconds = real_field(json, "train_seconds", 0.0);
     state.epoch_seconds = real_field(json, "epoch_seconds", 0.0);
+    state.epoch_validation_seconds = real_field(json, "epoch_validation_seconds", 0.0);
     state.epochs_without_improvement = count_field(json, "epochs_without_improvement", 0, 0, false);
     state.intra_op_threads = count_field(json, "intra_op_threads", 0, 0, false);
+    state.micro_batch_size = count_field(json, "micro_batch_size", 0, 0, false);
+    state.oom_events = count_field(json, "oom_events", 0, 0, false);
+    state.oom_seconds = real_field(json, "oom_seconds", 0.0);
     state.best_monitored = real_field(json, "best_monitored", std::nan(""));
     if (json.contains("meter")) state.meter = numbers_from_json(json.at("meter"));
     if (json.contains("epochs")) {

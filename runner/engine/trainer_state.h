@@ -22,10 +22,16 @@ struct TrainerState {
   int64_t intra_op_threads = 0;
   int64_t world_size = 1;
   int64_t batch_size = 0;  // per rank, with world_size: where a mid-epoch position lies in the data
+  // train.micro_batch_size: auto: the micro-batch it had come down to (0: the whole batch, or not
+  // recorded): the same run continuing starts there.
+  int64_t micro_batch_size = 0;
+  int64_t oom_events = 0;  // the out-of-memory events that halved it, and the time they took
+  double oom_seconds = 0;
   // The run's own counts, for the same run continuing: a new run resuming from the state starts
   // its own.
   double train_seconds = 0;  // spent training (and validating) before this state was written
-  double epoch_seconds = 0;  // of the unfinished epoch
+  double epoch_seconds = 0;  // of the unfinished epoch's training loop
+  double epoch_validation_seconds = 0;     // of its validations so far (train.val_every_steps)
   int64_t epochs_without_improvement = 0;  // train.early_stop's count
   double best_monitored = std::nan("");    // train.early_stop's best value so far; NaN: none yet
   std::map<std::string, double> meter;     // TrainingMeter::counts()

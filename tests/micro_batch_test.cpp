@@ -1,0 +1,184 @@
+// train.micro_batch_size: auto under a real memory limit: the worker inherits RLIMIT_DATA from the
+// test (as from `ulimit -d`), so a batch of 256 fails to allocate in LibTorch's CPU allocator and
+// a micro-batch of 32 does not. The run halves its micro-batch until a step fits, and computes
+// what a run started at that size by hand computes, bit for bit; a run continued after a kill
+// starts at the size it had reached; below one sample it fails out-of-memory, naming the sizes.
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Result;
+using testing::trainyard;
+
+// The processes this test starts from here on may hold at most `bytes` of data (heap and private
+// mappings); the limit is lifted again when the guard goes. RLIMIT_DATA counts what glibc keeps
+// of freed blocks too (its mmap threshold rises with each large block freed, and later tensors
+// come from a heap that does not shrink): with the threshold fixed at 1 MiB every tensor is a
+// mapping of its own, unmapped when freed, so the limit measures live memory, as a cgroup's does.
+class DataLimit {
+ public:
+  explicit DataLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_DATA, &before_);
+    rlimit limit = before_;
+    limit.rlim_cur = bytes;
+    EXPECT_EQ(setrlimit(RLIMIT_DATA, &limit), 0);
+    setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576", 1);
+  }
+  ~DataLimit() {
+    setrlimit(RLIMIT_DATA, &before_);
+    unsetenv("GLIBC_TUNABLES");
+  }
+
+ private:
+  rlimit before_{};
+};
+
+// Measured on this machine's image (2 cores, LibTorch 2.11 CPU), with one thread and no loader
+// threads (a failed allocation can only be a tensor's): a worker of the file below needs over
+// 750 MB with whole batches of 256, and fits at 128 or less — the same from 600 MB to 1 GB.
+constexpr rlim_t kLimit = 750'000'000;
+
+std::string experiment(const std::string& name, const std::string& micro_batch_size,
+                       int64_t train_size = 512, const std::string& extra = "") {
+  return "name: " + name + R"(
+model: {name: vit, image_size: 64, patch_size: 4, depth: 2, width: 128, heads: 4, mlp_dim: 256, num_classes: 4, dropout: 0.1}
+dataset: {name: synthetic-images, train_size: )" +
+         std::to_string(train_size) + R"(, val_size: 64, test_size: 64, num_classes: 4}
+train: {epochs: 2, batch_size: 256, eval_batch_size: 32, log_every: 1)" +
+         (micro_batch_size.empty() ? "" : ", micro_batch_size: " + micro_batch_size) + extra +
+         R"(}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+)";
+}
+
+// Every figure a run trains to — each epoch's, and its test's — of the experiment's only run.
+std::map<std::string, double> trained(const std::string& db, const std::string& name) {
+  Store store(db);
+  const RunRecord run = store.runs(name).at(0);
+  std::map<std::string, double> figures;
+  for (const auto& epoch : store.epoch_metrics(run.id))
+    for (const char* key : {"train_loss", "train_acc", "val_loss", "val_acc"})
+      figures[std::to_string(epoch.epoch) + "/" + key] = epoch.values.at(key);
+  for (const char* key : {"test_loss", "test_acc", "steps"})
+    figures[key] = store.final_metrics(run.id).at(key);
+  return figures;
+}
+
+class MicroBatchTest : public testing::CliTest {};
+
+TEST_F(MicroBatchTest, AutoFitsUnderARealMemoryLimitAndComputesWhatItsSizeComputes) {
+  const std::string whole = dir.write("whole.yaml", experiment("whole", ""));
+  const std::string automatic = dir.write("automatic.yaml", experiment("automatic", "auto"));
+  {
+    DataLimit limit(kLimit);
+    // The limit is real: the whole batch does not fit.
+    Result failed = trainyard("run " + whole + " --db " + db());
+    EXPECT_EQ(failed.exit_code, 1) << failed.output;
+    EXPECT_NE(failed.output.find("run failed (out-of-memory)"), std::string::npos) << failed.output;
+    Result fits = trainyard("run " + automatic + " --db " + db());
+    ASSERT_EQ(fits.exit_code, 0) << fits.output;
+    EXPECT_NE(fits.output.find("out of memory at micro-batch 256 (step 1): the same step again "
+                               "at micro-batch 128"),
+              std::string::npos)
+        << fits.output;
+  }
+  Store store(db());
+  EXPECT_EQ(store.runs("whole").at(0).failure, FailureClass::out_of_memory);
+  const RunRecord run = store.runs("automatic").at(0);
+  const auto figures = store.final_metrics(run.id);
+  const int64_t micro = std::lround(figures.at("micro_batch_size"));
+  EXPECT_GE(micro, 8);
+  EXPECT_LE(micro, 128);
+  EXPECT_EQ(figures.at("oom_events"), std::log2(256.0 / static_cast<double>(micro)));
+  EXPECT_GT(figures.at("oom_seconds"), 0);
+  EXPECT_LT(figures.at("oom_seconds"), figures.at("train_seconds"));
+  EXPECT_EQ(figures.at("steps"), 4);  // the steps are the configured ones: 2 epochs of 2
+
+  // What it computed is what a run started at that size computes, bit for bit, without a limit.
+  const std::string by_hand =
+      dir.write("by_hand.yaml", experiment("by_hand", std::to_string(micro)));
+  ASSERT_EQ(trainyard("run " + by_hand + " --db " + db()).exit_code, 0);
+  EXPECT_EQ(trained(db(), "automatic"), trained(db(), "by_hand"));
+
+  // The answer says what happened, and so does the report's CSV.
+  Result answer = trainyard("report --db " + db() + " --experiment automatic");
+  const int64_t halvings = std::lround(figures.at("oom_events"));
+  EXPECT_NE(answer.output.find(fmt::format("batch 256: fit at micro-batch {} after {} halving{}",
+                                           micro, halvings, halvings == 1 ? "" : "s")),
+            std::string::npos)
+      << answer.output;
+}
+
+// Killed in epoch 2, the run continues without a limit at the micro-batch it had come down to:
+// its figures are those of a run started at that size.
+TEST_F(MicroBatchTest, AContinuedRunStartsAtTheSizeItHadReached) {
+  const std::string automatic = dir.write(
+      "automatic.yaml", experiment("automatic", "auto", 1024, ", checkpoint_every_steps: 1"));
+  const fs::path logs = fs::path(db()).parent_path() / "logs";
+  {
+    DataLimit limit(kLimit);
+    pid_t controller = testing::start_run(automatic, db());
+    testing::KillOnExit guard{controller};
+    bool mid_epoch = false;
+    for (int i = 0; i < 4800 && !mid_epoch; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+      const auto [done, batch] = testing::checkpoint_position(logs);
+      mid_epoch = done == 1 && batch > 0;
+    }
+    ASSERT_TRUE(mid_epoch) << "no mid-epoch checkpoint in epoch 2";
+    kill(controller, SIGKILL);
+    testing::exit_code_of(controller);
+  }
+  Result again = trainyard("run " + automatic + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
+      << again.output;
+  EXPECT_EQ(again.output.find("out of memory at"), std::string::npos) << again.output;
+  Store store(db());
+  const auto figures = store.final_metrics(store.runs("automatic").at(0).id);
+  const int64_t micro = std::lround(figures.at("micro_batch_size"));
+  EXPECT_LT(micro, 256);
+  EXPECT_GE(figures.at("oom_events"), 1);  // counted before the kill, kept by the checkpoint
+  const std::string by_hand =
+      dir.write("by_hand.yaml",
+                experiment("by_hand", std::to_string(micro), 1024, ", checkpoint_every_steps: 1"));
+  ASSERT_EQ(trainyard("run " + by_hand + " --db " + db()).exit_code, 0);
+  EXPECT_EQ(trained(db(), "automatic"), trained(db(), "by_hand"));
+}
+
+// One sample that does not fit: the run fails out-of-memory and names the sizes it tried.
+TEST_F(MicroBatchTest, BelowOneSampleTheRunFailsOutOfMemoryNamingTheSizesTried) {
+  // 16,384 patches of width 64 with an MLP of 4096: one sample's activations are over 1 GB.
+  const std::string file = dir.write("floor.yaml", R"(
+name: floor
+model: {name: vit, image_size: 512, patch_size: 4, depth: 1, width: 64, heads: 1, mlp_dim: 4096, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 8, val_size: 4, test_size: 4, num_classes: 4}
+train: {epochs: 1, batch_size: 4, micro_batch_size: auto}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+)");
+  DataLimit limit(kLimit);
+  Result run = trainyard("run " + file + " --db " + db());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("run failed (out-of-memory): out of memory at every micro-batch size "
+                            "tried (4, 2, 1 samples), down to one sample"),
+            std::string::npos)
+      << run.output;
+}
+
+}  // namespace
+}  // namespace trainyard
