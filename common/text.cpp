@@ -136,6 +136,31 @@ std::string format_bytes(double bytes) {
   return buffer;
 }
 
+std::optional<double> parse_bytes(const std::string& text) {
+  const std::string trimmed = trim(text);
+  char* end = nullptr;
+  const double number = std::strtod(trimmed.c_str(), &end);
+  if (end == trimmed.c_str() || !std::isfinite(number) || number <= 0) return std::nullopt;
+  const std::string unit = lower(trim(end));
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"b", 1},
+                                                          {"k", 1024.0},
+                                                          {"kib", 1024.0},
+                                                          {"m", 1 << 20},
+                                                          {"mib", 1 << 20},
+                                                          {"g", 1 << 30},
+                                                          {"gib", 1 << 30},
+                                                          {"t", 1099511627776.0},
+                                                          {"tib", 1099511627776.0},
+                                                          {"kb", 1e3},
+                                                          {"mb", 1e6},
+                                                          {"gb", 1e9},
+                                                          {"tb", 1e12}};
+  for (const auto& [name, scale] : kUnits)
+    if (unit == name) return number * scale;
+  return std::nullopt;
+}
+
 std::string stable_hash(std::string_view text) {
   uint64_t hash = 14695981039346656037ull;  // FNV-1a 64-bit offset basis
   for (unsigned char c : text) {

@@ -38,6 +38,9 @@ std::optional<double> parse_duration(const std::string& text);
 // "1 epoch", "3 epochs": `count` and `noun`, in `nouns` (default: noun + "s") unless count is 1.
 std::string plural(int64_t count, std::string_view noun, std::string_view nouns = "");
 std::string format_bytes(double bytes);
+// "80GiB", "80 GB", "512M", "1.5TiB", "1000000": bytes (K, M, G, T and KiB... are powers of 1024;
+// KB, MB, GB, TB powers of 1000); nullopt when not a size of that form or not above 0.
+std::optional<double> parse_bytes(const std::string& text);
 
 // 64-bit FNV-1a as 16 hex digits: a stable content hash (not cryptographic) for configs.
 std::string stable_hash(std::string_view text);

@@ -875,8 +875,8 @@ std::string run_details(const ExperimentReport& section) {
       {"param_dtype", "parameters"},    {"compute_dtype", "compute"},
       {"grad_dtype", "gradients"},      {"reduce_dtype", "gradient reduction"},
       {"loss_scaling", "loss scaling"}, {"matmul_precision", "float32 matmuls"},
-      {"cuda_graphs", "CUDA graphs"},   {"weights_path", "weights"},
-      {"state_path", "training state"}};
+      {"cuda_graphs", "CUDA graphs"},   {"micro_batch", "micro-batch"},
+      {"weights_path", "weights"},      {"state_path", "training state"}};
   std::vector<std::pair<std::string, std::string>> columns;
   for (const auto& [key, label] : kLabels) {
     for (const auto& row : section.rows)

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -178,6 +179,37 @@ runtime: {accelerator: cpu, threads: 1, data_workers: 0}
                             "tried (4, 2, 1 samples), down to one sample"),
             std::string::npos)
       << run.output;
+}
+
+// The forecast before training: the state from the model and optimizer, the activations from two
+// real small steps; a CPU run's measured peak is within 25% of it. With --device-memory it says
+// what would fit.
+TEST_F(MicroBatchTest, TheDryRunForecastsAPeakTheRunReaches) {
+  const std::string file = dir.write("forecast.yaml", experiment("forecast", ""));
+  Result dry = trainyard("run " + file + " --db " + db() + " --dry-run --device-memory 800MiB");
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("parameters 1.2 MiB · gradients 1.2 MiB · optimizer state 2.3 MiB"),
+            std::string::npos)
+      << dry.output;
+  const std::regex peak(R"re(a step at micro-batch 256: ([0-9.]+) (MiB|GiB) resident)re");
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(dry.output, found, peak)) << dry.output;
+  const double forecast = std::stod(found[1].str()) * (found[2].str() == "GiB" ? 1 << 30 : 1 << 20);
+  EXPECT_NE(dry.output.find("does not fit in 800.0 MiB: it would at micro-batch "),
+            std::string::npos)
+      << dry.output;
+  EXPECT_FALSE(fs::exists(db()));  // a dry run writes nothing
+  Result roomy = trainyard("run " + file + " --db " + db() + " --dry-run --device-memory 64GiB");
+  EXPECT_NE(roomy.output.find("fits in 64.0 GiB"), std::string::npos) << roomy.output;
+  Result bad = trainyard("run " + file + " --dry-run --device-memory lots");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--device-memory 'lots' is not a size"), std::string::npos);
+
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  Store store(db());
+  const double measured = store.final_metrics(store.runs("forecast").at(0).id).at("peak_rss_bytes");
+  EXPECT_NEAR(forecast / measured, 1.0, 0.25)
+      << forecast << " forecast, " << measured << " measured";
 }
 
 }  // namespace

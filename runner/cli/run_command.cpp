@@ -39,9 +39,63 @@ extern "C" void on_stop_signal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
+// What a variant will hold in memory (forecast_memory), and with --device-memory whether it fits
+// and what would: a smaller micro-batch, or its state shared out by zero2 or fsdp.
+void print_memory_forecast(const RunSpec& run, std::optional<double> device_bytes) {
+  MemoryForecast f;
+  try {
+    f = forecast_memory(run, plugin_loader().registry());
+  } catch (const std::exception& e) {  // its data are elsewhere, it needs a GPU to build, ...
+    fmt::print("  memory: not forecast here: {}\n", first_line(e.what()));
+    return;
+  }
+  if (!f.problem.empty()) {
+    fmt::print("  memory: not forecast here: {}\n", f.problem);
+    return;
+  }
+  const bool cuda = run.runtime.accelerator != "cpu";
+  fmt::print(
+      "  memory per rank (forecast; activations measured on this CPU at micro-batches {} and {}):\n"
+      "    parameters {} · gradients {} · optimizer state {} · activations {} a sample\n",
+      f.measured_at.first, f.measured_at.second, format_bytes(f.parameters),
+      format_bytes(f.gradients), format_bytes(f.optimizer_state), format_bytes(f.per_sample));
+  // On a GPU what counts is the state and the step's tensors; on the CPU the whole process.
+  const double need = cuda ? f.state() + f.fixed + f.per_sample * static_cast<double>(f.micro_batch)
+                           : f.peak_at(f.micro_batch);
+  fmt::print("    a step at micro-batch {}: {} {}\n", f.micro_batch, format_bytes(need),
+             cuda ? "of device memory (state and the step's tensors)"
+                  : fmt::format("resident ({} before the step)", format_bytes(f.baseline)));
+  if (!device_bytes) return;
+  if (need <= *device_bytes) {
+    fmt::print("    fits in {}\n", format_bytes(*device_bytes));
+    return;
+  }
+  const double other = cuda ? f.state() + f.fixed : f.baseline + f.fixed;
+  const int64_t micro =
+      f.per_sample > 0 ? static_cast<int64_t>((*device_bytes - other) / f.per_sample) : 0;
+  if (micro >= 1) {
+    fmt::print(
+        "    does not fit in {}: it would at micro-batch {} (train.micro_batch_size: {}, "
+        "or auto)\n",
+        format_bytes(*device_bytes), std::min(micro, f.micro_batch),
+        std::min(micro, f.micro_batch));
+    return;
+  }
+  const double devices = static_cast<double>(std::max<int64_t>(run.runtime.devices, 4));
+  const double whole = f.parameters + f.gradients + f.optimizer_state;
+  fmt::print(
+      "    does not fit in {} even at one sample: its state ({}) must be shared out — on {:.0f} "
+      "devices zero2 keeps {} a rank, fsdp {}\n",
+      format_bytes(*device_bytes), format_bytes(whole), devices,
+      format_bytes(f.parameters + (f.gradients + f.optimizer_state) / devices),
+      format_bytes(whole / devices));
+}
+
 // --dry-run: each run's resolved config — the baseline's whole, the others' as their differences
-// from it (whole with --verbose) — and which runs the database already holds as completed.
-void print_dry_run(const Experiment& experiment, const std::string& db_path, bool verbose) {
+// from it (whole with --verbose) — which runs the database already holds as completed, and each
+// variant's memory forecast.
+void print_dry_run(const Experiment& experiment, const std::string& db_path, bool verbose,
+                   std::optional<double> device_bytes) {
   std::map<std::string, ConfigHistory>
       histories;  // read only when it exists: a dry run creates nothing
   if (fs::exists(db_path)) {
@@ -71,6 +125,7 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
                done);
     if (verbose || &run == baseline) {
       fmt::print("{}", run.config_yaml);
+      if (run.repeat == 0) print_memory_forecast(run, device_bytes);
       continue;
     }
     const auto config = flat_config(run.config_yaml);
@@ -88,6 +143,7 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
         ++differences;
       }
     if (differences == 0) fmt::print("  the same as the baseline\n");
+    if (run.repeat == 0) print_memory_forecast(run, device_bytes);
   }
 }
 
@@ -100,7 +156,7 @@ int run_command(const std::vector<std::string>& args) {
   std::vector<std::string> overrides, plugins;
   NodeSpec node;
   BatchPolicy policy;
-  std::string on_failure = "continue", time_limit;
+  std::string on_failure = "continue", time_limit, device_memory;
   int64_t max_runs;
   add_override_option(options, overrides);
   add_plugin_option(options, plugins);
@@ -123,8 +179,10 @@ int run_command(const std::vector<std::string>& args) {
       "print each run's differences from the baseline and whether it already completed; writes "
       "nothing but the data folders' fingerprint caches")(
       "verbose", "with --dry-run: every run's whole resolved config")(
-      "nnodes", po::value(&node.nnodes),
-      "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
+      "device-memory", po::value(&device_memory),
+      "with --dry-run: the memory of a device (80GiB, 24GB): which variants will not fit, and "
+      "what would")("nnodes", po::value(&node.nnodes),
+                    "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
       "node-rank", po::value(&node.node_rank),
       "this node's number, 0 to nnodes-1; node 0 writes the database")(
       "master-addr", po::value(&node.master_addr),
@@ -167,6 +225,16 @@ int run_command(const std::vector<std::string>& args) {
   }
   if (vm.count("verbose") && !vm.count("dry-run"))
     throw UserError("run: --verbose goes with --dry-run (it prints every run's whole config)");
+  std::optional<double> device_bytes;
+  if (!device_memory.empty()) {
+    if (!vm.count("dry-run"))
+      throw UserError("run: --device-memory goes with --dry-run (it checks the forecast)");
+    device_bytes = parse_bytes(device_memory);
+    if (!device_bytes)
+      throw UserError(
+          fmt::format("run: --device-memory '{}' is not a size; write it as 80GiB, 24GB or 512MiB",
+                      device_memory));
+  }
   if (node.multi_node() && (node.master_port < 1 || node.master_port > 65535))
     throw UserError(
         "run: a multi-node run needs --master-port P (a free port on node 0, the same on every "
@@ -185,7 +253,7 @@ int run_command(const std::vector<std::string>& args) {
   if (vm.count("dry-run")) {
     for (size_t i = 0; i < experiments.size(); ++i) {
       if (i > 0) fmt::print("\n");
-      print_dry_run(experiments[i], db_path, vm.count("verbose") > 0);
+      print_dry_run(experiments[i], db_path, vm.count("verbose") > 0, device_bytes);
     }
     return kExitOk;
   }

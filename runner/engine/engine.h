@@ -75,6 +75,25 @@ int intra_op_threads(const RuntimeOptions& runtime, std::string& why);
 // distinct model is built once, on the CPU. Runs without weights cost nothing.
 void check_weights_fit(const std::vector<RunSpec>& runs, const Registry& registry);
 
+// What a run will hold in memory per rank, forecast before it trains (runner/engine/
+// memory_forecast.cpp). The state is counted from its model and optimizer built on the CPU, shared
+// out as its strategy shares it; the activations are measured by real forward and backward passes
+// at two small micro-batch sizes on this machine's CPU (the peak of the tensor bytes LibTorch's
+// allocator reports), so they are the CPU's: a GPU's differ by its kernels' workspaces.
+struct MemoryForecast {
+  double parameters = 0, gradients = 0, optimizer_state = 0;  // bytes one rank keeps
+  double per_sample = 0;  // what each sample of a micro-batch adds to a step's peak
+  double fixed = 0;       // what a step adds to the resident memory besides its samples
+  double baseline = 0;    // resident memory before a step: LibTorch, the data, the model, its state
+  int64_t micro_batch = 0;                  // the run's: train.micro_batch_size, or the batch
+  std::pair<int64_t, int64_t> measured_at;  // the two micro-batch sizes measured
+  std::string problem{};                    // why nothing was measured ("" when it was)
+  double state() const;                     // parameters + gradients + optimizer state
+  // A step's peak resident memory at `micro_batch` samples (the CPU's: baseline included).
+  double peak_at(int64_t micro_batch) const;
+};
+MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry);
+
 // Dense peak TFLOP/s of `device_name` for `dtype` ("BFloat16", "Half", "TensorFloat32", "Float"),
 // or 0 when not in the table (then no MFU is reported rather than a guess).
 double peak_tflops(const std::string& device_name, const std::string& dtype);

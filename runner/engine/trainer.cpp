@@ -1014,6 +1014,15 @@ MetricValues Trainer::run() {
 
 MetricValues Trainer::finish(double train_seconds) {
   if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
+  if (!run_.train.micro_batch_size.empty())  // the report's run details
+    context_.observer.on_setup(
+        {{"micro_batch",
+          fmt::format("{} of {}{}", micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size,
+                      run_.train.batch_size,
+                      oom_events_ > 0 ? fmt::format(" after {} on out-of-memory ({} lost)",
+                                                    plural(oom_events_, "halving"),
+                                                    format_duration(oom_seconds_))
+                                      : "")}});
   restore_best_weights();
   if (progress_.best_epoch > 0)
     context_.observer.on_setup(
