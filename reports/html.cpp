@@ -38,7 +38,7 @@ svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
 .wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; white-space: normal; }
 .differs { text-align: left; white-space: normal; min-width: 10rem; max-width: 18rem; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .75rem; color: #3d4658; }
-nav ul { columns: 2; } .summary { color: #3d4658; }
+nav ul { columns: 2; } nav li { break-inside: avoid-column; } .summary { color: #3d4658; }
 @page { size: A4; margin: 12mm; }
 @media print { details::details-content { display: block; content-visibility: visible; } }
 @media print { body { margin: 0; padding: 0; max-width: none; font-size: 9px; } h1 { font-size: 16px; } h2 { font-size: 13px; margin-top: 1.2rem; } .meta, .summary { font-size: 1em; } table { font-size: 8px; } th, td { padding: .1rem .2rem; white-space: normal; } .range, .differs, .status, .error { font-size: 7px; } .differs { min-width: 8em; max-width: 12em; } table.results td:first-child { min-width: 0; } .files { display: none; } .wide { overflow: visible; } details { display: block; } details > summary { display: none; } svg, tr { break-inside: avoid; } .charts { gap: .5rem; } a { color: inherit; } }
