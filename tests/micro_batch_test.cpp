@@ -201,6 +201,11 @@ TEST_F(MicroBatchTest, TheDryRunForecastsAPeakTheRunReaches) {
   EXPECT_FALSE(fs::exists(db()));  // a dry run writes nothing
   Result roomy = trainyard("run " + file + " --db " + db() + " --dry-run --device-memory 64GiB");
   EXPECT_NE(roomy.output.find("fits in 64.0 GiB"), std::string::npos) << roomy.output;
+  Result validated = trainyard("validate " + file + " --memory --device-memory 800MiB");
+  EXPECT_EQ(validated.exit_code, 0) << validated.output;
+  EXPECT_NE(validated.output.find("does not fit in 800.0 MiB: it would at micro-batch "),
+            std::string::npos)
+      << validated.output;
   Result bad = trainyard("run " + file + " --dry-run --device-memory lots");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("--device-memory 'lots' is not a size"), std::string::npos);

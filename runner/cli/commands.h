@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,13 @@ int run_command(const std::vector<std::string>& args);
 struct Experiment;
 void print_verdicts(Store& store, const std::vector<Experiment>& experiments);
 int validate_command(const std::vector<std::string>& args);
+// `run --dry-run` and `validate --memory` (run_command.cpp): what a variant will hold in memory
+// per rank (forecast_memory); with `device_bytes`, whether it fits and what would.
+struct RunSpec;
+void print_memory_forecast(const RunSpec& run, std::optional<double> device_bytes);
+// --device-memory's bytes ("80GiB"); nullopt when not given; UserError naming `command` when the
+// text is not a size.
+std::optional<double> device_memory_option(const std::string& command, const std::string& text);
 int list_command(const std::vector<std::string>& args);
 int runs_command(const std::vector<std::string>& args);
 int status_command(const std::vector<std::string>& args);

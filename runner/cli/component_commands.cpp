@@ -30,8 +30,14 @@ namespace fs = std::filesystem;
 int validate_command(const std::vector<std::string>& args) {
   po::options_description options = command_options("trainyard validate FILE... [options]");
   std::vector<std::string> files, overrides, plugins;
+  std::string device_memory;
   int64_t max_runs;
   add_max_runs_option(options, max_runs);
+  options.add_options()("memory",
+                        "also forecast each variant's memory per rank (as run --dry-run does)")(
+      "device-memory", po::value(&device_memory),
+      "with --memory: the memory of a device (80GiB, 24GB): which variants will not fit, and "
+      "what would");
   add_override_option(options, overrides);
   add_plugin_option(options, plugins);
   po::options_description arguments;
@@ -41,6 +47,9 @@ int validate_command(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
   if (files.empty()) throw UserError("validate: name at least one experiment file");
+  if (!device_memory.empty() && !vm.count("memory"))
+    throw UserError("validate: --device-memory goes with --memory (it checks the forecast)");
+  const std::optional<double> device_bytes = device_memory_option("validate", device_memory);
   for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
   int failures = 0;
   for (const auto& file : files) {
@@ -50,6 +59,12 @@ int validate_command(const std::vector<std::string>& args) {
       print_notes({experiment});
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
                  experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
+      if (vm.count("memory"))
+        for (const auto& run : experiment.runs)
+          if (run.repeat == 0) {
+            fmt::print("variant {}:\n", run.variant);
+            print_memory_forecast(run, device_bytes);
+          }
     } catch (const ConfigError& e) {
       fmt::print(stderr, "{}\n", e.what());
       ++failures;

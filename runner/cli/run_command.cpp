@@ -28,17 +28,6 @@ namespace trainyard {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::atomic<bool> g_stop_requested{false};
-
-// First Ctrl-C: finish the current step, mark the run interrupted, stop. Second: the default
-// action (terminate at once).
-extern "C" void on_stop_signal(int signal) {
-  g_stop_requested.store(true);
-  std::signal(signal, SIG_DFL);
-}
-
 // What a variant will hold in memory (forecast_memory), and with --device-memory whether it fits
 // and what would: a smaller micro-batch, or its state shared out by zero2 or fsdp.
 void print_memory_forecast(const RunSpec& run, std::optional<double> device_bytes) {
@@ -89,6 +78,27 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
       format_bytes(*device_bytes), format_bytes(whole), devices,
       format_bytes(f.parameters + (f.gradients + f.optimizer_state) / devices),
       format_bytes(whole / devices));
+}
+
+std::optional<double> device_memory_option(const std::string& command, const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto bytes = parse_bytes(text);
+  if (!bytes)
+    throw UserError(
+        fmt::format("{}: --device-memory '{}' is not a size; write it as 80GiB, 24GB or 512MiB",
+                    command, text));
+  return bytes;
+}
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+
+// First Ctrl-C: finish the current step, mark the run interrupted, stop. Second: the default
+// action (terminate at once).
+extern "C" void on_stop_signal(int signal) {
+  g_stop_requested.store(true);
+  std::signal(signal, SIG_DFL);
 }
 
 // --dry-run: each run's resolved config — the baseline's whole, the others' as their differences
