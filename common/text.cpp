@@ -138,6 +138,11 @@ std::string format_bytes(double bytes) {
 
 std::optional<double> parse_bytes(const std::string& text) {
   const std::string trimmed = trim(text);
+  // Decimal digits and a point only (strtod would read "0x10" and "inf").
+  if (trimmed.empty() ||
+      !(std::isdigit(static_cast<unsigned char>(trimmed[0])) || trimmed[0] == '.') ||
+      trimmed.find_first_of("xXeE") != std::string::npos)
+    return std::nullopt;
   char* end = nullptr;
   const double number = std::strtod(trimmed.c_str(), &end);
   if (end == trimmed.c_str() || !std::isfinite(number) || number <= 0) return std::nullopt;
@@ -157,7 +162,8 @@ std::optional<double> parse_bytes(const std::string& text) {
                                                           {"gb", 1e9},
                                                           {"tb", 1e12}};
   for (const auto& [name, scale] : kUnits)
-    if (unit == name) return number * scale;
+    if (unit == name)
+      return number * scale >= 1 ? std::optional<double>(number * scale) : std::nullopt;
   return std::nullopt;
 }
 

@@ -125,6 +125,35 @@ TEST_F(MicroBatchTest, AutoFitsUnderARealMemoryLimitAndComputesWhatItsSizeComput
       << answer.output;
 }
 
+// A step abandoned for running out of memory puts the model's buffers back: BatchNorm's running
+// statistics, which the abandoned forwards moved, are where the step began.
+TEST_F(MicroBatchTest, AnAbandonedStepLeavesBatchNormStatisticsWhereTheyWere) {
+  auto file = [&](const std::string& name, const std::string& micro) {
+    return dir.write(name + ".yaml", "name: " + name + R"(
+model: {name: torchscript, file: )" + testing::source("tests/fixtures/torchscript_batchnorm.pt") +
+                                         R"(, image_size: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 512, val_size: 64, test_size: 64, num_classes: 4}
+train: {epochs: 2, batch_size: 256, eval_batch_size: 32, log_every: 1, micro_batch_size: )" +
+                                         micro + R"(}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+)");
+  };
+  {
+    DataLimit limit(kLimit);
+    Result fits = trainyard("run " + file("automatic", "auto") + " --db " + db());
+    ASSERT_EQ(fits.exit_code, 0) << fits.output;
+    EXPECT_NE(fits.output.find("out of memory at micro-batch 256"), std::string::npos)
+        << fits.output;
+  }
+  Store store(db());
+  const int64_t micro =
+      std::lround(store.final_metrics(store.runs("automatic").at(0).id).at("micro_batch_size"));
+  ASSERT_LT(micro, 256);
+  ASSERT_EQ(trainyard("run " + file("by_hand", std::to_string(micro)) + " --db " + db()).exit_code,
+            0);
+  EXPECT_EQ(trained(db(), "automatic"), trained(db(), "by_hand"));
+}
+
 // Killed in epoch 2, the run continues without a limit at the micro-batch it had come down to:
 // its figures are those of a run started at that size.
 TEST_F(MicroBatchTest, AContinuedRunStartsAtTheSizeItHadReached) {

@@ -29,6 +29,26 @@ TEST(TextTest, Formatting) {
   EXPECT_EQ(stable_hash(""), "cbf29ce484222325");  // FNV-1a 64 offset basis
 }
 
+// --device-memory's sizes: 1024-powers for K/M/G/T and KiB..., 1000-powers for KB...; nothing else.
+TEST(TextTest, SizesParseWithTheirUnits) {
+  EXPECT_EQ(parse_bytes("80GiB"), 80.0 * (1 << 30));
+  EXPECT_EQ(parse_bytes(" 24 GB "), 24e9);
+  EXPECT_EQ(parse_bytes("512M"), 512.0 * (1 << 20));
+  EXPECT_EQ(parse_bytes("1.5TiB"), 1.5 * 1099511627776.0);
+  EXPECT_EQ(parse_bytes("1000000"), 1e6);
+  for (const char* bad : {"", "lots", "0x10G", "inf", "1e9", "-1G", "0", "0.5", "12 parsecs"})
+    EXPECT_EQ(parse_bytes(bad), std::nullopt) << bad;
+}
+
+// Lines at most `width` code points, broken at spaces.
+TEST(TextTest, WrapBreaksAtSpacesCountingCodePoints) {
+  EXPECT_EQ(wrap("a bb ccc dddd", 6), (std::vector<std::string>{"a bb", "ccc", "dddd"}));
+  EXPECT_EQ(wrap("2.00× faster ±", 12), (std::vector<std::string>{"2.00× faster", "±"}));
+  EXPECT_EQ(wrap("averyveryverylongword x", 5),
+            (std::vector<std::string>{"averyveryverylongword", "x"}));
+  EXPECT_EQ(wrap("one line", 0), (std::vector<std::string>{"one line"}));
+}
+
 TEST(MetricsTest, VocabularyIsUniqueAndFormatted) {
   std::set<std::string> keys;
   for (const auto& m : metric_vocabulary()) EXPECT_TRUE(keys.insert(m.key).second) << m.key;

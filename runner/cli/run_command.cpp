@@ -42,7 +42,7 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
     fmt::print("  memory: not forecast here: {}\n", f.problem);
     return;
   }
-  const bool cuda = run.runtime.accelerator != "cpu";
+  const bool cuda = resolve_device(run.runtime).type == "cuda";  // auto: with a GPU here
   fmt::print(
       "  memory per rank (forecast; activations measured on this CPU at micro-batches {} and {}):\n"
       "    parameters {} · gradients {} · optimizer state {} · activations {} a sample\n",
@@ -70,13 +70,19 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
         std::min(micro, f.micro_batch));
     return;
   }
+  if (!cuda && f.baseline + f.fixed + f.per_sample > *device_bytes) {
+    fmt::print("    does not fit in {} even at one sample: this process holds {} before a step\n",
+               format_bytes(*device_bytes), format_bytes(f.baseline));
+    return;
+  }
+  // What zero2 and fsdp would keep per rank, from the state one process keeps whole.
   const double devices = static_cast<double>(std::max<int64_t>(run.runtime.devices, 4));
-  const double whole = f.parameters + f.gradients + f.optimizer_state;
+  const double whole = f.whole_parameters + f.whole_gradients_and_state;
   fmt::print(
       "    does not fit in {} even at one sample: its state ({}) must be shared out — on {:.0f} "
       "devices zero2 keeps {} a rank, fsdp {}\n",
       format_bytes(*device_bytes), format_bytes(whole), devices,
-      format_bytes(f.parameters + (f.gradients + f.optimizer_state) / devices),
+      format_bytes(f.whole_parameters + f.whole_gradients_and_state / devices),
       format_bytes(whole / devices));
 }
 

@@ -82,6 +82,8 @@ void check_weights_fit(const std::vector<RunSpec>& runs, const Registry& registr
 // allocator reports), so they are the CPU's: a GPU's differ by its kernels' workspaces.
 struct MemoryForecast {
   double parameters = 0, gradients = 0, optimizer_state = 0;  // bytes one rank keeps
+  // Unshared, as one process keeps them: the parameters, and the gradients with optimizer state.
+  double whole_parameters = 0, whole_gradients_and_state = 0;
   double per_sample = 0;  // what each sample of a micro-batch adds to a step's peak
   double fixed = 0;       // what a step adds to the resident memory besides its samples
   double baseline = 0;    // resident memory before a step: LibTorch, the data, the model, its state

@@ -79,6 +79,12 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   // The two sizes measured: small, and the run's own when it is smaller still.
   const int64_t large = std::min<int64_t>({micro, 32, data.train->size()});
   const int64_t small = std::max<int64_t>(1, large / 2);
+  if (small == large) {
+    forecast.problem =
+        "cannot measure activations: the training split or the micro-batch holds "
+        "one sample";
+    return forecast;
+  }
   forecast.measured_at = {small, large};
   DataLoader loader(
       data.train, large, static_cast<uint64_t>(train.seed),
@@ -115,6 +121,8 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   forecast.parameters = tensor_bytes(model->parameters());
   forecast.gradients = forecast.parameters;  // a gradient per parameter, in its dtype
   forecast.optimizer_state = optimizer->state_bytes();
+  forecast.whole_parameters = forecast.parameters;
+  forecast.whole_gradients_and_state = forecast.gradients + forecast.optimizer_state;
   // What a rank keeps under its strategy: zero2 shards gradients and optimizer state, fsdp the
   // parameters too (each 1/N, padding aside); a plugin's strategy is taken as keeping them whole.
   if (run.strategy.name == "zero2" || run.strategy.name == "fsdp") {
@@ -127,8 +135,10 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   auto reporter = std::make_shared<PeakTensorBytes>();
   c10::DebugInfoGuard profiling(c10::DebugInfoKind::PROFILER_STATE, reporter);
   double peaks[2];
+  // One thread: the profiler's state is the calling thread's, and every allocation is then its.
+  at::set_num_threads(1);
   for (int i = 0; i < 2; ++i) {
-    optimizer->libtorch().zero_grad(/*set_to_none=*/false);  // the gradients stay, as they do
+    optimizer->libtorch().zero_grad(/*set_to_none=*/false);  // allocated: counted in the state
     const torch::Tensor probe = torch::empty({1});           // a report: what is allocated now
     reporter->restart();
     const double before = reporter->now();

@@ -475,7 +475,11 @@ void Trainer::setup_optimization() {
                                                          : train.micro_batch_fixed();
   if (micro_batch_ >= train.batch_size) micro_batch_ = 0;
   progress_.micro_batch_size = train.micro_batch_auto() ? micro_batch_ : 0;
-  if (continuing_) oom_events_ = progress_.oom_events, oom_seconds_ = progress_.oom_seconds;
+  if (continuing_) {
+    oom_events_ = progress_.oom_events, oom_seconds_ = progress_.oom_seconds;
+  } else {  // a state of another run (train.resume_from): its events are not this run's
+    progress_.oom_events = 0, progress_.oom_seconds = 0;
+  }
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {.total_steps = total_steps_});
@@ -662,9 +666,11 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
     torch::Tensor loss, logits, targets;
   };
   std::vector<Part> parts;
-  // Where the random generators stand at the step's start (dropout draws from them): an abandoned
-  // attempt must not have moved them.
+  // Where the random generators (dropout draws from them) and the model's buffers (BatchNorm's
+  // running statistics, which each forward moves) stand at the step's start: an abandoned attempt
+  // must not have moved them.
   std::vector<std::pair<at::Generator, torch::Tensor>> generators;
+  std::vector<torch::Tensor> buffers;
   if (run_.train.micro_batch_auto()) {
     generators.emplace_back(at::detail::getDefaultCPUGenerator(), torch::Tensor());
     if (device_.is_cuda())
@@ -673,6 +679,7 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
       std::lock_guard<std::mutex> lock(generator.mutex());
       state = generator.get_state();
     }
+    for (const auto& buffer : model_->buffers()) buffers.push_back(buffer.detach().clone());
   }
   std::vector<int64_t> tried;
   while (true) {
@@ -689,6 +696,9 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
           const Batch micro = length == n ? batch : batch.slice(start, length);
           forward_backward(micro, length == n ? 1.0 : static_cast<double>(length) / n, last,
                            part.logits, part.loss);
+          // Only their figures are kept: what autograd held is gone with the backward.
+          part.loss = part.loss.detach();
+          part.logits = part.logits.detach();
           part.targets = micro.targets;
           parts.push_back(std::move(part));
         }
@@ -706,6 +716,11 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
       for (auto& [generator, state] : generators) {
         std::lock_guard<std::mutex> lock(generator.mutex());
         generator.set_state(state);
+      }
+      {
+        torch::NoGradGuard no_grad;
+        size_t i = 0;
+        for (auto& buffer : model_->buffers()) buffer.copy_(buffers[i++]);
       }
       const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
       tried.push_back(size);
