@@ -123,6 +123,16 @@ TEST(WordPieceTest, RefusesOtherTokenizerJsonsNamingWhat) {
             std::string::npos);
   EXPECT_NE(refusal(dir.write("list.json", "[1, 2]")).find("is not a JSON object"),
             std::string::npos);
+  // A count written as a float too large for any integer (the fuzzer's find): refused, not cast.
+  for (const char* count : {"1e300", "100.0", "\"100\""}) {
+    std::string huge = original;
+    const std::string max_chars = "\"max_input_chars_per_word\": 100";
+    huge.replace(huge.find(max_chars), max_chars.size(),
+                 std::string("\"max_input_chars_per_word\": ") + count);
+    EXPECT_NE(refusal(dir.write("huge.json", huge)).find("max_input_chars_per_word is not 100"),
+              std::string::npos)
+        << count;
+  }
 }
 
 // A word-final capital sigma: the library lowercases it without context, to σ ("ΜΑΤΟΣ:" is μα ##το

@@ -145,8 +145,12 @@ void check_bert_tokenizer_json(const nlohmann::json& j, const std::string& path)
     refuse(fmt::format("its model is {}, not WordPiece", type_of(model)));
   if (model.value("continuing_subword_prefix", std::string("##")) != "##")
     refuse("its continuing_subword_prefix is not \"##\"");
-  if (model.value("max_input_chars_per_word", int64_t{100}) !=
-      static_cast<int64_t>(WordPieceTokenizer::kMaxCharsPerWord))
+  // An integer, read as one: a float such as 1e300 is no count (and casting it would overflow).
+  const nlohmann::json max_chars = model.contains("max_input_chars_per_word")
+                                       ? model["max_input_chars_per_word"]
+                                       : nlohmann::json(WordPieceTokenizer::kMaxCharsPerWord);
+  if (!max_chars.is_number_integer() ||
+      max_chars.get<int64_t>() != static_cast<int64_t>(WordPieceTokenizer::kMaxCharsPerWord))
     refuse("its max_input_chars_per_word is not 100");
   if (model.value("unk_token", std::string("[UNK]")) != "[UNK]")
     refuse("its unk_token is not [UNK]");
