@@ -734,18 +734,58 @@ std::string csv_field(const std::string& text) {
   return out + "\"";
 }
 
+// Text from YAML or the store as Markdown shows it literally: a '|' would end a table cell, a
+// newline the row, '<' and '&' start HTML (which Markdown passes through), '*', '`', '[' and '\\'
+// mark up ('_' inside a word, as in train.batch_size, does not).
+std::string md(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '\n':
+      case '\r':
+        out += ' ';
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '|':
+      case '*':
+      case '`':
+      case '[':
+      case '\\':
+        out += '\\';
+        out += c;
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string md_join(const std::vector<std::string>& items) {
+  std::vector<std::string> escaped;
+  for (const auto& item : items) escaped.push_back(md(item));
+  return join(escaped, "; ");
+}
+
 }  // namespace
 
 std::string render_markdown(const Report& report) {
   std::string out = "# Trainyard report\n\n";
   for (const auto& section : report.experiments) {
     const auto& e = section.experiment;
-    out += fmt::format("## {}\n\n", section.options.title.empty() ? e.name : section.options.title);
-    if (!e.description.empty()) out += e.description + "\n\n";
-    if (!section.note.empty()) out += "> " + section.note + "\n\n";
-    out += summary_line(section) + "\n\n";
+    out += fmt::format("## {}\n\n",
+                       md(section.options.title.empty() ? e.name : section.options.title));
+    if (!e.description.empty()) out += md(e.description) + "\n\n";
+    if (!section.note.empty()) out += "> " + md(section.note) + "\n\n";
+    out += md(summary_line(section)) + "\n\n";
     for (const auto& row : section.rows)
-      if (!row.verdict.empty()) out += fmt::format("- **{}** — {}\n", row.variant, row.verdict);
+      if (!row.verdict.empty())
+        out += fmt::format("- **{}** — {}\n", md(row.variant), md(row.verdict));
     out += "\n| variant | status | n | precision | devices | strategy |";
     std::string rule = "|---|---|---:|---|---:|---|";
     for (const auto& key : section.options.metrics) {
@@ -754,15 +794,17 @@ std::string render_markdown(const Report& report) {
     }
     out += " differs from the baseline in |\n" + rule + "---|\n";
     for (const auto& row : section.rows) {
-      out += fmt::format("| {}{} | {} | {}/{} | {} | {} | {} |", row.variant,
-                         row.variant == section.baseline ? " (baseline)" : "", row_status(row),
-                         row.completed, row.planned, row.precision, row.devices, row.strategy);
+      out +=
+          fmt::format("| {}{} | {} | {}/{} | {} | {} | {} |", md(row.variant),
+                      row.variant == section.baseline ? " (baseline)" : "", row_status(row),
+                      row.completed, row.planned, md(row.precision), row.devices, md(row.strategy));
       for (const auto& key : section.options.metrics) out += " " + cell(row, key) + " |";
-      out += " " + join(row.differs, "; ") + " |\n";
+      out += " " + md_join(row.differs) + " |\n";
     }
     out += "\n";
     for (const auto& row : section.rows)
-      if (!row.error.empty()) out += fmt::format("- {}: {}\n", row.variant, first_line(row.error));
+      if (!row.error.empty())
+        out += fmt::format("- {}: {}\n", md(row.variant), md(first_line(row.error)));
     out += "\n";
     if (!section.other_runs.empty()) {
       out += "Runs of other configurations (not in the table):\n\n";
@@ -773,10 +815,10 @@ std::string render_markdown(const Report& report) {
               fmt::format(", {}, test accuracy {}{}", other_run_figure(run, metric::kTrainSeconds),
                           other_run_figure(run, metric::kTestAcc),
                           run.speedup > 0 ? fmt::format(", {:.2f}x", run.speedup) : "");
-        out += fmt::format(
-            "- {} (run {}, {}{}): {}{}\n", run.variant, run.run_id, other_run_status(run), figures,
-            run.differences.empty() ? "the same settings" : join(run.differences, "; "),
-            run.error.empty() ? "" : " — " + first_line(run.error));
+        out += fmt::format("- {} (run {}, {}{}): {}{}\n", md(run.variant), run.run_id,
+                           other_run_status(run), figures,
+                           run.differences.empty() ? "the same settings" : md_join(run.differences),
+                           run.error.empty() ? "" : " — " + md(first_line(run.error)));
       }
       out += "\n";
     }

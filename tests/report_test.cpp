@@ -579,6 +579,18 @@ TEST(ReportOptionsTest, BadTargetsAndPricesAreNamedWhereTheyAreWritten) {
   EXPECT_DOUBLE_EQ(read.target_value, 0.3);
 }
 
+// Names from YAML show literally in Markdown: a '|' does not end the cell, HTML is not passed
+// through, '*' marks nothing up, and a newline does not end the row.
+TEST_F(ReportTest, MarkdownShowsNamesLiterally) {
+  add_run("a|b <i>x</i> *y*", 0, RunStatus::completed, 10, 0.5);
+  add_run("fp32", 1, RunStatus::failed, 0, 0);
+  const std::string md = render_markdown(build_report(store));
+  EXPECT_NE(md.find("| a\\|b &lt;i>x&lt;/i> \\*y\\* | completed |"), std::string::npos) << md;
+  EXPECT_NE(md.find("- **a\\|b &lt;i>x&lt;/i> \\*y\\*** — "), std::string::npos) << md;
+  EXPECT_EQ(md.find("<i>"), std::string::npos) << md;
+  EXPECT_NE(md.find("- fp32: it &lt;broke>"), std::string::npos) << md;
+}
+
 TEST_F(ReportTest, UnknownExperimentIsAUserError) {
   EXPECT_THROW(build_report(store, "vti"), UserError);
   try {
