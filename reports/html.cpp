@@ -509,14 +509,11 @@ Series median_curve(const std::string& label, const char* color,
     std::vector<double> xs, ys;
     for (const auto& run : runs)
       if (!run.empty()) xs.push_back(run[i].first), ys.push_back(run[i].second);
-    std::sort(xs.begin(), xs.end());
-    std::sort(ys.begin(), ys.end());
-    auto median = [](const std::vector<double>& v) {
-      const size_t n = v.size();
-      return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    };
-    s.points.emplace_back(median(xs), median(ys));
-    if (with_points > 1) s.band.push_back({median(xs), ys.front(), ys.back()});
+    const double x = median(xs), y = median(ys);
+    s.points.emplace_back(x, y);
+    if (with_points > 1)
+      s.band.push_back(
+          {x, *std::min_element(ys.begin(), ys.end()), *std::max_element(ys.begin(), ys.end())});
   }
   return s;
 }
@@ -552,27 +549,13 @@ std::optional<Reference> target_line(const ExperimentReport& section, const std:
   return Reference{y, "target " + tick_label(y) + (key == metric::kValAcc ? "%" : "")};
 }
 
-// Each validation of a run: (training time so far, its `key`), from its records by step (which
-// hold every validation); a run recorded before them has its epochs', at the sum of their times.
+// Each validation of a run (reports/report.h's validations): (training time so far, its `key`).
 std::vector<std::pair<double, double>> validations_over_time(const RepeatRun& run,
                                                              const std::string& key) {
   std::vector<std::pair<double, double>> out;
-  for (const auto& step : run.steps) {
-    auto elapsed = step.values.find(metric::kElapsedSeconds);
-    auto value = step.values.find(key);
-    if (elapsed != step.values.end() && value != step.values.end() &&
-        step.values.count(metric::kValSeconds))
-      out.emplace_back(elapsed->second, charted(key, value->second));
-  }
-  if (!out.empty()) return out;
-  double elapsed = 0;
-  for (const auto& epoch : run.epochs) {
-    auto seconds = epoch.values.find(metric::kEpochSeconds);
-    auto value = epoch.values.find(key);
-    if (seconds == epoch.values.end() || value == epoch.values.end()) return {};
-    elapsed += seconds->second;
-    out.emplace_back(elapsed, charted(key, value->second));
-  }
+  for (const Validation& validation : validations(run))
+    if (auto value = validation.values.find(key); value != validation.values.end())
+      out.emplace_back(validation.elapsed, charted(key, value->second));
   return out;
 }
 
@@ -812,11 +795,6 @@ std::string validation_costs(const ExperimentReport& section) {
       if (elapsed > 0) shares.push_back(total / elapsed);
     }
     if (counts.empty()) continue;
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      const size_t n = v.size();
-      return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    };
     rows += fmt::format(R"(<tr><td>{}</td><td>{:.0f}</td><td>{}</td><td>{}</td></tr>)",
                         html_escape(row.variant), median(counts), format_duration(median(seconds)),
                         shares.empty() ? "—" : fmt::format("{:.1f}%", 100 * median(shares)));

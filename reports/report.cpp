@@ -31,42 +31,32 @@ ReportOptions stored_report_options(const ExperimentRecord& experiment) {
   return decode_report_options(tree, {}, ignored);
 }
 
-// Each validation of `run`, in order: (training time so far, validation included; its figures).
-// From its records by step; a run recorded before them has its epochs', at the sum of their times.
-std::vector<std::pair<double, std::map<std::string, double>>> validations(Store& store,
-                                                                          int64_t run_id) {
-  std::vector<std::pair<double, std::map<std::string, double>>> out;
-  for (const StepRow& step : store.step_metrics(run_id)) {
-    auto elapsed = step.values.find(metric::kElapsedSeconds);
-    if (elapsed != step.values.end() && step.values.count(metric::kValSeconds))
-      out.emplace_back(elapsed->second, step.values);
-  }
-  if (!out.empty()) return out;
-  double elapsed = 0;
-  for (const EpochRow& epoch : store.epoch_metrics(run_id)) {
-    auto seconds = epoch.values.find(metric::kEpochSeconds);
-    if (seconds == epoch.values.end()) return {};  // no time to place the rest at
-    elapsed += seconds->second;
-    out.emplace_back(elapsed, epoch.values);
-  }
+RepeatRun repeat_run(Store& store, const RunRecord& run) {
+  RepeatRun out{.run_id = run.id, .repeat = run.repeat, .status = run.status};
+  out.log_path = run.environment.log_path;
+  if (const std::string stem = run_files_stem(run); !stem.empty()) out.config_path = stem + ".yaml";
+  out.steps = store.step_metrics(run.id);
+  out.epochs = store.epoch_metrics(run.id);
   return out;
 }
 
-// A completed run's figures: its final metrics and what the report derives from its records —
-// time-to-target (when it reached report.target), device-hours, and with prices its cost.
+// A completed run's figures: its final metrics and what the report derives from its records
+// (`repeat`, `attributes`) — time-to-target (when it reached report.target), device-hours, and
+// with prices its cost.
 std::map<std::string, double> run_figures(Store& store, const RunRecord& run,
+                                          const RepeatRun& repeat,
+                                          const std::map<std::string, std::string>& attributes,
                                           const ReportOptions& options) {
   std::map<std::string, double> figures = store.final_metrics(run.id);
   if (run.status != RunStatus::completed) return figures;
   if (options.has_target())
-    for (const auto& [elapsed, values] : validations(store, run.id)) {
-      auto value = values.find(options.target_metric);
-      if (value != values.end() && options.reaches_target(value->second)) {
-        figures[metric::kTimeToTarget] = elapsed;
+    for (const Validation& validation : validations(repeat)) {
+      auto value = validation.values.find(options.target_metric);
+      if (value != validation.values.end() && options.reaches_target(value->second)) {
+        figures[metric::kTimeToTarget] = validation.elapsed;
         break;
       }
     }
-  const std::map<std::string, std::string> attributes = store.attributes(run.id);
   auto attribute = [&](const char* key) {
     auto it = attributes.find(key);
     return it == attributes.end() ? std::string() : it->second;
@@ -91,15 +81,6 @@ std::map<std::string, double> run_figures(Store& store, const RunRecord& run,
   return figures;
 }
 
-RepeatRun repeat_run(Store& store, const RunRecord& run) {
-  RepeatRun out{.run_id = run.id, .repeat = run.repeat, .status = run.status};
-  out.log_path = run.environment.log_path;
-  if (const std::string stem = run_files_stem(run); !stem.empty()) out.config_path = stem + ".yaml";
-  out.steps = store.step_metrics(run.id);
-  out.epochs = store.epoch_metrics(run.id);
-  return out;
-}
-
 VariantRow make_row(Store& store, const RunRecord& run, const ReportOptions& options) {
   VariantRow row;
   row.variant = run.variant;
@@ -113,11 +94,12 @@ VariantRow make_row(Store& store, const RunRecord& run, const ReportOptions& opt
   row.ended_at = run.ended_at;
   row.error = run.error;
   row.failure = run.failure;
-  row.metrics = run_figures(store, run, options);
-  row.epochs = store.epoch_metrics(run.id);
-  row.repeats = {repeat_run(store, run)};
-  row.target_reached = row.metrics.count(metric::kTimeToTarget) ? 1 : 0;
+  RepeatRun repeat = repeat_run(store, run);
   row.attributes = store.attributes(run.id);
+  row.metrics = run_figures(store, run, repeat, row.attributes, options);
+  row.epochs = repeat.epochs;
+  row.repeats = {std::move(repeat)};
+  row.target_reached = row.metrics.count(metric::kTimeToTarget) ? 1 : 0;
   row.run_ids = {run.id};
   row.config_yaml = run.config_yaml;
   row.resumes = run.resumes;
@@ -129,12 +111,6 @@ VariantRow make_row(Store& store, const RunRecord& run, const ReportOptions& opt
   row.git_revision = run.environment.git_revision;
   row.host = run.host;
   return row;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 // One row over a variant's repeats (`runs`: the run of each repeat that ran, by repeat): the
@@ -158,22 +134,28 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
   row.run_ids.clear();
   row.repeats.clear();
   row.resumes = 0;
+  std::map<std::string, std::vector<double>> values;  // the completed runs' figures, by key
+  std::vector<const RepeatRun*> completed_repeats;
   for (const RunRecord* run : runs) {
     row.run_ids.push_back(run->id);
     row.repeats.push_back(repeat_run(store, *run));
     row.resumes += run->resumes;
   }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i]->status != RunStatus::completed) continue;
+    completed_repeats.push_back(&row.repeats[i]);
+    for (const auto& [key, value] :
+         run_figures(store, *runs[i], row.repeats[i], store.attributes(runs[i]->id), options))
+      values[key].push_back(value);
+  }
   row.completed = static_cast<int64_t>(completed.size());
-  std::map<std::string, std::vector<double>> values;
-  for (const RunRecord* run : completed)
-    for (const auto& [key, value] : run_figures(store, *run, options)) values[key].push_back(value);
   row.samples = values;
   row.target_reached = static_cast<int64_t>(values[metric::kTimeToTarget].size());
   if (row.target_reached == 0) values.erase(metric::kTimeToTarget);
   if (completed.size() > 1) {
     std::map<std::pair<int64_t, std::string>, std::vector<double>> epoch_values;
-    for (const RunRecord* run : completed)
-      for (const EpochRow& epoch : store.epoch_metrics(run->id))
+    for (const RepeatRun* repeat : completed_repeats)
+      for (const EpochRow& epoch : repeat->epochs)
         for (const auto& [key, value] : epoch.values)
           epoch_values[{epoch.epoch, key}].push_back(value);
     row.metrics.clear();
@@ -613,6 +595,24 @@ void with_answer_columns(ReportOptions& options) {
 }
 
 }  // namespace
+
+std::vector<Validation> validations(const RepeatRun& run) {
+  std::vector<Validation> out;
+  for (const StepRow& step : run.steps) {
+    auto elapsed = step.values.find(metric::kElapsedSeconds);
+    if (elapsed != step.values.end() && step.values.count(metric::kValSeconds))
+      out.push_back({elapsed->second, step.values});
+  }
+  if (!out.empty()) return out;
+  double elapsed = 0;
+  for (const EpochRow& epoch : run.epochs) {
+    auto seconds = epoch.values.find(metric::kEpochSeconds);
+    if (seconds == epoch.values.end()) return {};  // no time to place the rest at
+    elapsed += seconds->second;
+    out.push_back({elapsed, epoch.values});
+  }
+  return out;
+}
 
 Report build_report(Store& store, const std::string& experiment_name,
                     const CurrentExperiments& current) {

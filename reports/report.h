@@ -33,6 +33,15 @@ struct RepeatRun {
   std::vector<EpochRow> epochs{};
 };
 
+// A run's validations in order, each at the training time it was reached (validation included):
+// from its records by step, which hold every validation; a run recorded before them has its
+// epochs', at the sum of their epoch times. What time-to-target and the curves against time read.
+struct Validation {
+  double elapsed = 0;
+  std::map<std::string, double> values;
+};
+std::vector<Validation> validations(const RepeatRun& run);
+
 struct VariantRow {
   std::string variant;
   int64_t run_id = 0;              // the run shown (the first completed repeat); 0: none ran

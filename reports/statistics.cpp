@@ -1,5 +1,7 @@
 #include "reports/statistics.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <limits>
 
@@ -97,6 +99,12 @@ std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::v
   test.low = test.difference - margin;
   test.high = test.difference + margin;
   return test;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace trainyard

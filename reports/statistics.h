@@ -27,6 +27,9 @@ struct WelchTest {
 std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::vector<double>& b,
                                       double level = kVerdictLevel);
 
+// The median of a non-empty list (the mean of the middle two when their number is even).
+double median(std::vector<double> values);
+
 // Student's t distribution with `dof` degrees of freedom: P(T <= t), and its inverse.
 double student_t_cdf(double t, double dof);
 double student_t_quantile(double p, double dof);
