@@ -24,8 +24,8 @@
 
 // The plugin API's version: raised whenever a public header (ARCHITECTURE.md, "Public API")
 // changes in a way a plugin built against the old one would misread (2: OptionInfo and Rule gained
-// names_data).
-#define TRAINYARD_PLUGIN_API_VERSION 3
+// names_data; 4: Capabilities gained agrees_on_micro_batch).
+#define TRAINYARD_PLUGIN_API_VERSION 4
 
 #define TRAINYARD_PLUGIN_STRING_(x) #x
 #define TRAINYARD_PLUGIN_STRING(x) TRAINYARD_PLUGIN_STRING_(x)

@@ -28,6 +28,9 @@ const std::vector<ComponentKind>& all_component_kinds();
 struct Capabilities {
   // strategy: one process per device (the launcher starts ranks)
   bool multi_process = false;
+  // strategy (multi-process): its ranks can run micro-batches apart and then synchronise the
+  // gradients, so they can agree on train.micro_batch_size: auto's halvings
+  bool agrees_on_micro_batch = false;
   // optimizer: its step and learning rate stay on the device (what CUDA graphs need)
   bool steps_on_device = false;
   int64_t image_size = 0;     // model: the input resolution images are resized to; 0: no images

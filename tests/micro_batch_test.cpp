@@ -55,7 +55,8 @@ class DataLimit {
 constexpr rlim_t kLimit = 750'000'000;
 
 std::string experiment(const std::string& name, const std::string& micro_batch_size,
-                       int64_t train_size = 512, const std::string& extra = "") {
+                       int64_t train_size = 512, const std::string& extra = "",
+                       const std::string& runtime_extra = "") {
   return "name: " + name + R"(
 model: {name: vit, image_size: 64, patch_size: 4, depth: 2, width: 128, heads: 4, mlp_dim: 256, num_classes: 4, dropout: 0.1}
 dataset: {name: synthetic-images, train_size: )" +
@@ -63,8 +64,8 @@ dataset: {name: synthetic-images, train_size: )" +
 train: {epochs: 2, batch_size: 256, eval_batch_size: 32, log_every: 1)" +
          (micro_batch_size.empty() ? "" : ", micro_batch_size: " + micro_batch_size) + extra +
          R"(}
-runtime: {accelerator: cpu, threads: 1, data_workers: 0}
-)";
+runtime: {accelerator: cpu, threads: 1, data_workers: 0)" +
+         runtime_extra + "}\n";
 }
 
 // Every figure a run trains to — each epoch's, and its test's — of the experiment's only run.
@@ -189,6 +190,51 @@ TEST_F(MicroBatchTest, AContinuedRunStartsAtTheSizeItHadReached) {
                 experiment("by_hand", std::to_string(micro), 1024, ", checkpoint_every_steps: 1"));
   ASSERT_EQ(trainyard("run " + by_hand + " --db " + db()).exit_code, 0);
   EXPECT_EQ(trained(db(), "automatic"), trained(db(), "by_hand"));
+}
+
+// Under ddp and zero2 the ranks agree: only rank 1 is given the limit (prlimit on its process, as
+// soon as it exists), yet both ranks halve together, and what they compute is what a 2-rank run
+// started at that size by hand computes, bit for bit.
+TEST_F(MicroBatchTest, RanksAgreeOnTheSizeWhenOnlyOneRunsOutOfMemory) {
+  const fs::path logs = fs::path(db()).parent_path() / "logs";
+  for (const std::string strategy : {"ddp", "zero2"}) {
+    SCOPED_TRACE(strategy);
+    const std::string distributed = ", strategy: " + strategy + ", devices: 2";
+    const std::string automatic = dir.write(
+        strategy + "_auto.yaml", experiment(strategy + "_auto", "auto", 1024, "", distributed));
+    {
+      setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576", 1);
+      pid_t controller = testing::start_run(automatic, db());
+      testing::KillOnExit guard{controller};
+      std::vector<pid_t> workers = testing::wait_for_workers(controller, 2);
+      unsetenv("GLIBC_TUNABLES");
+      ASSERT_EQ(workers.size(), 2u);
+      const pid_t rank_one = testing::rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+      const rlimit limit{kLimit, RLIM_INFINITY};
+      ASSERT_EQ(prlimit(rank_one, RLIMIT_DATA, &limit, nullptr), 0);
+      ASSERT_EQ(testing::exit_code_of(controller), 0);
+      guard.pid = -1;
+    }
+    Store store(db());
+    const auto figures = store.final_metrics(store.runs(strategy + "_auto").at(0).id);
+    const int64_t micro = std::lround(figures.at("micro_batch_size"));
+    EXPECT_LE(micro, 128);
+    EXPECT_EQ(figures.at("oom_events"), std::log2(256.0 / static_cast<double>(micro)));
+    // Rank 1 ran out; rank 0, which did not, heard it from rank 1 and halved with it.
+    std::string logged;
+    for (const auto& entry : fs::recursive_directory_iterator(logs))
+      if (entry.is_regular_file() &&
+          entry.path().string().find(strategy + "_auto") != std::string::npos)
+        logged += testing::read_file(entry.path());
+    EXPECT_NE(logged.find("(rank 1: "), std::string::npos) << logged;
+    EXPECT_NE(logged.find("(rank 1 ran out of memory)"), std::string::npos) << logged;
+
+    const std::string by_hand =
+        dir.write(strategy + "_by_hand.yaml",
+                  experiment(strategy + "_by_hand", std::to_string(micro), 1024, "", distributed));
+    ASSERT_EQ(trainyard("run " + by_hand + " --db " + db()).exit_code, 0);
+    EXPECT_EQ(trained(db(), strategy + "_auto"), trained(db(), strategy + "_by_hand"));
+  }
 }
 
 // One sample that does not fit: the run fails out-of-memory and names the sizes it tried.

@@ -69,6 +69,12 @@ Registry fake_registry() {
   r.add<int()>(
       ComponentKind::strategy, "ddp", "one process per device", OptionSet<Nothing>(),
       [](const Nothing&) { return 9; },
+      [](const Nothing&) {
+        return Capabilities{.multi_process = true, .agrees_on_micro_batch = true};
+      });
+  r.add<int()>(
+      ComponentKind::strategy, "fsdp", "one process per device, sharded", OptionSet<Nothing>(),
+      [](const Nothing&) { return 10; },
       [](const Nothing&) { return Capabilities{.multi_process = true}; });
   return r;
 }

@@ -44,8 +44,12 @@ class DistributedDataParallel : public DistributedStrategy {
 
   void backward(const torch::Tensor& loss, bool sync) override {
     gradient_buckets_.backward(loss, sync);
-    if (!sync) return;
-    for (size_t b = 0; b < buckets_.size(); ++b) finish(b);
+    if (sync) finish_all();
+  }
+
+  void synchronize_gradients() override {
+    gradient_buckets_.launch_all();
+    finish_all();
   }
 
  private:
@@ -71,6 +75,10 @@ class DistributedDataParallel : public DistributedStrategy {
     std::vector<torch::Tensor> tensors = {bucket.flat};
     bucket.work = group_->allreduce(tensors);
     count(bucket.flat);
+  }
+
+  void finish_all() {
+    for (size_t b = 0; b < buckets_.size(); ++b) finish(b);
   }
 
   // Waits for bucket b's all-reduce (of gradients divided by the ranks: their average) and writes
@@ -116,7 +124,9 @@ void register_ddp(Registry& registry) {
       [](const DdpOptions& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<DistributedDataParallel>(o, context);
       },
-      [](const auto&) { return Capabilities{.multi_process = true}; });
+      [](const auto&) {
+        return Capabilities{.multi_process = true, .agrees_on_micro_batch = true};
+      });
 }
 
 }  // namespace trainyard

@@ -130,6 +130,12 @@ void DistributedStrategy::broadcast(torch::Tensor& tensor) {
 
 void DistributedStrategy::before_evaluation(Model& model) { broadcast_buffers(model); }
 
+void DistributedStrategy::synchronize_gradients() {
+  throw std::logic_error(
+      "this strategy cannot synchronise gradients after micro-batches run apart "
+      "(train.micro_batch_size: auto); validation should have refused it");
+}
+
 void DistributedStrategy::broadcast_buffers(Model& model) {
   if (model.buffers().empty()) return;
   std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
@@ -245,6 +251,10 @@ void GradientBuckets::backward(const torch::Tensor& loss, bool sync) {
   if (!sync) return;
   for (size_t b = next_launch_; b < buckets_.size(); ++b) pending_[b] = 0;  // unused parameters
   launch_ready();
+}
+
+void GradientBuckets::launch_all() {
+  for (size_t b = 0; b < buckets_.size(); ++b) launch_(b);
 }
 
 void GradientBuckets::launch_ready() {

@@ -48,6 +48,9 @@ class DistributedStrategy : public Strategy {
   c10::ScalarType reduce_dtype() const override { return reduce_dtype_; }
   int rank() const override { return rank_; }
   void before_evaluation(Model& model) override;
+  // Refused unless the strategy overrides it (ddp and zero2 do; fsdp's forwards gather, so its
+  // ranks cannot run micro-batches apart): validation refuses auto where it is missing.
+  void synchronize_gradients() override;
 
  protected:
   // Moves the model to the device and gives every rank rank 0's parameters and buffers.
@@ -115,6 +118,9 @@ class GradientBuckets {
               std::vector<std::vector<size_t>> buckets, Launch launch);
   // loss.backward(); with `sync`, every bucket has been launched when it returns.
   void backward(const torch::Tensor& loss, bool sync);
+  // Launches every bucket, in order, after backwards that did not synchronise: the same
+  // collectives on the same gradients as a syncing backward's.
+  void launch_all();
 
  private:
   void launch_ready();

@@ -44,6 +44,10 @@ class Strategy {
   // Backward of `loss`. `sync` is false on the micro-batches of a gradient-accumulation step that
   // only accumulate (nothing is communicated then); true on the last.
   virtual void backward(const torch::Tensor& loss, bool sync) = 0;
+  // Communicates the gradients as a syncing backward would have at its end, after micro-batches
+  // whose backwards all ran with `sync` false (train.micro_batch_size: auto under several ranks,
+  // which first agree that no rank ran out of memory). Collective; nothing to do with one process.
+  virtual void synchronize_gradients() {}
   // The global L2 norm of the optimizer's gradients (over every rank's share when sharded), in
   // float, as a device tensor: nothing is read on the host. Collective when sharded.
   torch::Tensor gradient_norm(torch::optim::Optimizer& optimizer);

@@ -61,10 +61,12 @@ class ZeroStage2 : public DistributedStrategy {
 
   void backward(const torch::Tensor& loss, bool sync) override {
     gradient_buckets_.backward(loss, sync);
-    if (!sync) return;
-    for (auto& bucket : buckets_)
-      bucket.chunk.mutable_grad() =
-          finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
+    if (sync) finish_reductions();
+  }
+
+  void synchronize_gradients() override {
+    gradient_buckets_.launch_all();
+    finish_reductions();
   }
 
   bool shards_gradients() const override { return true; }
@@ -98,6 +100,13 @@ class ZeroStage2 : public DistributedStrategy {
   }
 
  private:
+  // Waits for every bucket's reduce-scatter: this rank's chunk of the averaged gradients.
+  void finish_reductions() {
+    for (auto& bucket : buckets_)
+      bucket.chunk.mutable_grad() =
+          finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
+  }
+
   // The flat groups whose chunks are optimizer_parameters(), in that order.
   std::vector<FlatParameters*> groups() {
     std::vector<FlatParameters*> out;
@@ -125,7 +134,9 @@ void register_zero2(Registry& registry) {
       [](const Zero2Options& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<ZeroStage2>(o, context);
       },
-      [](const auto&) { return Capabilities{.multi_process = true}; });
+      [](const auto&) {
+        return Capabilities{.multi_process = true, .agrees_on_micro_batch = true};
+      });
 }
 
 }  // namespace trainyard

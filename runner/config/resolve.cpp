@@ -222,13 +222,15 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
                     "skip an overflowed step on the device); use adam or adamw with fused: true, "
                     "or runtime.sync_debug: warn to see each synchronisation",
                     run.optimizer.name));
-  if (run.train.micro_batch_auto() && run.strategy.capabilities.multi_process)
+  if (run.train.micro_batch_auto() && run.strategy.capabilities.multi_process &&
+      !run.strategy.capabilities.agrees_on_micro_batch)
     diagnostics.error(
         origin_of_key(tree, "train.micro_batch_size", fallback),
-        fmt::format("'train.micro_batch_size' auto halves the micro-batch when this process runs "
-                    "out of memory; under strategy {} every rank would have to agree on it first, "
-                    "which trainyard does not do yet: set a number (micro_batch_size: 8 — the "
-                    "step stays the same) or train on one process",
+        fmt::format("'train.micro_batch_size' auto halves the micro-batch when a rank runs out of "
+                    "memory, and every rank must agree on it first; under strategy {} a rank "
+                    "that runs out mid-forward would leave the others waiting in its parameter "
+                    "gathers: use ddp or zero2 with auto, or set a number (micro_batch_size: 8 — "
+                    "the step stays the same)",
                     run.strategy.name));
   const int64_t micro = run.train.micro_batch_fixed();
   if (micro > run.train.batch_size)

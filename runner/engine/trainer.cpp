@@ -157,6 +157,10 @@ class Trainer {
   // computes.
   void train_split_step(const std::vector<Batch>& batches, bool measure_norm, Accumulator& metrics,
                         torch::Tensor& loss);
+  // Under several ranks with auto, after each micro-batch: whether any rank ran out of memory
+  // (`out_of_memory`: this rank's error, empty when it did not). One collective of one number;
+  // when any did, it throws an out-of-memory error on every rank, so all abandon the step together.
+  void agree_on_memory(const std::string& out_of_memory);
   void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                     Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
@@ -681,6 +685,10 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
     }
     for (const auto& buffer : model_->buffers()) buffers.push_back(buffer.detach().clone());
   }
+  // With several ranks every micro-batch's backward runs apart (nothing communicated) and the ranks
+  // agree after each whether any ran out of memory, so none goes on at another size; once all
+  // agree the step fitted, its gradients are synchronised as the last backward would have.
+  const bool agree = run_.train.micro_batch_auto() && strategy_->world_size() > 1;
   std::vector<int64_t> tried;
   while (true) {
     const auto attempt_start = Clock::now();
@@ -694,8 +702,15 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
           const bool last = i + 1 == batches.size() && start + length == n;
           Part part;
           const Batch micro = length == n ? batch : batch.slice(start, length);
-          forward_backward(micro, length == n ? 1.0 : static_cast<double>(length) / n, last,
-                           part.logits, part.loss);
+          std::string out_of_memory;
+          try {
+            forward_backward(micro, length == n ? 1.0 : static_cast<double>(length) / n,
+                             /*sync=*/last && !agree, part.logits, part.loss);
+          } catch (const std::exception& error) {
+            if (!agree || !says_out_of_memory(error.what())) throw;
+            out_of_memory = error.what();
+          }
+          if (agree) agree_on_memory(out_of_memory);
           // Only their figures are kept: what autograd held is gone with the backward.
           part.loss = part.loss.detach();
           part.logits = part.logits.detach();
@@ -709,6 +724,8 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
       // Abandon the attempt: its activations, gradients and cached blocks go.
       parts.clear();
       optimizer_->libtorch().zero_grad(/*set_to_none=*/true);
+      // (Under zero2 the optimizer's are chunks; the model's own gradients accumulated apart.)
+      for (auto& parameter : model_->parameters()) parameter.mutable_grad().reset();
       if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
       // The CPU's cache: glibc keeps freed blocks (its mmap threshold grows with each large block
       // freed), which would leave the next allocation — a tensor, a thread's stack — no room.
@@ -738,6 +755,8 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
           size, step_ + 1, micro_batch_, first_line(error.what()));
     }
   }
+  // Not retried, as the optimizer step is not: the ranks are in their collectives by then.
+  if (agree) strategy_->synchronize_gradients();
   // Not retried: an optimizer that failed part-way has updated some parameters already.
   optimizer_step(measure_norm);
   // The step is done: its figures count, and the step's loss to log is its last batch's mean.
@@ -756,6 +775,20 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
     // One part: its own mean, as a step of whole batches logs it.
     loss = count == 1 ? parts[next - 1].loss : sum / static_cast<double>(batch.size());
   }
+}
+
+void Trainer::agree_on_memory(const std::string& out_of_memory) {
+  // The highest rank that ran out, plus one; 0 when none did. Read on the host, outside
+  // runtime.sync_debug's check: the decision needs it.
+  SyncDebugGuard allowed(c10::cuda::SyncDebugMode::L_DISABLED);
+  torch::Tensor ran_out = torch::tensor(
+      {out_of_memory.empty() ? 0.0 : static_cast<double>(strategy_->rank() + 1)}, torch::kDouble);
+  strategy_->all_reduce_max(ran_out);
+  const auto rank = static_cast<int64_t>(ran_out.item<double>()) - 1;
+  if (rank < 0) return;
+  if (!out_of_memory.empty())
+    throw std::runtime_error(fmt::format("rank {}: {}", strategy_->rank(), out_of_memory));
+  throw std::runtime_error(fmt::format("rank {} ran out of memory", rank));
 }
 
 void Trainer::optimizer_step(bool measure_norm) {
