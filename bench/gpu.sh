@@ -22,7 +22,9 @@
 #               precision, eager and CUDA graphs, 6 steps each under sync_debug: error
 #   sync        bench/gpu/sync_check.yaml: the full models under runtime.sync_debug: error, eager and
 #               CUDA-graph pairs whose losses must agree, and dynamic padding
-#   throughput  bench/gpu/{vit,distilbert}_throughput.yaml: 24 short runs (2 x 16 steps each)
+#   throughput  bench/gpu/{vit,distilbert}_throughput.yaml: 24 short runs (2 x 16 steps each);
+#               bench/gpu/gpt2_throughput.yaml: GPT-2 124M at context 1024, bf16, tokens/s and MFU
+#               (4 runs, after the others: the first cut when time runs short)
 #   baselines   the same steps in PyTorch eager and Lightning Fabric on the machine's python3
 #   study       (only when named) the two studies' full 3-epoch runs on synthetic data of their sizes
 #   summary     bench/gpu/compare.py: the comparison, as summary.md
@@ -195,6 +197,7 @@ fi
 if wants throughput && ensure_binary; then
   train bench/gpu/vit_throughput.yaml
   train bench/gpu/distilbert_throughput.yaml
+  train bench/gpu/gpt2_throughput.yaml
 fi
 
 if wants study && ensure_binary; then

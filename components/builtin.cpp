@@ -6,7 +6,9 @@
 #include "components/data/synthetic_images.h"
 #include "components/data/synthetic_text.h"
 #include "components/data/textfile.h"
+#include "components/data/tokens.h"
 #include "components/models/distilbert.h"
+#include "components/models/gpt2.h"
 #include "components/models/torchscript.h"
 #include "components/models/vit.h"
 #include "components/optim/optimizers.h"
@@ -22,6 +24,7 @@ namespace trainyard {
 void register_builtin_components(Registry& registry) {
   register_vit(registry);
   register_distilbert(registry);
+  register_gpt2(registry);
   register_torchscript(registry);
   register_cifar10(registry);
   register_imagefolder(registry);
@@ -29,6 +32,8 @@ void register_builtin_components(Registry& registry) {
   register_synthetic_images(registry);
   register_synthetic_text(registry);
   register_textfile(registry);
+  register_tokens(registry);
+  register_synthetic_tokens(registry);
   register_optimizers(registry);
   register_schedulers(registry);
   register_precisions(registry);

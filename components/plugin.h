@@ -24,8 +24,9 @@
 
 // The plugin API's version: raised whenever a public header (ARCHITECTURE.md, "Public API")
 // changes in a way a plugin built against the old one would misread (2: OptionInfo and Rule gained
-// names_data; 4: Capabilities gained agrees_on_micro_batch).
-#define TRAINYARD_PLUGIN_API_VERSION 4
+// names_data; 4: Capabilities gained agrees_on_micro_batch; 5: Capabilities gained task, DataSplits
+// train_in_order, DataContext vocab_size).
+#define TRAINYARD_PLUGIN_API_VERSION 5
 
 #define TRAINYARD_PLUGIN_STRING_(x) #x
 #define TRAINYARD_PLUGIN_STRING(x) TRAINYARD_PLUGIN_STRING_(x)

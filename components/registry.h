@@ -49,6 +49,10 @@ struct Capabilities {
   // What validation should say about them that is not wrong (a class without validation images):
   // printed as notes by validate, run and submit.
   std::vector<std::string> notes{};
+  // model: what it is trained for — "" (classification: logits per sample against class
+  // indices) or "causal-lm" (logits per position against the next tokens); dataset: the batches
+  // it yields, the same words. Validation refuses a model and a dataset of different tasks.
+  std::string task{};
 };
 
 // A component chosen by name, with its resolved options (every option, defaults included) and

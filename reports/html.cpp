@@ -562,7 +562,7 @@ std::vector<std::pair<double, double>> validations_over_time(const RepeatRun& ru
 // Bars of training time, time-to-target (with report.target) and test accuracy, a bar per
 // variant in its colour: the median of its completed runs.
 std::string charts(const ExperimentReport& section) {
-  std::vector<Bar> time, to_target, accuracy, cost;
+  std::vector<Bar> time, to_target, accuracy, perplexity, cost;
   for (const auto& row : section.rows) {
     if (row.completed == 0) continue;
     const char* color = variant_color(section, row.variant);
@@ -591,6 +591,8 @@ std::string charts(const ExperimentReport& section) {
     }
     if (auto acc = figure(metric::kTestAcc))
       accuracy.push_back({row.variant, *acc, fmt::format("{:.1f}%", 100 * *acc), color});
+    if (auto ppl = figure(metric::kTestPerplexity))  // a language model's
+      perplexity.push_back({row.variant, *ppl, fmt::format("{:.2f}", *ppl), color});
     if (auto money = figure(metric::kCost))
       cost.push_back({row.variant, *money,
                       format_metric(*find_metric(metric::kCost), *money) + " a run", color});
@@ -606,8 +608,9 @@ std::string charts(const ExperimentReport& section) {
                 to_target)
           : "";
   return R"(<div class="charts">)" + bar_chart("Training time (lower is better)", time) + target +
-         bar_chart("Test accuracy", accuracy) + bar_chart("Cost (lower is better)", cost) +
-         "</div>";
+         bar_chart("Test accuracy", accuracy) +
+         bar_chart("Test perplexity (lower is better)", perplexity) +
+         bar_chart("Cost (lower is better)", cost) + "</div>";
 }
 
 // Where a variant sits among the others: training time (time-to-target with report.target)
@@ -619,6 +622,13 @@ std::string pareto_chart(const ExperimentReport& section) {
   bool gpu = false;
   for (const auto& row : section.rows) gpu = gpu || row.metrics.count(metric::kCudaPeakAllocated);
   const char* memory_key = gpu ? metric::kCudaPeakAllocated : metric::kPeakMemory;
+  // The quality axis: test accuracy, or a language model's test perplexity (lower is better: the
+  // frontier then keeps the variants with a lower perplexity than every faster one).
+  bool language_model = false;
+  for (const auto& row : section.rows)
+    language_model = language_model || row.metrics.count(metric::kTestPerplexity);
+  const char* quality_key = language_model ? metric::kTestPerplexity : metric::kTestAcc;
+  const double better = language_model ? -1 : 1;  // quality x better: higher is better
   struct Point {
     const VariantRow* row;
     double x, y, memory;
@@ -629,25 +639,25 @@ std::string pareto_chart(const ExperimentReport& section) {
   for (const auto& row : section.rows) {
     if (row.completed == 0) continue;
     auto x = row.metrics.find(time_key);
-    auto y = row.metrics.find(metric::kTestAcc);
+    auto y = row.metrics.find(quality_key);
     if (x == row.metrics.end() || y == row.metrics.end()) {
       if (target && y != row.metrics.end()) missing.push_back(row.variant);
       continue;
     }
     auto memory = row.metrics.find(memory_key);
-    points.push_back(
-        {&row, x->second, 100 * y->second, memory == row.metrics.end() ? 0 : memory->second});
+    points.push_back({&row, x->second, charted(quality_key, y->second),
+                      memory == row.metrics.end() ? 0 : memory->second});
   }
   if (points.size() < 2) return "";
   // The frontier: sorted by time, each variant more accurate than every faster one.
   std::vector<Point*> by_time;
   for (auto& p : points) by_time.push_back(&p);
-  std::sort(by_time.begin(), by_time.end(), [](const Point* a, const Point* b) {
-    return a->x < b->x || (a->x == b->x && a->y > b->y);
+  std::sort(by_time.begin(), by_time.end(), [&](const Point* a, const Point* b) {
+    return a->x < b->x || (a->x == b->x && better * a->y > better * b->y);
   });
   double best = -1e300;
   for (Point* p : by_time)
-    if (p->y > best) p->frontier = true, best = p->y;
+    if (better * p->y > best) p->frontier = true, best = better * p->y;
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300, max_memory = 0;
   for (const auto& p : points) {
     x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y), y1 = std::max(y1, p.y),
@@ -658,10 +668,12 @@ std::string pareto_chart(const ExperimentReport& section) {
   Plot plot{x0, x1, y0, y1, false, 64, 30, 420, 240};
   const int width = plot.left + plot.width + 16, height = plot.bottom() + 104;
   const std::string x_title = target ? "time to target (s, median)" : "training time (s, median)";
-  std::string svg =
-      svg_open("pareto", width, height,
-               target ? "Time to target against test accuracy" : "Time against test accuracy") +
-      axes(plot, x_title, "test accuracy (%, median)");
+  const std::string quality = language_model ? "test perplexity" : "test accuracy";
+  std::string svg = svg_open("pareto", width, height,
+                             (target ? "Time to target against " : "Time against ") + quality) +
+                    axes(plot, x_title,
+                         language_model ? "test perplexity (median, lower is better)"
+                                        : "test accuracy (%, median)");
   std::string frontier;
   for (const Point* p : by_time)
     if (p->frontier)
@@ -766,6 +778,8 @@ std::string curves(const ExperimentReport& section) {
                  per_epoch(metric::kTrainAcc)) +
       line_chart("Validation accuracy", "epoch", axis_title(metric::kValAcc),
                  per_epoch(metric::kValAcc), target_line(section, metric::kValAcc)) +
+      line_chart("Validation perplexity", "epoch", axis_title(metric::kValPerplexity),
+                 per_epoch(metric::kValPerplexity)) +
       line_chart(fmt::format("{} against training time", find_metric(watched)->label),
                  "training time (s, validation included)", axis_title(watched), over_time,
                  target_line(section, watched));

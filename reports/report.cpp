@@ -462,6 +462,27 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
           fmt::format("test accuracy {:+.1f} pt (within noise)", 100 * test->difference));
     }
   }
+  // A language model's quality: perplexity, compared as the ratio of the two (the difference of
+  // test losses, their logarithms, tested as accuracy is).
+  const auto mine_loss = samples(row, metric::kTestLoss),
+             base_loss = samples(base, metric::kTestLoss);
+  if (row.metrics.count(metric::kTestPerplexity) && base.metrics.count(metric::kTestPerplexity) &&
+      !mine_loss.empty() && !base_loss.empty()) {
+    auto percent = [](double log_ratio) { return 100 * (std::exp(log_ratio) - 1); };
+    const auto test = tested ? welch_t_test(base_loss, mine_loss) : std::nullopt;
+    if (!test)
+      parts.push_back(fmt::format("test perplexity {:+.1f}%",
+                                  100 * (row.metrics.at(metric::kTestPerplexity) /
+                                             base.metrics.at(metric::kTestPerplexity) -
+                                         1)));
+    else if (test->significant())
+      parts.push_back(fmt::format("test perplexity {:+.1f}% ({:+.1f} to {:+.1f})",
+                                  percent(test->difference), percent(test->low),
+                                  percent(test->high)));
+    else
+      parts.push_back(
+          fmt::format("test perplexity {:+.1f}% (within noise)", percent(test->difference)));
+  }
   // The device's: CUDA's allocated peak on a GPU, the process's on the CPU.
   const char* memory_key = base.metrics.count(metric::kCudaPeakAllocated)
                                ? metric::kCudaPeakAllocated
@@ -594,6 +615,22 @@ void with_answer_columns(ReportOptions& options) {
   }
 }
 
+// The task's figures: a language model has no accuracy and counts tokens. In the section of one
+// (its runs have a test perplexity and no accuracy), the default columns' classification figures
+// show the language model's counterparts: test_acc test_ppl, samples_per_s tokens_per_s.
+void with_task_columns(ExperimentReport& section) {
+  auto any_row_has = [&](const char* key) {
+    for (const auto& row : section.rows)
+      if (row.metrics.count(key)) return true;
+    return false;
+  };
+  if (!any_row_has(metric::kTestPerplexity) || any_row_has(metric::kTestAcc)) return;
+  for (auto& column : section.options.metrics) {
+    if (column == metric::kTestAcc) column = metric::kTestPerplexity;
+    if (column == metric::kSamplesPerSecond) column = metric::kTokensPerSecond;
+  }
+}
+
 }  // namespace
 
 std::vector<Validation> validations(const RepeatRun& run) {
@@ -641,6 +678,7 @@ Report build_report(Store& store, const std::string& experiment_name,
     section.baseline = section.options.baseline;
     if (section.baseline.empty() && !section.rows.empty())
       section.baseline = section.rows.front().variant;
+    with_task_columns(section);
     compare_with_baseline(section);
     compare_other_runs(section);
     report.experiments.push_back(std::move(section));

@@ -107,7 +107,7 @@ TEST_F(PluginTest, EachBadPluginIsRefusedWithItsFixAndNothingWritten) {
       {built("bad", "takes_vit"), "model 'vit' is built in; rename its components"},
       {built("bad", "other_torch"),
        "LibTorch 2.10.0 (this trainyard: 2.11.0); rebuild the plugin against this Trainyard"},
-      {built("bad", "future_api"), "plugin API version 5 (this trainyard: 4); rebuild"},
+      {built("bad", "future_api"), "plugin API version 6 (this trainyard: 5); rebuild"},
       {built("bad", "old_abi"), "C++ string ABI (_GLIBCXX_USE_CXX11_ABI) 0 (this trainyard: 1)"},
       {built("bad", "strategy"),
        "registers strategy 'my-ddp': precisions and strategies cannot come from a plugin"},

@@ -25,6 +25,24 @@ std::string TempDir::write(const std::string& name, const std::string& text) con
   return file.string();
 }
 
+std::string llmc_token_file(const std::vector<uint32_t>& tokens, int32_t version, int64_t count,
+                            int32_t magic) {
+  std::vector<int32_t> header(256, 0);  // (this machine is little-endian, as the format)
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<int32_t>(count >= 0 ? count : static_cast<int64_t>(tokens.size()));
+  std::string bytes(reinterpret_cast<const char*>(header.data()), header.size() * 4);
+  for (uint32_t t : tokens) {
+    if (version == 2) {
+      bytes.append(reinterpret_cast<const char*>(&t), 4);
+    } else {
+      const auto t16 = static_cast<uint16_t>(t);
+      bytes.append(reinterpret_cast<const char*>(&t16), 2);
+    }
+  }
+  return bytes;
+}
+
 namespace {
 struct ToyModel {
   int64_t width = 8;

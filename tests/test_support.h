@@ -2,8 +2,10 @@
 // components so config tests need no LibTorch.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "components/registry.h"
 
@@ -21,6 +23,12 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The bytes of a token file as llm.c's write_datafile writes it: 256 little-endian int32 (magic,
+// version — 1: uint16 tokens, 2: uint32 — and the token count), then the tokens. `count` and
+// `magic` override the header's, for files that lie about themselves.
+std::string llmc_token_file(const std::vector<uint32_t>& tokens, int32_t version = 1,
+                            int64_t count = -1, int32_t magic = 20240520);
 
 // model "toy" {width: int ≥ 1 = 8, act: relu|gelu}, dataset "toy-data" {root: required string},
 // optimizers "adam" {lr > 0} (steps on the device) and "sgd", scheduler "none", precisions

@@ -11,6 +11,10 @@ import sqlite3
 import sys
 
 THROUGHPUT = {"gpu_vit_b16": "vit_b16", "gpu_distilbert": "distilbert"}
+LANGUAGE_MODEL = "gpu_gpt2"
+# llm.c's GPT-2 124M reproduction (discussion #481): 10B tokens in about 90 minutes on 8 x A100
+# 80GB, so about 230k tokens/s a GPU — derived from the published time, not a measured baseline.
+LLMC_TOKENS_PER_S_PER_A100 = 10e9 / (90 * 60) / 8
 SYNC_CHECK = "gpu_sync_check"
 SMOKE = "gpu_smoke"
 # The studies' full runs on synthetic data of their sizes, and the study's own minutes (A100).
@@ -68,6 +72,29 @@ def throughput_table(all_runs, baselines):
         peak_text = f"{run['peak'] / 2**30:.1f} GiB" if run["peak"] else "—"
         print(f"| {model} | {batch} | {precision} | {graphs_text} | {samples:.1f} | {mfu_text} | {peak_text} "
               f"| {cell(eager)} | {cell(fabric)} | {ratio(eager)} | {ratio(fabric)} |")
+
+
+def language_model_table(all_runs):
+    measured = [run for run in all_runs if run["experiment"] == LANGUAGE_MODEL]
+    if not measured:
+        return
+    print()
+    print("GPT-2 124M, context 1024, bf16-mixed (bench/gpu/gpt2_throughput.yaml); llm.c's reference is "
+          f"about {LLMC_TOKENS_PER_S_PER_A100 / 1e3:.0f}k tokens/s per A100 (derived from its 90-minute run)")
+    print()
+    print("| batch | CUDA graphs | tokens/s | MFU | peak memory | vs llm.c per A100 |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for run in measured:
+        batch = int(run["variant"].split("batch_size=")[1].split("/")[0])
+        graphs = "yes" if "compile=cuda-graphs" in run["variant"] else "no"
+        if run["status"] != "completed" or not run["samples_per_s"]:
+            print(f"| {batch} | {graphs} | {run['status']}: {first_line(run['error'])} | | | |")
+            continue
+        tokens = run["samples_per_s"] * 1024
+        mfu_text = f"{100 * run['mfu']:.1f}%" if run["mfu"] else "—"
+        peak_text = f"{run['peak'] / 2**30:.1f} GiB" if run["peak"] else "—"
+        print(f"| {batch} | {graphs} | {tokens:,.0f} | {mfu_text} | {peak_text} "
+              f"| {tokens / LLMC_TOKENS_PER_S_PER_A100:.2f}x |")
 
 
 def sync_check_table(all_runs):
@@ -132,6 +159,7 @@ def main():
         baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r.get("samples_per_s")
     smoke_table(all_runs)
     throughput_table(all_runs, baselines)
+    language_model_table(all_runs)
     sync_check_table(all_runs)
     study_table(all_runs)
 

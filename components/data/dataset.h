@@ -40,12 +40,16 @@ struct DataSplits {
   // What the run's details list about the data beyond its options: the classes' names, how the
   // splits were made ("dataset_classes": "negative=0, positive=1").
   std::map<std::string, std::string> details{};
+  // Training batches in the dataset's own order rather than shuffled each epoch (the tokens
+  // dataset's sampler: sequential).
+  bool train_in_order = false;
 };
 
 // What a dataset learns from the rest of the run when it is built.
 struct DataContext {
   int64_t image_size = 0;     // the model's input resolution; 0 when the model has none
   int64_t max_positions = 0;  // the model's longest sequence; 0 when the model has none
+  int64_t vocab_size = 0;     // the model's token embeddings; 0 when the model has none
   std::function<void(const std::string&)> log{};  // progress worth a line in the run's log
 };
 

@@ -314,6 +314,20 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
   }
   variant_problems.report(variants.size(), diagnostics);
 
+  // A language model has no accuracy to reach.
+  if (experiment.report.target_metric == "val_acc")
+    for (const auto& run : experiment.runs)
+      if (run.model.capabilities.task == "causal-lm") {
+        const ConfigValue* value = tree.find("report.target.metric");
+        diagnostics.error(
+            value ? value->origin : file_origin(file),
+            fmt::format("'report.target.metric' val_acc: variant '{}' trains a causal language "
+                        "model (model {}), which has no accuracy; use val_loss (a perplexity of "
+                        "P is a val_loss of ln P)",
+                        run.variant, run.model.name));
+        break;
+      }
+
   const std::string& baseline = experiment.report.baseline;
   if (!baseline.empty()) {
     bool found = false;

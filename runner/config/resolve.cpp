@@ -136,12 +136,41 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
                           "has {} tokens; use the model's own vocabulary file, or give it an "
                           "embedding of {} rows",
                           run.model.name, model.vocab_size, data.vocab_size, data.vocab_size));
+  // A token dataset's length is its seq_len; a text dataset's, max_length.
+  const char* length_key =
+      run.dataset.options.find("seq_len") ? "dataset.seq_len" : "dataset.max_length";
   if (model.max_positions > 0 && data.max_length > model.max_positions)
+    diagnostics.error(origin_of_key(tree, length_key, fallback),
+                      fmt::format("{} {} is longer than the model's max_positions {}; "
+                                  "lower {} or raise model.max_positions",
+                                  length_key, data.max_length, model.max_positions, length_key));
+  // What the model is trained for and what the dataset's batches are for must agree.
+  auto task_name = [](const std::string& task) {
+    return task.empty() ? std::string("classification") : task;
+  };
+  if (task_name(model.task) != task_name(data.task))
     diagnostics.error(
-        origin_of_key(tree, "dataset.max_length", fallback),
-        fmt::format("dataset.max_length {} is longer than the model's max_positions {}; "
-                    "lower dataset.max_length or raise model.max_positions",
-                    data.max_length, model.max_positions));
+        origin_of_key(tree, "dataset.name", fallback),
+        model.task == "causal-lm"
+            ? fmt::format("model {} is a causal language model, but dataset {} yields labelled "
+                          "samples for classification; use a token dataset (tokens, or "
+                          "synthetic-tokens for a quick run)",
+                          run.model.name, run.dataset.name)
+            : fmt::format("dataset {} yields token windows for a causal language model, but "
+                          "model {} classifies; use model gpt2, or a classification dataset",
+                          run.dataset.name, run.model.name));
+  if (model.task == "causal-lm") {
+    if (run.train.monitor == "val_acc")
+      diagnostics.error(origin_of_key(tree, "train.monitor", fallback),
+                        fmt::format("'train.monitor' val_acc: model {} is a causal language "
+                                    "model, which has no accuracy; use val_loss",
+                                    run.model.name));
+    if (run.train.early_stop_patience > 0 && run.train.early_stop_metric == "val_acc")
+      diagnostics.error(origin_of_key(tree, "train.early_stop.metric", fallback),
+                        fmt::format("'train.early_stop.metric' val_acc: model {} is a causal "
+                                    "language model, which has no accuracy; use val_loss",
+                                    run.model.name));
+  }
   std::error_code ec;
   const std::string& weights = run.weights.weights;
   if (weights.empty()) return;

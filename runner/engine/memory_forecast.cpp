@@ -20,6 +20,7 @@
 #include "components/optim/optimizers.h"
 #include "components/precision/precision.h"
 #include "runner/engine/engine.h"
+#include "runner/engine/task.h"
 
 namespace trainyard {
 
@@ -74,6 +75,7 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
 
   DataContext data_context{.image_size = run.model.capabilities.image_size,
                            .max_positions = run.model.capabilities.max_positions,
+                           .vocab_size = run.model.capabilities.vocab_size,
                            .log = [](const std::string&) {}};
   const DataSplits data = build_dataset(registry, run.dataset, data_context);
   // The two sizes measured: small, and the run's own when it is smaller still.
@@ -100,6 +102,7 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   model->to(torch::kCPU, precision->param_dtype());
   model->train();
   OptimizerPtr optimizer = build_optimizer(registry, run.optimizer, model->parameters());
+  const Task task(run.model.capabilities.task);
   auto step = [&](int64_t samples) {
     Batch part = batch.slice(0, samples);
     if (!precision->autocast() && part.inputs.is_floating_point())
@@ -107,8 +110,7 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
     torch::Tensor loss;
     {
       Precision::AutocastScope autocast(*precision, c10::DeviceType::CPU);
-      loss = torch::nn::functional::cross_entropy(model->forward(part).to(torch::kFloat),
-                                                  part.targets);
+      loss = task.loss(model->forward(part), part.targets);
     }
     loss.backward();
   };

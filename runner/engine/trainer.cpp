@@ -38,6 +38,7 @@
 #include "runner/engine/engine.h"
 #include "runner/engine/meter.h"
 #include "runner/engine/sync_debug.h"
+#include "runner/engine/task.h"
 
 namespace trainyard {
 
@@ -59,8 +60,25 @@ double host_value(const torch::Tensor& scalar) {
 
 struct SplitResult {
   double loss = 0;
-  double accuracy = 0;
+  double accuracy = 0;  // NaN for a language model, which has none
 };
+
+// A split's quality figure under the run's task: accuracy (classification), or perplexity — the
+// exponential of the mean loss per token — for a language model; under the given keys.
+void add_quality(const Task& task, const SplitResult& split, const char* accuracy_key,
+                 const char* perplexity_key, MetricValues& values) {
+  if (task.language_model())
+    values[perplexity_key] = std::exp(split.loss);
+  else
+    values[accuracy_key] = split.accuracy;
+}
+
+// "loss 0.6931 acc 50.00%", or "loss 3.2189 ppl 25.00" for a language model.
+std::string describe(const Task& task, const SplitResult& split) {
+  if (task.language_model())
+    return fmt::format("loss {:.4f} ppl {:.2f}", split.loss, std::exp(split.loss));
+  return fmt::format("loss {:.4f} acc {:.2f}%", split.loss, 100 * split.accuracy);
+}
 
 // The figure train.monitor names, of an epoch's recorded figures; NaN when it has none.
 double monitored_figure(const std::string& monitor, const TrainerState& progress, int64_t epoch) {
@@ -95,22 +113,31 @@ std::string kept_epoch_reason(const TrainOptions& train, const TrainerState& pro
 }
 
 // Sums of loss and correct predictions kept on the device, read once per split: no host
-// synchronisation inside the loop.
+// synchronisation inside the loop. The loss is summed over what the task's mean is over (samples,
+// or a language model's tokens: `units`).
 struct Accumulator {
-  explicit Accumulator(const torch::Device& device)
-      : loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device))),
+  Accumulator(const torch::Device& device, const Task& task)
+      : task(task),
+        loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device))),
         correct(torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
   void add(const torch::Tensor& loss, const torch::Tensor& logits, const torch::Tensor& targets) {
-    loss_sum += loss.detach().to(torch::kDouble) * targets.size(0);
-    correct += logits.detach().argmax(1).eq(targets).sum();
+    const int64_t n = task.loss_units(targets);
+    loss_sum += loss.detach().to(torch::kDouble) * n;
+    if (!task.language_model()) correct += task.correct(logits, targets);
     samples += targets.size(0);
+    units += n;
   }
   SplitResult result() const {
     if (samples == 0) return {};
-    return {host_value(loss_sum) / samples, static_cast<double>(correct.item<int64_t>()) / samples};
+    return {host_value(loss_sum) / static_cast<double>(units),
+            task.language_model()
+                ? std::nan("")
+                : static_cast<double>(correct.item<int64_t>()) / static_cast<double>(samples)};
   }
+  const Task& task;
   torch::Tensor loss_sum, correct;
   int64_t samples = 0;
+  int64_t units = 0;  // what loss_sum is over: samples, or tokens
 };
 
 int64_t limited(int64_t batches, int64_t limit) {
@@ -119,7 +146,8 @@ int64_t limited(int64_t batches, int64_t limit) {
 
 class Trainer {
  public:
-  Trainer(const RunSpec& run, const RunContext& context) : run_(run), context_(context) {}
+  Trainer(const RunSpec& run, const RunContext& context)
+      : run_(run), context_(context), task_(run.model.capabilities.task) {}
 
   MetricValues run();
 
@@ -249,6 +277,7 @@ class Trainer {
   // The run as configured, and where it reports.
   const RunSpec& run_;
   const RunContext& context_;
+  const Task task_;  // the model's: what the step's loss is and what the figures are
 
   // Components, built once by build().
   torch::Device device_{torch::kCPU};
@@ -305,6 +334,7 @@ class Trainer {
   Clock::time_point run_start_;
   torch::Tensor grad_norm_;  // of the last measured step, on the device (read at progress lines)
   double epoch_samples_per_s_ = 0;
+  int64_t tokens_per_sample_ = 0;  // a language model's context (its batches' seq_len)
 };
 
 // --- build ---------------------------------------------------------------------------------------
@@ -357,6 +387,7 @@ void Trainer::setup_data() {
   DataContext data_context{
       .image_size = run_.model.capabilities.image_size,
       .max_positions = run_.model.capabilities.max_positions,
+      .vocab_size = run_.model.capabilities.vocab_size,
       .log = [this](const std::string& line) { context_.observer.on_log(line); }};
   data_ = build_dataset(context_.registry, run_.dataset, data_context);
   // Training data are split across ranks (global batch = batch_size x ranks); every rank
@@ -367,7 +398,7 @@ void Trainer::setup_data() {
   // CUDA runs (fetch()); pinned host memory lets that copy run asynchronously.
   const bool on_cpu = device_.is_cpu();
   auto loader_options = [&](bool training, const BatchTransform& transform) {
-    return LoaderOptions{.shuffle = training,
+    return LoaderOptions{.shuffle = training && !data_.train_in_order,
                          .drop_last = training,
                          .workers = run_.runtime.data_workers,
                          .prefetch = run_.runtime.prefetch,
@@ -429,7 +460,7 @@ void Trainer::setup_model_and_resume() {
     // Another world size: the unfinished epoch's sums go on at rank 0 (the epoch's figures are
     // the sum over ranks), the random states start afresh.
     for (const auto& rank : ranks)
-      for (const char* name : {"loss_sum", "correct", "samples"})
+      for (const char* name : {"loss_sum", "correct", "samples", "units"})
         if (rank.count(name))
           resumed_rank_state_[name] = resumed_rank_state_.count(name)
                                           ? resumed_rank_state_[name] + rank.at(name)
@@ -530,9 +561,10 @@ void Trainer::log_setup(const DeviceInfo& device) const {
       device.type, device.name, precision_->name(), precision_->describe(), run_.strategy.name,
       ranks, ranks == 1 ? "" : "s", c10::toString(strategy_->reduce_dtype()));
   log("CPU threads: {}", threads_);
-  log("model {} with {} parameters; data: {} train / {} val / {} test samples, {} classes",
-      run_.model.name, count_parameters(*model_), data_.train->size(), data_.validation->size(),
-      data_.test->size(), data_.num_classes);
+  log("model {} with {} parameters; data: {} train / {} val / {} test {}", run_.model.name,
+      count_parameters(*model_), data_.train->size(), data_.validation->size(), data_.test->size(),
+      task_.language_model() ? "token windows (causal-lm)"
+                             : fmt::format("samples, {} classes", data_.num_classes));
   log("{} x {} of {}, {}", plural(run_.train.epochs, "epoch"),
       plural(train_batches_, "batch", "batches"), run_.train.batch_size,
       plural(total_steps_, "optimizer step"));
@@ -561,7 +593,7 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
   const bool resumed_here = resumed_inside(epoch);
   const int64_t first = resumed_here ? start_batch_ : 0;
   train_loader_->start_epoch(epoch, train_batches_, first);
-  Accumulator metrics(device_);
+  Accumulator metrics(device_, task_);
   if (resumed_here) {
     auto take = [&](const char* name) {
       auto it = resumed_rank_state_.find(name);
@@ -573,6 +605,9 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       metrics.correct.copy_(correct.reshape({}));
     if (auto samples = take("samples"); samples.defined())
       metrics.samples = samples.item<int64_t>();
+    // (A state written before the task seam has no units: they were the samples.)
+    auto units = take("units");
+    metrics.units = units.defined() ? units.item<int64_t>() : metrics.samples;
   }
   const auto start = Clock::now();
   const int64_t samples_before = metrics.samples;  // the rate is of this process's batches
@@ -603,6 +638,7 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       const auto wait_start = Clock::now();
       Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b, /*training=*/true);
       meter_.add_data_wait(seconds_since(wait_start));
+      if (task_.language_model()) tokens_per_sample_ = batch.targets.size(1);
 
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
       if (splits_steps()) {
@@ -636,6 +672,9 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
   meter_.add_epoch(seconds, communicated(), step_ - steps_before);
   if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
     auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
+    auto units = torch::tensor({static_cast<double>(metrics.units)}, torch::kDouble);
+    strategy_->all_reduce_sum(units);
+    metrics.units = static_cast<int64_t>(units.item<double>());
     strategy_->all_reduce_sum(metrics.loss_sum);
     strategy_->all_reduce_sum(metrics.correct);
     strategy_->all_reduce_sum(samples);
@@ -657,7 +696,7 @@ void Trainer::forward_backward(const Batch& batch, double weight, bool sync, tor
   {
     Precision::AutocastScope autocast(*precision_, device_.type());
     logits = strategy_->forward(*model_, batch);
-    loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), batch.targets);
+    loss = task_.loss(logits, batch.targets);
   }
   torch::Tensor backward_loss = weight != 1.0 ? loss * weight : loss;  // a micro-batch's share
   if (train.grad_accum > 1) backward_loss = backward_loss / static_cast<double>(train.grad_accum);
@@ -816,10 +855,14 @@ void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epo
   const double eta = elapsed / static_cast<double>(step_ - start_step_) *
                      static_cast<double>(total_steps_ - step_);
   const double samples_per_s = static_cast<double>(epoch_samples) / seconds_since(epoch_start);
-  std::string line = fmt::format(
-      "epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {:.1f} samples/s ETA {}",
-      epoch + 1, run_.train.epochs, step_, total_steps_, loss_value,
-      base_lr_ * schedule_(step_ - 1), norm, ms_per_step, samples_per_s, format_duration(eta));
+  const std::string rate =
+      task_.language_model()
+          ? fmt::format("{:.0f} tokens/s", samples_per_s * static_cast<double>(tokens_per_sample_))
+          : fmt::format("{:.1f} samples/s", samples_per_s);
+  std::string line =
+      fmt::format("epoch {}/{} step {}/{} loss {:.4f} lr {:.3g}{} {:.1f} ms/step {} ETA {}",
+                  epoch + 1, run_.train.epochs, step_, total_steps_, loss_value,
+                  base_lr_ * schedule_(step_ - 1), norm, ms_per_step, rate, format_duration(eta));
   context_.observer.on_step(
       step_, {{metric::kTrainLoss, loss_value}, {metric::kElapsedSeconds, train_seconds()}});
   context_.observer.on_progress({.epoch = epoch + 1,
@@ -899,6 +942,7 @@ NamedTensors Trainer::rank_state(const Accumulator& metrics) const {
   state.emplace_back("loss_sum", metrics.loss_sum.reshape({1}));
   state.emplace_back("correct", metrics.correct.reshape({1}));
   state.emplace_back("samples", torch::tensor({metrics.samples}, torch::kLong));
+  state.emplace_back("units", torch::tensor({metrics.units}, torch::kLong));
   return state;
 }
 
@@ -919,7 +963,7 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
   torch::NoGradGuard no_grad;
   model_->eval();
   strategy_->before_evaluation(*model_);  // every rank evaluates the same model
-  Accumulator metrics(device_);
+  Accumulator metrics(device_, task_);
   const int64_t batches = limited(loader.num_batches(), run_.train.limit_eval_batches);
   loader.start_epoch(0, batches);
   for (int64_t b = 0; b < batches; ++b) {
@@ -931,8 +975,7 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
       const Batch part = m == n ? batch : batch.slice(start, std::min(m, n - start));
       Precision::AutocastScope autocast(*precision_, device_.type());
       auto logits = strategy_->forward(*model_, part);
-      auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), part.targets);
-      metrics.add(loss, logits, part.targets);
+      metrics.add(task_.loss(logits, part.targets), logits, part.targets);
     }
   }
   return metrics.result();
@@ -946,17 +989,18 @@ double Trainer::validate_inside_epoch() {
   model_->train();
   const double seconds = seconds_since(start);
   record_validation(val, seconds);
-  log("step {}/{}: val loss {:.4f} acc {:.2f}% ({})", step_, total_steps_, val.loss,
-      100 * val.accuracy, format_duration(seconds));
+  log("step {}/{}: val {} ({})", step_, total_steps_, describe(task_, val),
+      format_duration(seconds));
   meter_.ms_per_step_since_last(step_);  // the next progress line's interval starts here
   return seconds;
 }
 
 void Trainer::record_validation(const SplitResult& val, double seconds) {
-  context_.observer.on_step(step_, {{metric::kValLoss, val.loss},
-                                    {metric::kValAcc, val.accuracy},
-                                    {metric::kValSeconds, seconds},
-                                    {metric::kElapsedSeconds, train_seconds()}});
+  MetricValues values = {{metric::kValLoss, val.loss},
+                         {metric::kValSeconds, seconds},
+                         {metric::kElapsedSeconds, train_seconds()}};
+  add_quality(task_, val, metric::kValAcc, metric::kValPerplexity, values);
+  context_.observer.on_step(step_, values);
 }
 
 // Keeps the best epoch's weights, records the epoch's metrics and, with train.save_state, writes
@@ -964,7 +1008,8 @@ void Trainer::record_validation(const SplitResult& val, double seconds) {
 void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train,
                            const SplitResult& val) {
   const TrainOptions& options = run_.train;
-  progress_.best_val_acc = std::max(progress_.best_val_acc, val.accuracy);
+  if (!task_.language_model())
+    progress_.best_val_acc = std::max(progress_.best_val_acc, val.accuracy);
   if (is_kept_over(options.monitor, val, progress_)) {
     progress_.best_epoch = epoch + 1;
     if (options.checkpoint == "best" && epoch + 1 < options.epochs)
@@ -974,15 +1019,14 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   }
   watch_for_early_stop(val);
   MetricValues values = {{metric::kTrainLoss, train.loss},
-                         {metric::kTrainAcc, train.accuracy},
                          {metric::kValLoss, val.loss},
-                         {metric::kValAcc, val.accuracy},
                          {metric::kEpochSeconds, epoch_seconds},
                          {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
                          {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
-  log("epoch {}/{} done in {}: train loss {:.4f} acc {:.2f}% | val loss {:.4f} acc {:.2f}%",
-      epoch + 1, options.epochs, format_duration(epoch_seconds), train.loss, 100 * train.accuracy,
-      val.loss, 100 * val.accuracy);
+  add_quality(task_, train, metric::kTrainAcc, metric::kTrainPerplexity, values);
+  add_quality(task_, val, metric::kValAcc, metric::kValPerplexity, values);
+  log("epoch {}/{} done in {}: train {} | val {}", epoch + 1, options.epochs,
+      format_duration(epoch_seconds), describe(task_, train), describe(task_, val));
   // Recorded before the checkpoint: a run killed between the two trains the epoch again and
   // records the same figures over these.
   context_.observer.on_epoch(epoch + 1, values);
@@ -993,7 +1037,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   progress_.epoch_seconds = 0;
   progress_.epoch_validation_seconds = 0;
   progress_.meter = meter_.counts();
-  write_state(rank_state(Accumulator(device_)));
+  write_state(rank_state(Accumulator(device_, task_)));
   if (context_.output_prefix.empty()) return;
   const std::string dir = checkpoint_dir(context_.output_prefix);
   if (options.save_state && epoch == start_epoch_)
@@ -1080,10 +1124,12 @@ MetricValues Trainer::finish(double train_seconds) {
   const auto test_start = Clock::now();
   const SplitResult test = evaluate(*test_loader_);
   const double test_seconds = seconds_since(test_start);
-  log("test loss {:.4f} acc {:.2f}% ({}); training time {}", test.loss, 100 * test.accuracy,
-      format_duration(test_seconds), format_duration(train_seconds));
-  const std::string verdict =
-      chance_verdict(test.accuracy, data_.num_classes, static_cast<int64_t>(data_.test->size()));
+  log("test {} ({}); training time {}", describe(task_, test), format_duration(test_seconds),
+      format_duration(train_seconds));
+  const std::string verdict = task_.language_model()
+                                  ? ""
+                                  : chance_verdict(test.accuracy, data_.num_classes,
+                                                   static_cast<int64_t>(data_.test->size()));
   if (!verdict.empty()) {
     log("{}", verdict);
     context_.observer.on_setup({{"learning", verdict}});  // in the report's run details
@@ -1120,26 +1166,30 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
   MetricValues metrics = {
       {metric::kTestSeconds, test_seconds},
       {metric::kTestLoss, test.loss},
-      {metric::kTestAcc, test.accuracy},
       {metric::kParameters, static_cast<double>(count_parameters(*model_))},
       {metric::kParameterBytes, state.parameters},
       {metric::kGradientBytes, state.gradients},
       {metric::kOptimizerStateBytes, state.optimizer_state},
       {metric::kSteps, static_cast<double>(step_)},
       {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
+  add_quality(task_, test, metric::kTestAcc, metric::kTestPerplexity, metrics);
   // A run that trained no epoch (train.epochs: 0, or resumed with none left) only tested: it has
   // no training time (nor a speedup), and a best epoch only if its weights came from one.
   // A run continuing after an interruption counts the epochs it trained before, too.
   if (progress_.epoch > (continuing_ ? 0 : start_epoch_))
     metrics[metric::kTrainSeconds] = train_seconds;
   if (progress_.best_epoch > 0) {
-    metrics[metric::kBestValAcc] = progress_.best_val_acc;
+    if (!task_.language_model()) metrics[metric::kBestValAcc] = progress_.best_val_acc;
     metrics[metric::kBestEpoch] = static_cast<double>(progress_.best_epoch);
   }
   // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
   std::string compute = c10::toString(precision_->compute_dtype());
   if (compute == "Float" && run_.runtime.matmul_precision != "highest") compute = "TensorFloat32";
   meter_.record_throughput(metrics, strategy_->world_size(), peak_tflops(device_name_, compute));
+  // Every sample of a language model is a window of the same seq_len tokens.
+  if (task_.language_model() && metrics.count(metric::kSamplesPerSecond) && tokens_per_sample_ > 0)
+    metrics[metric::kTokensPerSecond] =
+        metrics[metric::kSamplesPerSecond] * static_cast<double>(tokens_per_sample_);
   meter_.record_memory(metrics);
   if (!run_.train.micro_batch_size.empty()) {  // train.micro_batch_size: where it ended
     metrics[metric::kMicroBatchSize] =

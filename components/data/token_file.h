@@ -1,0 +1,51 @@
+// Token files as language-model training reads them, memory-mapped (never read whole):
+//   llmc     llm.c's format (dev/data/data_common.py, write_datafile): a header of 256
+//            little-endian int32 — magic 20240520, version (1: uint16 tokens, GPT-2's; 2: uint32,
+//            Llama 3's), the token count — then the tokens.
+//   nanogpt  nanoGPT's prepare.py output: uint16 tokens, no header.
+// The byte-level half of the `tokens` dataset (components/data/tokens.cpp), free of LibTorch so
+// that fuzz/token_file_fuzz.cpp can feed it anything.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trainyard {
+
+class TokenFile {
+ public:
+  static constexpr int32_t kMagic = 20240520;
+  static constexpr int64_t kHeaderInts = 256;
+
+  enum class Format { llmc, nanogpt };
+
+  // Maps `path`; UserError naming the file and what is wrong with it (missing, empty, a header
+  // whose magic, version or count disagrees with the file, an odd number of token bytes).
+  TokenFile(const std::string& path, Format format);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  int64_t size() const { return tokens_; }  // tokens
+  int token_bytes() const { return width_; }
+  // Tokens [start, start + count) as int64, into `out`; the range must lie inside the file.
+  void copy(int64_t start, int64_t count, int64_t* out) const;
+  // The position of the first token ≥ `limit`, or -1 when every token is below it. Reads the
+  // whole mapping once (pages in, nothing kept).
+  int64_t first_at_or_above(int64_t limit) const;
+  int64_t token(int64_t i) const;
+
+ private:
+  std::string path_;
+  void* mapping_ = nullptr;
+  size_t mapped_bytes_ = 0;
+  const uint8_t* tokens_data_ = nullptr;
+  int64_t tokens_ = 0;
+  int width_ = 2;
+};
+
+// "llmc" or "nanogpt" -> the format; anything else is refused by the option's rule before this.
+TokenFile::Format token_file_format(const std::string& name);
+
+}  // namespace trainyard
