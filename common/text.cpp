@@ -102,6 +102,16 @@ std::vector<std::string> split(std::string_view text, char separator) {
   return parts;
 }
 
+std::string format_rate(double samples_per_s, int64_t tokens_per_sample) {
+  char buffer[64];
+  if (tokens_per_sample > 0)
+    std::snprintf(buffer, sizeof buffer, "%.0f tokens/s",
+                  samples_per_s * static_cast<double>(tokens_per_sample));
+  else
+    std::snprintf(buffer, sizeof buffer, "%.0f samples/s", samples_per_s);
+  return buffer;
+}
+
 std::string format_duration(double seconds) {
   char buffer[64];
   if (seconds < 1) {

@@ -31,7 +31,11 @@ std::string lower(std::string text);
 std::vector<std::string> wrap(std::string_view text, size_t width);
 
 // Human-readable durations and sizes: "2m 05s", "1.2 GiB".
-std::string format_duration(double seconds);  // "42 ms", "4.2s", "2m 05s", "3h 07m"
+std::string format_duration(double seconds);
+// A training rate as a run's terminal lines say it: "2890 samples/s", or for a language model
+// (`tokens_per_sample` > 0, its context) "184960 tokens/s".
+std::string format_rate(double samples_per_s,
+                        int64_t tokens_per_sample);  // "42 ms", "4.2s", "2m 05s", "3h 07m"
 // "9h", "90m", "1h30m", "45s", "2d": seconds; nullopt when not a duration of that form.
 std::optional<double> parse_duration(const std::string& text);
 

@@ -138,6 +138,7 @@ std::string RunProgress::to_json() const {
                         {"total_steps", total_steps},
                         {"loss", json_number(loss)},
                         {"samples_per_s", json_number(samples_per_s)},
+                        {"tokens_per_sample", tokens_per_sample},
                         {"eta_seconds", json_number(eta_seconds)},
                         {"micro_batch", micro_batch},
                         {"oom_events", oom_events}}
@@ -163,6 +164,7 @@ RunProgress RunProgress::from_json(const std::string& text) {
   p.total_steps = integer_or(json, "total_steps", 0);
   p.loss = real("loss");
   p.samples_per_s = real("samples_per_s");
+  p.tokens_per_sample = integer_or(json, "tokens_per_sample", 0);
   p.eta_seconds = real("eta_seconds");
   p.micro_batch = integer_or(json, "micro_batch", 0);
   p.oom_events = integer_or(json, "oom_events", 0);

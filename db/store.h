@@ -98,7 +98,8 @@ struct RunProgress {
   int64_t total_steps = 0;
   double loss = 0;
   double samples_per_s = 0;
-  double eta_seconds = 0;  // of the run
+  int64_t tokens_per_sample = 0;  // a language model's context (0: a classifier's samples)
+  double eta_seconds = 0;         // of the run
   // train.micro_batch_size: the micro-batch its steps are split into now (0: whole batches), and
   // the out-of-memory events that halved it.
   int64_t micro_batch = 0;

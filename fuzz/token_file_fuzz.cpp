@@ -1,4 +1,9 @@
 // A token file in either format: its header against its size; every token read stays in the file.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
 #include "components/data/token_file.h"
 #include "fuzz/fuzz_support.h"
 

@@ -464,7 +464,7 @@ std::string other_runs(const ExperimentReport& section) {
       R"(<h3>Runs of other configurations</h3><p class="meta">Not in the table above: their )"
       R"(configuration is not what <code>{}</code> resolves to now.</p><table><thead><tr>)"
       R"(<th>variant</th><th>run</th><th>status</th><th>ended</th><th>training time</th>)"
-      R"(<th>test accuracy</th><th>speedup</th><th>differs from the file in</th>)"
+      R"(<th>test accuracy (or perplexity)</th><th>speedup</th><th>differs from the file in</th>)"
       R"(</tr></thead><tbody>)",
       html_escape(section.experiment.file));
   for (const auto& run : section.other_runs) {
@@ -475,7 +475,7 @@ std::string other_runs(const ExperimentReport& section) {
         R"(<td>{}</td><td>{}</td><td>{}</td><td class="text">{}</td></tr>)",
         html_escape(run.variant), run.run_id, html_escape(other_run_status(run)),
         html_escape(run.ended_at), html_escape(other_run_figure(run, metric::kTrainSeconds)),
-        html_escape(other_run_figure(run, metric::kTestAcc)),
+        html_escape(other_run_quality(run, /*name=*/false)),
         run.speedup > 0 ? fmt::format("{:.2f}x", run.speedup) : "—",
         lines.empty() ? "nothing (the same settings, another hash)" : join(lines, "<br>"));
     if (!run.error.empty())

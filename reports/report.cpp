@@ -692,6 +692,12 @@ std::string other_run_status(const OtherRun& run) {
   return to_string(run.status) + (named ? fmt::format(" ({})", to_string(run.failure)) : "");
 }
 
+std::string other_run_quality(const OtherRun& run, bool name) {
+  if (run.metrics.count(metric::kTestPerplexity))
+    return (name ? "test perplexity " : "ppl ") + other_run_figure(run, metric::kTestPerplexity);
+  return (name ? "test accuracy " : "") + other_run_figure(run, metric::kTestAcc);
+}
+
 std::string other_run_figure(const OtherRun& run, const std::string& key) {
   const auto it = run.metrics.find(key);
   const MetricInfo* info = find_metric(key);
@@ -849,10 +855,9 @@ std::string render_markdown(const Report& report) {
       for (const auto& run : section.other_runs) {
         std::string figures;
         if (run.status == RunStatus::completed)
-          figures =
-              fmt::format(", {}, test accuracy {}{}", other_run_figure(run, metric::kTrainSeconds),
-                          other_run_figure(run, metric::kTestAcc),
-                          run.speedup > 0 ? fmt::format(", {:.2f}x", run.speedup) : "");
+          figures = fmt::format(", {}, {}{}", other_run_figure(run, metric::kTrainSeconds),
+                                other_run_quality(run),
+                                run.speedup > 0 ? fmt::format(", {:.2f}x", run.speedup) : "");
         out += fmt::format("- {} (run {}, {}{}): {}{}\n", md(run.variant), run.run_id,
                            other_run_status(run), figures,
                            run.differences.empty() ? "the same settings" : md_join(run.differences),

@@ -145,6 +145,9 @@ Report build_report(Store& store, const std::string& experiment = "",
 // and one of its figures formatted ("—" when it has none).
 std::string other_run_status(const OtherRun& run);
 std::string other_run_figure(const OtherRun& run, const std::string& key);
+// Its test figure under its task: "test accuracy 95.4%", or a language model's "test perplexity
+// 6.061"; `name` false leaves the words out ("95.4%", "ppl 6.061").
+std::string other_run_quality(const OtherRun& run, bool name = true);
 
 std::string render_html(const Report& report);
 // "3 of 4 variants completed, 1 failed; fastest beyond noise: bf16-mixed, 2.90× faster than fp32".

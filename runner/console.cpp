@@ -53,9 +53,10 @@ void BatchConsole::finish() { clear(); }
 std::string BatchConsole::status_text() const {
   std::string text = fmt::format("[run {}/{}] {}", index_, total_, name_);
   if (!has_progress_) return text + " | starting";
-  text += fmt::format(" | epoch {}/{} | step {}/{} | loss {:.4f} | {:.0f} samples/s | ETA {}",
-                      last_.epoch, last_.epochs, last_.step, last_.total_steps, last_.loss,
-                      last_.samples_per_s, format_duration(last_.eta_seconds));
+  text += fmt::format(" | epoch {}/{} | step {}/{} | loss {:.4f} | {} | ETA {}", last_.epoch,
+                      last_.epochs, last_.step, last_.total_steps, last_.loss,
+                      format_rate(last_.samples_per_s, last_.tokens_per_sample),
+                      format_duration(last_.eta_seconds));
   const int left = total_ - index_;
   if (left <= 0) return text;
   const double this_run =

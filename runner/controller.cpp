@@ -71,6 +71,7 @@ RunProgress run_progress_of(const TrainingProgress& p) {
           .total_steps = p.total_steps,
           .loss = p.loss,
           .samples_per_s = p.samples_per_s,
+          .tokens_per_sample = p.tokens_per_sample,
           .eta_seconds = p.eta_seconds,
           .micro_batch = p.micro_batch,
           .oom_events = p.oom_events};

@@ -2,9 +2,13 @@
 // records perplexity and tokens/s where a classifier records accuracy, trains under ddp, zero2 and
 // fsdp as one process does, continues bit for bit after a kill, answers in the report; bad token
 // files are refused before anything trains.
+#include <signal.h>
+
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -98,6 +102,27 @@ report: {baseline: fp32, target: {metric: val_loss, value: 3.5}}
     EXPECT_NE(charts.find(shown), std::string::npos) << shown;
 }
 
+// `trainyard status` from another terminal speaks tokens too.
+TEST_F(LanguageModelTest, StatusShowsTokensPerSecond) {
+  const std::string file =
+      dir.write("long.yaml", synthetic("long", "") +
+                                 "sweep: {variants: [{name: long, set: "
+                                 "{dataset.train_size: 100000, train.log_every: 2}}]}\n");
+  pid_t controller = testing::start_run(file, db());
+  testing::KillOnExit guard{controller};
+  Result status;
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db())) continue;
+    status = trainyard("status --db " + db());
+    if (status.output.find("/s, ETA") != std::string::npos) break;
+  }
+  EXPECT_NE(status.output.find(" tokens/s, ETA "), std::string::npos) << status.output;
+  EXPECT_EQ(status.output.find("samples/s"), std::string::npos) << status.output;
+  kill(controller, SIGKILL);
+  testing::exit_code_of(controller);
+}
+
 TEST_F(LanguageModelTest, TwoRanksTrainAsOneProcessUnderEveryStrategy) {
   // The global batch is 16 everywhere: one process of 16, two ranks of 8.
   std::string yaml = synthetic("ranks", R"(
@@ -160,7 +185,7 @@ runtime: {accelerator: cpu, threads: 1}
   };
   // Found by validation, from the header: exit 2, the file and line of the key, nothing run.
   std::vector<uint32_t> few = {1, 2, 3};
-  Result lies = run_with(dir.write("lies.bin", testing::llmc_token_file(few, 1, 300)));
+  Result lies = run_with(dir.write("lies.bin", testing::llmc_token_file(few, false, 300)));
   EXPECT_EQ(lies.exit_code, 2) << lies.output;
   EXPECT_NE(lies.output.find("bad.yaml:3:"), std::string::npos) << lies.output;
   EXPECT_NE(lies.output.find("lies.bin: the header says 300 tokens but the file holds 3"),
@@ -173,6 +198,11 @@ runtime: {accelerator: cpu, threads: 1}
   EXPECT_NE(odd_bytes.output.find("7 bytes after the header is not a whole number"),
             std::string::npos)
       << odd_bytes.output;
+  Result short_file = run_with(dir.write("short.bin", testing::llmc_token_file(few)));
+  EXPECT_EQ(short_file.exit_code, 2);
+  EXPECT_NE(short_file.output.find("short.bin: 3 tokens hold no window of seq_len + 1 = 17 tokens"),
+            std::string::npos)
+      << short_file.output;
   Result headerless = run_with(good, ", format: nanogpt");
   EXPECT_EQ(headerless.exit_code, 2);
   EXPECT_NE(headerless.output.find("set dataset.format: llmc"), std::string::npos);

@@ -25,15 +25,15 @@ std::string TempDir::write(const std::string& name, const std::string& text) con
   return file.string();
 }
 
-std::string llmc_token_file(const std::vector<uint32_t>& tokens, int32_t version, int64_t count,
-                            int32_t magic) {
+std::string llmc_token_file(const std::vector<uint32_t>& tokens, bool wide, int64_t count,
+                            int32_t magic, int32_t version) {
   std::vector<int32_t> header(256, 0);  // (this machine is little-endian, as the format)
-  header[0] = magic;
-  header[1] = version;
+  header[0] = magic != -1 ? magic : wide ? 20240801 : 20240520;
+  header[1] = version != -1 ? version : wide ? 7 : 1;
   header[2] = static_cast<int32_t>(count >= 0 ? count : static_cast<int64_t>(tokens.size()));
   std::string bytes(reinterpret_cast<const char*>(header.data()), header.size() * 4);
   for (uint32_t t : tokens) {
-    if (version == 2) {
+    if (wide) {
       bytes.append(reinterpret_cast<const char*>(&t), 4);
     } else {
       const auto t16 = static_cast<uint16_t>(t);
@@ -64,6 +64,11 @@ Registry fake_registry() {
       .add("act", &ToyModel::act, "activation", one_of({"relu", "gelu"}));
   r.add<int(int)>(ComponentKind::model, "toy", "a toy model", model,
                   [](const ToyModel& o, int x) { return static_cast<int>(o.width) + x; });
+  // A model of a task trainyard does not know (a plugin's misspelling).
+  r.add<int(int)>(
+      ComponentKind::model, "toy-odd-task", "a toy model of an unknown task", model,
+      [](const ToyModel& o, int x) { return x; },
+      [](const ToyModel&) { return Capabilities{.task = "causal_lm"}; });
   OptionSet<ToyData> data;
   data.add("root", &ToyData::root, "folder", required());
   r.add<int()>(ComponentKind::dataset, "toy-data", "toy data", data,

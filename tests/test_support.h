@@ -25,10 +25,11 @@ class TempDir {
 };
 
 // The bytes of a token file as llm.c's write_datafile writes it: 256 little-endian int32 (magic,
-// version — 1: uint16 tokens, 2: uint32 — and the token count), then the tokens. `count` and
-// `magic` override the header's, for files that lie about themselves.
-std::string llmc_token_file(const std::vector<uint32_t>& tokens, int32_t version = 1,
-                            int64_t count = -1, int32_t magic = 20240520);
+// version, the token count), then the tokens — GPT-2's uint16 (magic 20240520, version 1), or with
+// `wide` Llama 3's uint32 (20240801, version 7). `count`, `magic` and `version` (when not -1)
+// override the header's, for files that lie about themselves.
+std::string llmc_token_file(const std::vector<uint32_t>& tokens, bool wide = false,
+                            int64_t count = -1, int32_t magic = -1, int32_t version = -1);
 
 // model "toy" {width: int ≥ 1 = 8, act: relu|gelu}, dataset "toy-data" {root: required string},
 // optimizers "adam" {lr > 0} (steps on the device) and "sgd", scheduler "none", precisions

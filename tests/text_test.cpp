@@ -22,6 +22,8 @@ TEST(TextTest, Formatting) {
   EXPECT_EQ(plural(2, "batch", "batches"), "2 batches");
   EXPECT_EQ(format_duration(125), "2m 05s");
   EXPECT_EQ(format_duration(3 * 3600 + 60 * 7), "3h 07m");
+  EXPECT_EQ(format_rate(2890.4, 0), "2890 samples/s");
+  EXPECT_EQ(format_rate(180.5, 1024), "184832 tokens/s");  // a language model's context
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(1.5 * 1024 * 1024 * 1024), "1.5 GiB");
   EXPECT_EQ(stable_hash("abc"), stable_hash("abc"));

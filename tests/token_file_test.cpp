@@ -32,8 +32,9 @@ TEST(TokenFileTest, ReadsLlmcAndNanogptTokens) {
   EXPECT_EQ(gpt2.first_at_or_above(50257), 5);  // 65535
   EXPECT_EQ(gpt2.first_at_or_above(65536), -1);
 
-  TokenFile llama(dir.write("llama.bin", testing::llmc_token_file({128000, 3, 128255}, 2)),
-                  TokenFile::Format::llmc);
+  TokenFile llama(
+      dir.write("llama.bin", testing::llmc_token_file({128000, 3, 128255}, /*wide=*/true)),
+      TokenFile::Format::llmc);
   EXPECT_EQ(llama.token_bytes(), 4);
   EXPECT_EQ(llama.token(2), 128255);
 
@@ -52,7 +53,7 @@ TEST(TokenFileTest, FilesThatDisagreeWithThemselvesAreRefused) {
   auto llmc_refusal = [&](const std::string& name, const std::string& bytes) {
     return refusal(dir.write(name, bytes), TokenFile::Format::llmc);
   };
-  EXPECT_NE(llmc_refusal("lies.bin", testing::llmc_token_file(tokens, 1, 9))
+  EXPECT_NE(llmc_refusal("lies.bin", testing::llmc_token_file(tokens, false, 9))
                 .find("lies.bin: the header says 9 tokens but the file holds 4"),
             std::string::npos);
   std::string odd = testing::llmc_token_file(tokens);
@@ -61,12 +62,12 @@ TEST(TokenFileTest, FilesThatDisagreeWithThemselvesAreRefused) {
                 .find("odd.bin: 9 bytes after the header is not a whole number of 2-byte tokens"),
             std::string::npos)
       << llmc_refusal("odd.bin", odd);
-  EXPECT_NE(llmc_refusal("magic.bin", testing::llmc_token_file(tokens, 1, -1, 12345))
-                .find("magic number 12345 is not llm.c's 20240520"),
+  EXPECT_NE(llmc_refusal("magic.bin", testing::llmc_token_file(tokens, false, -1, 12345))
+                .find("magic number 12345 is neither llm.c's 20240520"),
             std::string::npos);
-  EXPECT_NE(
-      llmc_refusal("version.bin", testing::llmc_token_file(tokens, 7)).find("header version 7"),
-      std::string::npos);
+  EXPECT_NE(llmc_refusal("version.bin", testing::llmc_token_file(tokens, false, -1, -1, 7))
+                .find("header version 7 with magic 20240520: llm.c writes version 1"),
+            std::string::npos);
   EXPECT_NE(llmc_refusal("short.bin", std::string(100, 'x')).find("dataset.format: nanogpt"),
             std::string::npos);
   EXPECT_NE(llmc_refusal("empty.bin", "").find("empty.bin: the file is empty"), std::string::npos);

@@ -25,10 +25,16 @@ TEST(WorkerMessages, EveryMessageReadsBackAsWritten) {
   const auto result = parse_worker_message(result_message({{"test_loss", INFINITY}}));
   ASSERT_TRUE(result && result->result);
   EXPECT_EQ(result->result->at("test_loss"), INFINITY);
-  const auto progress = parse_worker_message(progress_message(
-      {.epoch = 1, .epochs = 2, .step = 5, .total_steps = 8, .loss = std::nan(""), .line = "l"}));
+  const auto progress = parse_worker_message(progress_message({.epoch = 1,
+                                                               .epochs = 2,
+                                                               .step = 5,
+                                                               .total_steps = 8,
+                                                               .loss = std::nan(""),
+                                                               .tokens_per_sample = 1024,
+                                                               .line = "l"}));
   ASSERT_TRUE(progress && progress->progress);
   EXPECT_EQ(progress->progress->step, 5);
+  EXPECT_EQ(progress->progress->tokens_per_sample, 1024);
   EXPECT_TRUE(std::isnan(progress->progress->loss));
   EXPECT_EQ(progress->progress->line, "l");
   EXPECT_EQ(*parse_worker_message(log_message("bad \xff utf-8"))->log, "bad \xef\xbf\xbd utf-8");

@@ -61,10 +61,10 @@ TokenFile::TokenFile(const std::string& path, Format format) : path_(path) {
         fail(path, fmt::format("{} bytes is not a whole number of uint16 tokens; the file is "
                                "truncated or not nanoGPT's .bin (format: nanogpt)",
                                bytes));
-      if (bytes >= 4 && read_int32(data) == kMagic)
-        fail(path,
-             "begins with llm.c's magic number 20240520: it is in llm.c's format; set "
-             "dataset.format: llmc");
+      if (bytes >= 4 && (read_int32(data) == kMagic || read_int32(data) == kWideMagic))
+        fail(path, fmt::format("begins with llm.c's magic number {}: it is in llm.c's format; set "
+                               "dataset.format: llmc",
+                               read_int32(data)));
       tokens_data_ = data;
       tokens_ = static_cast<int64_t>(bytes / 2);
       return;
@@ -77,15 +77,18 @@ TokenFile::TokenFile(const std::string& path, Format format) : path_(path) {
                              bytes, kHeaderBytes));
     const int32_t magic = read_int32(data), version = read_int32(data + 4),
                   count = read_int32(data + 8);
-    if (magic != kMagic)
-      fail(path, fmt::format("magic number {} is not llm.c's {}; the file is not in llm.c's "
-                             "format (nanoGPT's headerless .bin needs dataset.format: nanogpt)",
-                             magic, kMagic));
-    if (version != 1 && version != 2)
-      fail(path, fmt::format("header version {} is neither 1 (uint16 tokens, GPT-2) nor 2 "
-                             "(uint32 tokens, Llama 3)",
-                             version));
-    width_ = version == 1 ? 2 : 4;
+    // The pairs llm.c writes (data_common.py) and its loaders read.
+    if (magic != kMagic && magic != kWideMagic)
+      fail(path, fmt::format("magic number {} is neither llm.c's {} (GPT-2's uint16 tokens) nor {} "
+                             "(Llama 3's uint32); the file is not in llm.c's format (nanoGPT's "
+                             "headerless .bin needs dataset.format: nanogpt)",
+                             magic, kMagic, kWideMagic));
+    const int32_t expected_version = magic == kMagic ? 1 : 7;
+    if (version != expected_version)
+      fail(path, fmt::format("header version {} with magic {}: llm.c writes version {} with it; "
+                             "the file is corrupt or from another writer",
+                             version, magic, expected_version));
+    width_ = magic == kMagic ? 2 : 4;
     if (count < 0) fail(path, fmt::format("the header says {} tokens; the file is corrupt", count));
     const size_t body = bytes - kHeaderBytes;
     if (body % static_cast<size_t>(width_) != 0)

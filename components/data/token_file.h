@@ -1,7 +1,7 @@
 // Token files as language-model training reads them, memory-mapped (never read whole):
 //   llmc     llm.c's format (dev/data/data_common.py, write_datafile): a header of 256
-//            little-endian int32 — magic 20240520, version (1: uint16 tokens, GPT-2's; 2: uint32,
-//            Llama 3's), the token count — then the tokens.
+//            little-endian int32 — magic, version, the token count — then the tokens: magic
+//            20240520 version 1 for GPT-2's uint16 tokens, 20240801 version 7 for Llama 3's uint32.
 //   nanogpt  nanoGPT's prepare.py output: uint16 tokens, no header.
 // The byte-level half of the `tokens` dataset (components/data/tokens.cpp), free of LibTorch so
 // that fuzz/token_file_fuzz.cpp can feed it anything.
@@ -14,7 +14,8 @@ namespace trainyard {
 
 class TokenFile {
  public:
-  static constexpr int32_t kMagic = 20240520;
+  static constexpr int32_t kMagic = 20240520;      // GPT-2's uint16 tokens, version 1
+  static constexpr int32_t kWideMagic = 20240801;  // Llama 3's uint32 tokens, version 7
   static constexpr int64_t kHeaderInts = 256;
 
   enum class Format { llmc, nanogpt };

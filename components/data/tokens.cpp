@@ -67,6 +67,11 @@ Capabilities describe_tokens(const TokensOptions& o) {
     // checked when the run starts: that reads the whole file.)
     try {
       TokenFile file(path, token_file_format(o.format));
+      if (windows_of(file.size(), o.seq_len, 0) == 0)
+        capabilities.problems.emplace_back(
+            key, fmt::format("tokens: {}: {} tokens hold no window of seq_len + 1 = {} tokens; use "
+                             "a longer file or a shorter dataset.seq_len",
+                             path, file.size(), o.seq_len + 1));
     } catch (const UserError& e) {
       capabilities.problems.emplace_back(key, e.what());
     }

@@ -78,7 +78,7 @@ int runs_command(const std::vector<std::string>& args) {
     return kExitOk;
   }
   fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", "id", "experiment", "variant",
-             "status", "precision", "train time", "test acc", "ended");
+             "status", "precision", "train time", "test", "ended");
   for (const auto& run : runs) {
     auto metrics = store.final_metrics(run.id);
     auto value = [&](const char* key, const std::string& fallback) {
@@ -92,7 +92,10 @@ int runs_command(const std::vector<std::string>& args) {
       status = run.failure == FailureClass::not_started ? "not started" : to_string(run.failure);
     fmt::print("{:>5}  {:<20} {:<24} {:<11} {:<10} {:>10} {:>9}  {}\n", run.id, run.experiment,
                run.variant, status, run.precision, value(metric::kTrainSeconds, "-"),
-               value(metric::kTestAcc, "-"), run.ended_at);
+               // A classifier's accuracy, or a language model's perplexity.
+               metrics.count(metric::kTestPerplexity) ? "ppl " + value(metric::kTestPerplexity, "-")
+                                                      : value(metric::kTestAcc, "-"),
+               run.ended_at);
     if (!run.error.empty()) fmt::print("       {}\n", split(run.error, '\n').front());
   }
   return kExitOk;

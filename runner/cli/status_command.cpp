@@ -29,9 +29,10 @@ std::string describe_progress(const RunRecord& run) {
   const RunProgress p = RunProgress::from_json(run.progress);
   std::string text;
   if (p.total_steps > 0)
-    text += fmt::format(", epoch {}/{}, step {}/{}, loss {:.4f}, {:.0f} samples/s, ETA {}", p.epoch,
-                        p.epochs, p.step, p.total_steps, p.loss, p.samples_per_s,
-                        format_duration(p.eta_seconds));
+    text +=
+        fmt::format(", epoch {}/{}, step {}/{}, loss {:.4f}, {}, ETA {}", p.epoch, p.epochs, p.step,
+                    p.total_steps, p.loss, format_rate(p.samples_per_s, p.tokens_per_sample),
+                    format_duration(p.eta_seconds));
   if (p.micro_batch > 0)
     text += fmt::format(
         ", micro-batch {}{}", p.micro_batch,

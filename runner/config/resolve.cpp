@@ -148,6 +148,16 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
   auto task_name = [](const std::string& task) {
     return task.empty() ? std::string("classification") : task;
   };
+  auto refuse_unknown = [&](const char* key, const char* kind, const std::string& name,
+                            const std::string& task) {
+    if (!task.empty() && task != "causal-lm")
+      diagnostics.error(origin_of_key(tree, key, fallback),
+                        fmt::format("{} {} declares task '{}', which trainyard does not know; the "
+                                    "tasks are classification (\"\") and causal-lm",
+                                    kind, name, task));
+  };
+  refuse_unknown("model.name", "model", run.model.name, model.task);
+  refuse_unknown("dataset.name", "dataset", run.dataset.name, data.task);
   if (task_name(model.task) != task_name(data.task))
     diagnostics.error(
         origin_of_key(tree, "dataset.name", fallback),
@@ -160,7 +170,7 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
                           "model {} classifies; use model gpt2, or a classification dataset",
                           run.dataset.name, run.model.name));
   if (model.task == "causal-lm") {
-    if (run.train.monitor == "val_acc")
+    if (run.train.monitor == "val_acc" && run.train.checkpoint != "last")
       diagnostics.error(origin_of_key(tree, "train.monitor", fallback),
                         fmt::format("'train.monitor' val_acc: model {} is a causal language "
                                     "model, which has no accuracy; use val_loss",

@@ -26,6 +26,7 @@ struct TrainingProgress {
   int64_t total_steps = 0;
   double loss = 0;
   double samples_per_s = 0;
+  int64_t tokens_per_sample = 0;  // a language model's context, for tokens/s; 0 for classifiers
   double eta_seconds = 0;
   int64_t micro_batch = 0;  // train.micro_batch_size: the micro-batch now (0: whole batches)
   int64_t oom_events = 0;   // the out-of-memory events that halved it

@@ -871,6 +871,7 @@ void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epo
                                  .total_steps = total_steps_,
                                  .loss = loss_value,
                                  .samples_per_s = samples_per_s * strategy_->world_size(),
+                                 .tokens_per_sample = tokens_per_sample_,
                                  .eta_seconds = eta,
                                  .micro_batch = micro_batch_,
                                  .oom_events = oom_events_,
