@@ -68,6 +68,22 @@ runtime: {accelerator: cpu, threads: 1, data_workers: 0)" +
          runtime_extra + "}\n";
 }
 
+// A TorchScript net with BatchNorm (running statistics: buffers every forward moves), the same
+// sizes as experiment()'s.
+std::string batchnorm_experiment(const std::string& name, const std::string& micro_batch_size,
+                                 int64_t train_size = 512, const std::string& runtime_extra = "") {
+  return "name: " + name + R"(
+model: {name: torchscript, file: )" +
+         testing::source("tests/fixtures/torchscript_batchnorm.pt") +
+         R"(, image_size: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: )" +
+         std::to_string(train_size) + R"(, val_size: 64, test_size: 64, num_classes: 4}
+train: {epochs: 2, batch_size: 256, eval_batch_size: 32, log_every: 1, micro_batch_size: )" +
+         micro_batch_size + R"(}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0)" +
+         runtime_extra + "}\n";
+}
+
 // Every figure a run trains to — each epoch's, and its test's — of the experiment's only run.
 std::map<std::string, double> trained(const std::string& db, const std::string& name) {
   Store store(db);
@@ -130,14 +146,7 @@ TEST_F(MicroBatchTest, AutoFitsUnderARealMemoryLimitAndComputesWhatItsSizeComput
 // statistics, which the abandoned forwards moved, are where the step began.
 TEST_F(MicroBatchTest, AnAbandonedStepLeavesBatchNormStatisticsWhereTheyWere) {
   auto file = [&](const std::string& name, const std::string& micro) {
-    return dir.write(name + ".yaml", "name: " + name + R"(
-model: {name: torchscript, file: )" + testing::source("tests/fixtures/torchscript_batchnorm.pt") +
-                                         R"(, image_size: 64, num_classes: 4}
-dataset: {name: synthetic-images, train_size: 512, val_size: 64, test_size: 64, num_classes: 4}
-train: {epochs: 2, batch_size: 256, eval_batch_size: 32, log_every: 1, micro_batch_size: )" +
-                                         micro + R"(}
-runtime: {accelerator: cpu, threads: 1, data_workers: 0}
-)");
+    return dir.write(name + ".yaml", batchnorm_experiment(name, micro));
   };
   {
     DataLimit limit(kLimit);
@@ -194,14 +203,25 @@ TEST_F(MicroBatchTest, AContinuedRunStartsAtTheSizeItHadReached) {
 
 // Under ddp and zero2 the ranks agree: only rank 1 is given the limit (prlimit on its process, as
 // soon as it exists), yet both ranks halve together, and what they compute is what a 2-rank run
-// started at that size by hand computes, bit for bit.
+// started at that size by hand computes, bit for bit — with ddp also for a BatchNorm net, whose
+// buffers ddp broadcasts before every micro-batch's forward and an abandoned step puts back.
 TEST_F(MicroBatchTest, RanksAgreeOnTheSizeWhenOnlyOneRunsOutOfMemory) {
   const fs::path logs = fs::path(db()).parent_path() / "logs";
-  for (const std::string strategy : {"ddp", "zero2"}) {
-    SCOPED_TRACE(strategy);
-    const std::string distributed = ", strategy: " + strategy + ", devices: 2";
-    const std::string automatic = dir.write(
-        strategy + "_auto.yaml", experiment(strategy + "_auto", "auto", 1024, "", distributed));
+  struct Case {
+    std::string name, strategy;
+    bool batchnorm;
+  };
+  for (const Case& c : {Case{"ddp", "ddp", false}, Case{"zero2", "zero2", false},
+                        Case{"ddp_batchnorm", "ddp", true}}) {
+    SCOPED_TRACE(c.name);
+    const std::string& strategy = c.name;  // the experiments' names
+    const std::string distributed = ", strategy: " + c.strategy + ", devices: 2";
+    auto yaml = [&](const std::string& name, const std::string& micro) {
+      return c.batchnorm ? batchnorm_experiment(name, micro, 1024, distributed)
+                         : experiment(name, micro, 1024, "", distributed);
+    };
+    const std::string automatic =
+        dir.write(strategy + "_auto.yaml", yaml(strategy + "_auto", "auto"));
     {
       setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576", 1);
       pid_t controller = testing::start_run(automatic, db());
@@ -209,7 +229,15 @@ TEST_F(MicroBatchTest, RanksAgreeOnTheSizeWhenOnlyOneRunsOutOfMemory) {
       std::vector<pid_t> workers = testing::wait_for_workers(controller, 2);
       unsetenv("GLIBC_TUNABLES");
       ASSERT_EQ(workers.size(), 2u);
-      const pid_t rank_one = testing::rank_of(workers[0]) == 1 ? workers[0] : workers[1];
+      // A forked worker shows its RANK once it has exec'd (before, /proc shows the controller's
+      // environment); it is then still loading LibTorch, well before its first step.
+      pid_t rank_one = -1;
+      for (int i = 0; i < 2000 && rank_one < 0; ++i) {
+        for (pid_t worker : workers)
+          if (testing::rank_of(worker) == 1) rank_one = worker;
+        if (rank_one < 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      ASSERT_GT(rank_one, 0) << "rank 1's worker did not show its RANK";
       const rlimit limit{kLimit, RLIM_INFINITY};
       ASSERT_EQ(prlimit(rank_one, RLIMIT_DATA, &limit, nullptr), 0);
       ASSERT_EQ(testing::exit_code_of(controller), 0);
@@ -227,11 +255,13 @@ TEST_F(MicroBatchTest, RanksAgreeOnTheSizeWhenOnlyOneRunsOutOfMemory) {
           entry.path().string().find(strategy + "_auto") != std::string::npos)
         logged += testing::read_file(entry.path());
     EXPECT_NE(logged.find("(rank 1: "), std::string::npos) << logged;
+    // The limit came before the first step: that step was the first split.
+    EXPECT_NE(logged.find("out of memory at micro-batch 256 (step 1)"), std::string::npos)
+        << logged;
     EXPECT_NE(logged.find("(rank 1 ran out of memory)"), std::string::npos) << logged;
 
     const std::string by_hand =
-        dir.write(strategy + "_by_hand.yaml",
-                  experiment(strategy + "_by_hand", std::to_string(micro), 1024, "", distributed));
+        dir.write(strategy + "_by_hand.yaml", yaml(strategy + "_by_hand", std::to_string(micro)));
     ASSERT_EQ(trainyard("run " + by_hand + " --db " + db()).exit_code, 0);
     EXPECT_EQ(trained(db(), strategy + "_auto"), trained(db(), strategy + "_by_hand"));
   }

@@ -38,7 +38,14 @@ class DistributedDataParallel : public DistributedStrategy {
   // then updates BatchNorm's running statistics from rank 0's and its own share of the batch.
   // (Before an evaluation every strategy gives every rank rank 0's: before_evaluation.)
   torch::Tensor forward(Model& model, const Batch& batch) override {
-    if (options_.broadcast_buffers && has_buffers_ && model.is_training()) broadcast_buffers(model);
+    if (options_.broadcast_buffers && has_buffers_ && model.is_training()) {
+      try {
+        broadcast_buffers(model);
+      } catch (const std::exception& e) {
+        throw CollectiveError(std::string("ddp: giving every rank rank 0's buffers failed: ") +
+                              e.what());
+      }
+    }
     return model.forward(batch);
   }
 
@@ -47,9 +54,13 @@ class DistributedDataParallel : public DistributedStrategy {
     if (sync) finish_all();
   }
 
+  // Each bucket finished before the next is launched: the same collectives in the same order,
+  // with one bucket's copy in memory at a time (nothing overlaps after the backwards anyway).
   void synchronize_gradients() override {
-    gradient_buckets_.launch_all();
-    finish_all();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      launch(b);
+      finish(b);
+    }
   }
 
  private:

@@ -253,10 +253,6 @@ void GradientBuckets::backward(const torch::Tensor& loss, bool sync) {
   launch_ready();
 }
 
-void GradientBuckets::launch_all() {
-  for (size_t b = 0; b < buckets_.size(); ++b) launch_(b);
-}
-
 void GradientBuckets::launch_ready() {
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch_(next_launch_++);
 }

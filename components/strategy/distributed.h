@@ -118,9 +118,6 @@ class GradientBuckets {
               std::vector<std::vector<size_t>> buckets, Launch launch);
   // loss.backward(); with `sync`, every bucket has been launched when it returns.
   void backward(const torch::Tensor& loss, bool sync);
-  // Launches every bucket, in order, after backwards that did not synchronise: the same
-  // collectives on the same gradients as a syncing backward's.
-  void launch_all();
 
  private:
   void launch_ready();

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 
 #include <torch/optim/optimizer.h>
 
@@ -27,6 +28,13 @@ struct TrainingStateBytes {
   double parameters = 0;
   double gradients = 0;
   double optimizer_state = 0;
+};
+
+// An error inside a collective (a broadcast a rank could not take part in): the ranks are out of
+// step, so the run ends — train.micro_batch_size: auto never retries it.
+class CollectiveError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class Strategy {

@@ -46,11 +46,7 @@ class ZeroStage2 : public DistributedStrategy {
       buckets_.push_back(std::move(bucket));
     }
     // Once a bucket's gradients are in, they are reduce-scattered and the full ones released.
-    gradient_buckets_.attach(parameters, indices, [this](size_t b) {
-      Bucket& bucket = buckets_[b];
-      launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_),
-                            bucket.flat->chunk_numel());
-    });
+    gradient_buckets_.attach(parameters, indices, [this](size_t b) { reduce_scatter(b); });
   }
 
   std::vector<torch::Tensor> optimizer_parameters(Model&) override {
@@ -64,9 +60,15 @@ class ZeroStage2 : public DistributedStrategy {
     if (sync) finish_reductions();
   }
 
+  // Each bucket reduce-scattered and finished before the next: the same collectives in the same
+  // order, with one bucket's flat gradients in memory at a time.
   void synchronize_gradients() override {
-    gradient_buckets_.launch_all();
-    finish_reductions();
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      reduce_scatter(b);
+      Bucket& bucket = buckets_[b];
+      bucket.chunk.mutable_grad() =
+          finish_reduce_scatter(bucket.reduction, bucket.chunk.scalar_type());
+    }
   }
 
   bool shards_gradients() const override { return true; }
@@ -100,6 +102,13 @@ class ZeroStage2 : public DistributedStrategy {
   }
 
  private:
+  // Starts bucket b's reduce-scatter; its full gradients are released.
+  void reduce_scatter(size_t b) {
+    Bucket& bucket = buckets_[b];
+    launch_reduce_scatter(bucket.reduction, bucket.flat->take_gradients(reduce_dtype_),
+                          bucket.flat->chunk_numel());
+  }
+
   // Waits for every bucket's reduce-scatter: this rank's chunk of the averaged gradients.
   void finish_reductions() {
     for (auto& bucket : buckets_)

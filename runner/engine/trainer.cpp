@@ -58,6 +58,13 @@ double host_value(const torch::Tensor& scalar) {
   return std::isnan(value) ? std::numeric_limits<double>::quiet_NaN() : value;
 }
 
+// Out of memory on some rank, as every rank learned from agree_on_memory's collective: the only
+// error a step split over several ranks retries (any other leaves the ranks out of step).
+class AgreedOutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct SplitResult {
   double loss = 0;
   double accuracy = 0;  // NaN for a language model, which has none
@@ -187,8 +194,9 @@ class Trainer {
                         torch::Tensor& loss);
   // Under several ranks with auto, after each micro-batch: whether any rank ran out of memory
   // (`out_of_memory`: this rank's error, empty when it did not). One collective of one number;
-  // when any did, it throws an out-of-memory error on every rank, so all abandon the step together.
-  void agree_on_memory(const std::string& out_of_memory);
+  // when any did, it throws AgreedOutOfMemory on every rank, so all abandon the step together.
+  // `flag` is a one-element double tensor on the device, allocated before the step.
+  void agree_on_memory(const std::string& out_of_memory, torch::Tensor& flag);
   void log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                     Clock::time_point epoch_start);
   SplitResult evaluate(DataLoader& loader);
@@ -728,6 +736,10 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
   // agree after each whether any ran out of memory, so none goes on at another size; once all
   // agree the step fitted, its gradients are synchronised as the last backward would have.
   const bool agree = run_.train.micro_batch_auto() && strategy_->world_size() > 1;
+  // Allocated now, not when memory has run out.
+  torch::Tensor flag =
+      agree ? torch::zeros({1}, torch::TensorOptions().dtype(torch::kDouble).device(device_))
+            : torch::Tensor();
   std::vector<int64_t> tried;
   while (true) {
     const auto attempt_start = Clock::now();
@@ -745,11 +757,14 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
           try {
             forward_backward(micro, length == n ? 1.0 : static_cast<double>(length) / n,
                              /*sync=*/last && !agree, part.logits, part.loss);
+          } catch (const CollectiveError&) {
+            throw;  // inside a collective: the ranks are out of step, nothing to agree on
           } catch (const std::exception& error) {
             if (!agree || !says_out_of_memory(error.what())) throw;
             out_of_memory = error.what();
+            part = Part();  // what the failed forward or backward held goes before agreeing
           }
-          if (agree) agree_on_memory(out_of_memory);
+          if (agree) agree_on_memory(out_of_memory, flag);
           // Only their figures are kept: what autograd held is gone with the backward.
           part.loss = part.loss.detach();
           part.logits = part.logits.detach();
@@ -759,7 +774,12 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
       }
       break;
     } catch (const std::exception& error) {
-      if (!run_.train.micro_batch_auto() || !says_out_of_memory(error.what())) throw;
+      // With several ranks only an agreed out-of-memory is retried: one rank retrying alone would
+      // leave the others in a collective it never joins.
+      const bool retried = agree
+                               ? dynamic_cast<const AgreedOutOfMemory*>(&error) != nullptr
+                               : run_.train.micro_batch_auto() && says_out_of_memory(error.what());
+      if (!retried) throw;
       // Abandon the attempt: its activations, gradients and cached blocks go.
       parts.clear();
       optimizer_->libtorch().zero_grad(/*set_to_none=*/true);
@@ -816,18 +836,17 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
   }
 }
 
-void Trainer::agree_on_memory(const std::string& out_of_memory) {
+void Trainer::agree_on_memory(const std::string& out_of_memory, torch::Tensor& flag) {
   // The highest rank that ran out, plus one; 0 when none did. Read on the host, outside
   // runtime.sync_debug's check: the decision needs it.
   SyncDebugGuard allowed(c10::cuda::SyncDebugMode::L_DISABLED);
-  torch::Tensor ran_out = torch::tensor(
-      {out_of_memory.empty() ? 0.0 : static_cast<double>(strategy_->rank() + 1)}, torch::kDouble);
-  strategy_->all_reduce_max(ran_out);
-  const auto rank = static_cast<int64_t>(ran_out.item<double>()) - 1;
+  flag.fill_(out_of_memory.empty() ? 0.0 : static_cast<double>(strategy_->rank() + 1));
+  strategy_->all_reduce_max(flag);
+  const auto rank = static_cast<int64_t>(flag.item<double>()) - 1;
   if (rank < 0) return;
   if (!out_of_memory.empty())
-    throw std::runtime_error(fmt::format("rank {}: {}", strategy_->rank(), out_of_memory));
-  throw std::runtime_error(fmt::format("rank {} ran out of memory", rank));
+    throw AgreedOutOfMemory(fmt::format("rank {}: {}", strategy_->rank(), out_of_memory));
+  throw AgreedOutOfMemory(fmt::format("rank {} ran out of memory", rank));
 }
 
 void Trainer::optimizer_step(bool measure_norm) {
