@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       file.copy(0, static_cast<int64_t>(window.size()), window.data());
       const int64_t beyond = file.first_at_or_above(50257);
       if (beyond >= n || (beyond >= 0 && file.token(beyond) < 50257)) std::abort();
+      if ((beyond >= 0) != (file.max_token() >= 50257)) std::abort();
     });
   return 0;
 }

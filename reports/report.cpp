@@ -541,12 +541,16 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
                                 fastest->variant, fastest_speedup, base.variant)
                   : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
                                 fastest->variant, fastest_speedup, base.variant);
-  if (untested)
-    return target ? fmt::format(
-                        "speedups to target untested: a variant has fewer than two runs "
-                        "that reached {} — set sweep.repeats, or check the target",
-                        target_text(section.options))
-                  : "speedups untested: fewer than two runs a variant — set sweep.repeats";
+  if (untested) {
+    if (!target) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
+    // "Check the target" only where a completed run missed it.
+    bool missed = false;
+    for (const auto& row : section.rows) missed = missed || row.target_reached < row.completed;
+    return fmt::format(
+        "speedups to target untested: a variant has fewer than two runs that "
+        "reached {} — set sweep.repeats{}",
+        target_text(section.options), missed ? ", or check the target" : "");
+  }
   return fmt::format("no variant is faster{} than {} beyond noise", target ? " to target" : "",
                      base.variant);
 }

@@ -215,6 +215,9 @@ runtime: {accelerator: cpu, threads: 1}
                                    "model's vocabulary of 64 tokens"),
             std::string::npos)
       << vocabulary.output;
+  EXPECT_NE(vocabulary.output.find("its largest token is 50000: set model.vocab_size: 50001"),
+            std::string::npos)
+      << vocabulary.output;
   Store store(db());
   for (const RunRecord& r : store.runs("bad")) EXPECT_EQ(store.epoch_metrics(r.id).size(), 0u);
   EXPECT_EQ(store.runs("bad").size(), 1u);  // only the vocabulary's run started
@@ -258,6 +261,12 @@ TEST_F(LanguageModelTest, TheShippedExamplesValidateRunAndSkipWhatThisMachineLac
   const std::string page = testing::read_file(markdown);
   for (const char* shown : {"test ppl", "tokens/s", "test perplexity", "ddp-2-ranks"})
     EXPECT_NE(page.find(shown), std::string::npos) << shown << "\n" << page;
+  // One run a variant: the speedups to target are untested — and where every run reached the
+  // target, the answer does not suggest checking it.
+  EXPECT_NE(answer.output.find("set sweep.repeats"), std::string::npos) << answer.output;
+  if (page.find("did not reach") == std::string::npos &&
+      page.find("reached in") == std::string::npos)
+    EXPECT_EQ(answer.output.find("or check the target"), std::string::npos) << answer.output;
 
   Result placeholders = trainyard("validate " + testing::source("experiments/gpt2_124m.yaml"));
   EXPECT_EQ(placeholders.exit_code, 2);

@@ -31,6 +31,7 @@ TEST(TokenFileTest, ReadsLlmcAndNanogptTokens) {
   EXPECT_EQ(out, (std::vector<int64_t>{15496, 11, 995, 0}));
   EXPECT_EQ(gpt2.first_at_or_above(50257), 5);  // 65535
   EXPECT_EQ(gpt2.first_at_or_above(65536), -1);
+  EXPECT_EQ(gpt2.max_token(), 65535);
 
   TokenFile llama(
       dir.write("llama.bin", testing::llmc_token_file({128000, 3, 128255}, /*wide=*/true)),

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -126,6 +127,12 @@ void TokenFile::copy(int64_t start, int64_t count, int64_t* out) const {
     throw std::out_of_range(fmt::format("tokens: {}: tokens [{}, {}) past its {} tokens", path_,
                                         start, start + count, tokens_));
   for (int64_t i = 0; i < count; ++i) out[i] = token(start + i);
+}
+
+int64_t TokenFile::max_token() const {
+  int64_t largest = -1;
+  for (int64_t i = 0; i < tokens_; ++i) largest = std::max(largest, token(i));
+  return largest;
 }
 
 int64_t TokenFile::first_at_or_above(int64_t limit) const {

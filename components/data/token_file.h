@@ -35,6 +35,8 @@ class TokenFile {
   // The position of the first token ≥ `limit`, or -1 when every token is below it. Reads the
   // whole mapping once (pages in, nothing kept).
   int64_t first_at_or_above(int64_t limit) const;
+  // The largest token (-1 for a file of none). Reads the whole mapping once.
+  int64_t max_token() const;
   int64_t token(int64_t i) const;
 
  private:

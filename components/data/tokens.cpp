@@ -92,11 +92,14 @@ std::shared_ptr<const Dataset> split_of(const std::shared_ptr<const TokenFile>& 
         file->path(), file->size(), o.seq_len + 1, split));
   if (vocab_size > 0) {
     const int64_t beyond = file->first_at_or_above(vocab_size);
-    if (beyond >= 0)
+    if (beyond >= 0) {
+      const int64_t largest = file->max_token();
       throw UserError(fmt::format(
           "tokens: {}: token {} at position {} is beyond the model's vocabulary of {} tokens "
-          "(model.vocab_size); the file was tokenized for another model, or is not a token file",
-          file->path(), file->token(beyond), beyond, vocab_size));
+          "(model.vocab_size), and its largest token is {}: set model.vocab_size: {} or more, "
+          "unless the file was tokenized for another model",
+          file->path(), file->token(beyond), beyond, vocab_size, largest, largest + 1));
+    }
   }
   return std::make_shared<TokenWindows>(
       [file](int64_t start, int64_t count, int64_t* out) { file->copy(start, count, out); },
