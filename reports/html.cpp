@@ -824,10 +824,15 @@ std::string validation_costs(const ExperimentReport& section) {
 // The per-epoch figures of each variant: its run's, or with repeats the median of its completed
 // runs' — said in the heading, so a row never mixes runs unlabelled.
 std::string epoch_tables(const ExperimentReport& section) {
-  const std::vector<std::string> keys = metric_keys(MetricScope::epoch);
-  bool any = false;
-  for (const auto& row : section.rows) any = any || !row.epochs.empty();
-  if (!any) return "";
+  // The figures some epoch has: a classifier's accuracy, or a language model's perplexity.
+  std::vector<std::string> keys;
+  for (const auto& key : metric_keys(MetricScope::epoch)) {
+    bool recorded = false;
+    for (const auto& row : section.rows)
+      for (const auto& epoch : row.epochs) recorded = recorded || epoch.values.count(key);
+    if (recorded) keys.push_back(key);
+  }
+  if (keys.empty()) return "";
   std::string html = "<details><summary>Per-epoch metrics</summary>";
   for (const auto& row : section.rows) {
     if (row.epochs.empty()) continue;

@@ -51,10 +51,12 @@ TEST_F(CliTest, QuickstartRunsIntoTheDatabaseAndTheReport) {
   Result report = trainyard("report --db " + db() + " -o " + html.string());
   ASSERT_EQ(report.exit_code, 0) << report.output;
   std::string page = read_file(html);
-  for (const char* text : {"Quickstart — ViT on synthetic images (CPU)", "bf16-mixed",
-                           "batch-64-adamw-cosine", "1.00x", "speedup", "<svg", "LibTorch 2.",
-                           "Time to val_acc ≥ 50%", "<th>cost</th>", R"(<svg class="pareto")"})
+  for (const char* text :
+       {"Quickstart — ViT on synthetic images (CPU)", "bf16-mixed", "batch-64-adamw-cosine",
+        "1.00x", "speedup", "<svg", "LibTorch 2.", "Time to val_acc ≥ 50%", "<th>cost</th>",
+        R"(<svg class="pareto")", "<th>val acc</th>"})
     EXPECT_NE(page.find(text), std::string::npos) << text;
+  EXPECT_EQ(page.find("<th>val ppl</th>"), std::string::npos);  // a language model's figure
   // Without -o, the answer in the terminal: the summary and each variant's verdict.
   Result answer = trainyard("report --db " + db());
   ASSERT_EQ(answer.exit_code, 0) << answer.output;

@@ -98,8 +98,9 @@ report: {baseline: fp32, target: {metric: val_loss, value: 3.5}}
   ASSERT_EQ(trainyard("report --db " + db() + " -o " + html).exit_code, 0);
   const std::string charts = testing::read_file(html);
   for (const char* shown : {"Test perplexity (lower is better)", "Validation perplexity",
-                            "Time to target against test perplexity"})
+                            "Time to target against test perplexity", "<th>val ppl</th>"})
     EXPECT_NE(charts.find(shown), std::string::npos) << shown;
+  EXPECT_EQ(charts.find("<th>val acc</th>"), std::string::npos);  // the per-epoch tables
 }
 
 // `trainyard status` from another terminal speaks tokens too.
