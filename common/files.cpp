@@ -1,8 +1,11 @@
 #include "common/files.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <openssl/evp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +15,28 @@
 #include <stdexcept>
 
 namespace trainyard {
+
+MappedFile::MappedFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(std::strerror(errno));
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error("not a regular file");
+  }
+  size_ = static_cast<size_t>(info.st_size);
+  if (size_ > 0) mapping_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_error = errno;
+  ::close(fd);
+  if (mapping_ == MAP_FAILED) {
+    mapping_ = nullptr;
+    throw std::runtime_error(std::string("cannot map the file: ") + std::strerror(map_error));
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (mapping_) munmap(mapping_, size_);
+}
 
 bool remove_tree(const std::string& path) {
   struct stat info;

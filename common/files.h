@@ -4,6 +4,8 @@
 // from our binaries (ARCHITECTURE.md, "LibTorch's std::filesystem").
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -22,6 +24,24 @@ bool remove_tree(const std::string& path);
 void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& write);
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// A regular file mapped read-only while the object lives: its bytes are paged in as they are read,
+// never read whole. std::runtime_error saying what went wrong (the system's reason, "not a regular
+// file", "cannot map the file: ..."); the caller names the file and its format.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return static_cast<const uint8_t*>(mapping_); }
+  size_t size() const { return size_; }
+
+ private:
+  void* mapping_ = nullptr;  // none for an empty file: nothing to map
+  size_t size_ = 0;
+};
 
 // SHA-256 over bytes given in pieces: update() as often as needed, then hex() once.
 class Sha256 {

@@ -624,9 +624,7 @@ std::string pareto_chart(const ExperimentReport& section) {
   const char* memory_key = gpu ? metric::kCudaPeakAllocated : metric::kPeakMemory;
   // The quality axis: test accuracy, or a language model's test perplexity (lower is better: the
   // frontier then keeps the variants with a lower perplexity than every faster one).
-  bool language_model = false;
-  for (const auto& row : section.rows)
-    language_model = language_model || row.metrics.count(metric::kTestPerplexity);
+  const bool language_model = section.language_model;
   const char* quality_key = language_model ? metric::kTestPerplexity : metric::kTestAcc;
   const double better = language_model ? -1 : 1;  // quality x better: higher is better
   struct Point {

@@ -628,7 +628,8 @@ void with_task_columns(ExperimentReport& section) {
       if (row.metrics.count(key)) return true;
     return false;
   };
-  if (!any_row_has(metric::kTestPerplexity) || any_row_has(metric::kTestAcc)) return;
+  section.language_model = any_row_has(metric::kTestPerplexity) && !any_row_has(metric::kTestAcc);
+  if (!section.language_model) return;
   for (auto& column : section.options.metrics) {
     if (column == metric::kTestAcc) column = metric::kTestPerplexity;
     if (column == metric::kSamplesPerSecond) column = metric::kTokensPerSecond;

@@ -105,6 +105,9 @@ struct ExperimentReport {
   std::string baseline;  // the variant speedups are relative to
   std::vector<VariantRow> rows;
   std::vector<OtherRun> other_runs{};  // newest run of each other configuration, oldest first
+  // Its runs are a causal language model's (a test perplexity, no accuracy): the table's default
+  // columns, the Pareto chart's quality axis and the curves take perplexity and tokens/s.
+  bool language_model = false;
   // The experiment's answer in one line, from the verdicts: the fastest variant beyond noise, or
   // that none is, or that the spread is unknown (fewer than two runs a variant).
   std::string answer{};

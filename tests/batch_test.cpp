@@ -318,13 +318,7 @@ TEST_F(BatchTest, StatusShowsTheRunningRunAndAStaleOneAsInterrupted) {
 )");
   pid_t controller = testing::start_run(file, db());
   testing::KillOnExit guard{controller};
-  Result status;
-  for (int i = 0; i < 600; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!fs::exists(db())) continue;
-    status = trainyard("status --db " + db());
-    if (status.output.find("samples/s") != std::string::npos) break;
-  }
+  const Result status = testing::status_showing(db(), "samples/s");
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_NE(status.output.find("watched/long: running, epoch 1/2, step"), std::string::npos)
       << status.output;

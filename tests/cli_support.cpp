@@ -118,6 +118,17 @@ int rank_of(pid_t pid) {
   return -1;
 }
 
+Result status_showing(const std::string& db, const std::string& text) {
+  Result status;
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!std::filesystem::exists(db)) continue;
+    status = trainyard("status --db " + db);
+    if (status.output.find(text) != std::string::npos) break;
+  }
+  return status;
+}
+
 std::vector<pid_t> wait_for_workers(pid_t controller, size_t count) {
   std::vector<pid_t> workers;
   for (int i = 0; i < 600 && workers.size() < count; ++i) {

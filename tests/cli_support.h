@@ -55,6 +55,9 @@ struct KillOnExit {
 // Starts `trainyard run FILE --db DB EXTRA...` in the background, its output discarded.
 pid_t start_run(const std::string& file, const std::string& db,
                 std::vector<std::string> extra = {});
+// `trainyard status --db DB`, asked every 100 ms until its output holds `text` (60 s at most):
+// the last answer.
+Result status_showing(const std::string& db, const std::string& text);
 // Waits for `child` and returns its exit code (128 + the signal when a signal ended it).
 int exit_code_of(pid_t child);
 

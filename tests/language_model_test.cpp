@@ -4,11 +4,9 @@
 // files are refused before anything trains.
 #include <signal.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -111,13 +109,7 @@ TEST_F(LanguageModelTest, StatusShowsTokensPerSecond) {
                                  "{dataset.train_size: 100000, train.log_every: 2}}]}\n");
   pid_t controller = testing::start_run(file, db());
   testing::KillOnExit guard{controller};
-  Result status;
-  for (int i = 0; i < 600; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!fs::exists(db())) continue;
-    status = trainyard("status --db " + db());
-    if (status.output.find("/s, ETA") != std::string::npos) break;
-  }
+  const Result status = testing::status_showing(db(), "/s, ETA");
   EXPECT_NE(status.output.find(" tokens/s, ETA "), std::string::npos) << status.output;
   EXPECT_EQ(status.output.find("samples/s"), std::string::npos) << status.output;
   kill(controller, SIGKILL);

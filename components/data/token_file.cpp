@@ -1,17 +1,12 @@
 #include "components/data/token_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace trainyard {
 
@@ -36,82 +31,60 @@ TokenFile::Format token_file_format(const std::string& name) {
 }
 
 TokenFile::TokenFile(const std::string& path, Format format) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::strerror(errno));
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
-  }
-  const auto bytes = static_cast<size_t>(info.st_size);
-  if (bytes == 0) {
-    ::close(fd);
-    fail(path, "the file is empty");
-  }
-  mapping_ = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (mapping_ == MAP_FAILED) {
-    mapping_ = nullptr;
-    fail(path, std::string("cannot map the file: ") + std::strerror(errno));
-  }
-  mapped_bytes_ = bytes;
   try {
-    const auto* data = static_cast<const uint8_t*>(mapping_);
-    if (format == Format::nanogpt) {
-      if (bytes % 2 != 0)
-        fail(path, fmt::format("{} bytes is not a whole number of uint16 tokens; the file is "
-                               "truncated or not nanoGPT's .bin (format: nanogpt)",
-                               bytes));
-      if (bytes >= 4 && (read_int32(data) == kMagic || read_int32(data) == kWideMagic))
-        fail(path, fmt::format("begins with llm.c's magic number {}: it is in llm.c's format; set "
-                               "dataset.format: llmc",
-                               read_int32(data)));
-      tokens_data_ = data;
-      tokens_ = static_cast<int64_t>(bytes / 2);
-      return;
-    }
-    constexpr size_t kHeaderBytes = kHeaderInts * 4;
-    if (bytes < kHeaderBytes)
-      fail(path, fmt::format("{} bytes is shorter than llm.c's {}-byte header; the file is "
-                             "truncated, or nanoGPT's headerless .bin (set dataset.format: "
-                             "nanogpt)",
-                             bytes, kHeaderBytes));
-    const int32_t magic = read_int32(data), version = read_int32(data + 4),
-                  count = read_int32(data + 8);
-    // The pairs llm.c writes (data_common.py) and its loaders read.
-    if (magic != kMagic && magic != kWideMagic)
-      fail(path, fmt::format("magic number {} is neither llm.c's {} (GPT-2's uint16 tokens) nor {} "
-                             "(Llama 3's uint32); the file is not in llm.c's format (nanoGPT's "
-                             "headerless .bin needs dataset.format: nanogpt)",
-                             magic, kMagic, kWideMagic));
-    const int32_t expected_version = magic == kMagic ? 1 : 7;
-    if (version != expected_version)
-      fail(path, fmt::format("header version {} with magic {}: llm.c writes version {} with it; "
-                             "the file is corrupt or from another writer",
-                             version, magic, expected_version));
-    width_ = magic == kMagic ? 2 : 4;
-    if (count < 0) fail(path, fmt::format("the header says {} tokens; the file is corrupt", count));
-    const size_t body = bytes - kHeaderBytes;
-    if (body % static_cast<size_t>(width_) != 0)
-      fail(path, fmt::format("{} bytes after the header is not a whole number of {}-byte "
-                             "tokens; the file is truncated",
-                             body, width_));
-    if (body / static_cast<size_t>(width_) != static_cast<size_t>(count))
-      fail(path, fmt::format("the header says {} tokens but the file holds {}; the file is "
-                             "truncated or its header is wrong (write it again with llm.c's "
-                             "write_datafile)",
-                             count, body / static_cast<size_t>(width_)));
-    tokens_data_ = data + kHeaderBytes;
-    tokens_ = count;
-  } catch (...) {
-    munmap(mapping_, mapped_bytes_);
-    mapping_ = nullptr;
-    throw;
+    file_ = std::make_unique<MappedFile>(path);
+  } catch (const std::runtime_error& e) {
+    fail(path, e.what());
   }
-}
-
-TokenFile::~TokenFile() {
-  if (mapping_) munmap(mapping_, mapped_bytes_);
+  const size_t bytes = file_->size();
+  if (bytes == 0) fail(path, "the file is empty");
+  const uint8_t* data = file_->data();
+  if (format == Format::nanogpt) {
+    if (bytes % 2 != 0)
+      fail(path, fmt::format("{} bytes is not a whole number of uint16 tokens; the file is "
+                             "truncated or not nanoGPT's .bin (format: nanogpt)",
+                             bytes));
+    if (bytes >= 4 && (read_int32(data) == kMagic || read_int32(data) == kWideMagic))
+      fail(path, fmt::format("begins with llm.c's magic number {}: it is in llm.c's format; set "
+                             "dataset.format: llmc",
+                             read_int32(data)));
+    tokens_data_ = data;
+    tokens_ = static_cast<int64_t>(bytes / 2);
+    return;
+  }
+  constexpr size_t kHeaderBytes = kHeaderInts * 4;
+  if (bytes < kHeaderBytes)
+    fail(path, fmt::format("{} bytes is shorter than llm.c's {}-byte header; the file is "
+                           "truncated, or nanoGPT's headerless .bin (set dataset.format: "
+                           "nanogpt)",
+                           bytes, kHeaderBytes));
+  const int32_t magic = read_int32(data), version = read_int32(data + 4),
+                count = read_int32(data + 8);
+  // The pairs llm.c writes (data_common.py) and its loaders read.
+  if (magic != kMagic && magic != kWideMagic)
+    fail(path, fmt::format("magic number {} is neither llm.c's {} (GPT-2's uint16 tokens) nor {} "
+                           "(Llama 3's uint32); the file is not in llm.c's format (nanoGPT's "
+                           "headerless .bin needs dataset.format: nanogpt)",
+                           magic, kMagic, kWideMagic));
+  const int32_t expected_version = magic == kMagic ? 1 : 7;
+  if (version != expected_version)
+    fail(path, fmt::format("header version {} with magic {}: llm.c writes version {} with it; "
+                           "the file is corrupt or from another writer",
+                           version, magic, expected_version));
+  width_ = magic == kMagic ? 2 : 4;
+  if (count < 0) fail(path, fmt::format("the header says {} tokens; the file is corrupt", count));
+  const size_t body = bytes - kHeaderBytes;
+  if (body % static_cast<size_t>(width_) != 0)
+    fail(path, fmt::format("{} bytes after the header is not a whole number of {}-byte "
+                           "tokens; the file is truncated",
+                           body, width_));
+  if (body / static_cast<size_t>(width_) != static_cast<size_t>(count))
+    fail(path, fmt::format("the header says {} tokens but the file holds {}; the file is "
+                           "truncated or its header is wrong (write it again with llm.c's "
+                           "write_datafile)",
+                           count, body / static_cast<size_t>(width_)));
+  tokens_data_ = data + kHeaderBytes;
+  tokens_ = count;
 }
 
 int64_t TokenFile::token(int64_t i) const {

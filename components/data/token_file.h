@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+
+#include "common/files.h"
 
 namespace trainyard {
 
@@ -23,9 +26,6 @@ class TokenFile {
   // Maps `path`; UserError naming the file and what is wrong with it (missing, empty, a header
   // whose magic, version or count disagrees with the file, an odd number of token bytes).
   TokenFile(const std::string& path, Format format);
-  ~TokenFile();
-  TokenFile(const TokenFile&) = delete;
-  TokenFile& operator=(const TokenFile&) = delete;
 
   const std::string& path() const { return path_; }
   int64_t size() const { return tokens_; }  // tokens
@@ -41,9 +41,8 @@ class TokenFile {
 
  private:
   std::string path_;
-  void* mapping_ = nullptr;
-  size_t mapped_bytes_ = 0;
-  const uint8_t* tokens_data_ = nullptr;
+  std::unique_ptr<MappedFile> file_;
+  const uint8_t* tokens_data_ = nullptr;  // in file_
   int64_t tokens_ = 0;
   int width_ = 2;
 };

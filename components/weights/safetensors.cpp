@@ -1,10 +1,5 @@
 #include "components/weights/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -60,148 +55,127 @@ size_t element_size(SafetensorsDtype dtype) {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::strerror(errno));
-  struct stat info {};
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    fail(path, "not a regular file");
+  try {
+    file_ = std::make_unique<MappedFile>(path);
+  } catch (const std::runtime_error& e) {
+    fail(path, e.what());
   }
-  size_ = static_cast<size_t>(info.st_size);
-  if (size_ < 8) {
-    ::close(fd);
+  const size_t size = file_->size();
+  if (size < 8)
     fail(path,
          fmt::format("{} bytes is too short for a safetensors file (8-byte header length first); "
                      "the file is truncated or not safetensors",
-                     size_));
-  }
-  mapping_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (mapping_ == MAP_FAILED) {
-    mapping_ = nullptr;
-    fail(path, std::string("cannot map the file: ") + std::strerror(errno));
-  }
-  try {
-    const auto* bytes = static_cast<const uint8_t*>(mapping_);
-    // torch.save's formats, by their first bytes: a zip archive (since PyTorch 1.6) or a pickle
-    // (protocol 2 to 5) — where a safetensors header's JSON would begin with '{'.
-    const bool json_follows = size_ > 8 && bytes[8] == '{';
-    if (!json_follows && ((bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 && bytes[3] == 4) ||
-                          (bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5)))
-      fail(path,
-           "is a PyTorch checkpoint (torch.save's zip or pickle), not safetensors; a PyTorch "
-           ".bin/.pt file must be converted first: save_file(torch.load(path), out) with "
-           "safetensors.torch (docs/data.md)");
-    uint64_t header_bytes = 0;
-    for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];  // little-endian
-    if (header_bytes > kMaxHeaderBytes)
-      fail(path, fmt::format(
-                     "header length {} exceeds the format's limit of {} bytes; the file is "
+                     size));
+  const uint8_t* bytes = file_->data();
+  // torch.save's formats, by their first bytes: a zip archive (since PyTorch 1.6) or a pickle
+  // (protocol 2 to 5) — where a safetensors header's JSON would begin with '{'.
+  const bool json_follows = size > 8 && bytes[8] == '{';
+  if (!json_follows && ((bytes[0] == 'P' && bytes[1] == 'K' && bytes[2] == 3 && bytes[3] == 4) ||
+                        (bytes[0] == 0x80 && bytes[1] >= 2 && bytes[1] <= 5)))
+    fail(path,
+         "is a PyTorch checkpoint (torch.save's zip or pickle), not safetensors; a PyTorch "
+         ".bin/.pt file must be converted first: save_file(torch.load(path), out) with "
+         "safetensors.torch (docs/data.md)");
+  uint64_t header_bytes = 0;
+  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];  // little-endian
+  if (header_bytes > kMaxHeaderBytes)
+    fail(path,
+         fmt::format("header length {} exceeds the format's limit of {} bytes; the file is "
                      "corrupt or not safetensors (a PyTorch .bin/.pt file must be converted first)",
                      header_bytes, kMaxHeaderBytes));
-    if (header_bytes > size_ - 8)
-      fail(path,
-           fmt::format(
-               "header length {} runs past the end of the {}-byte file; the file is truncated",
-               header_bytes, size_));
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_bytes);
-    } catch (const nlohmann::json::exception& e) {
-      fail(path, fmt::format("the header is not valid JSON: {}", e.what()));
-    }
-    if (!header.is_object()) fail(path, "the header must be a JSON object of tensor entries");
-
-    const uint8_t* data = bytes + 8 + header_bytes;
-    const uint64_t data_bytes = size_ - 8 - header_bytes;
-    std::vector<Span> spans;
-    for (auto it = header.begin(); it != header.end(); ++it) {
-      const std::string& name = it.key();
-      const auto& value = it.value();
-      if (name == "__metadata__") {
-        if (!value.is_object()) fail(path, "__metadata__ must be an object of strings");
-        for (auto m = value.begin(); m != value.end(); ++m)
-          metadata_[m.key()] =
-              m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
-        continue;
-      }
-      auto bad = [&](const std::string& what) {
-        fail(path, fmt::format("tensor '{}': {}", name, what));
-      };
-      if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
-          !value.contains("data_offsets"))
-        bad("entry must have dtype, shape and data_offsets");
-      SafetensorsEntry entry;
-      entry.name = name;
-      const auto& dtype = value["dtype"];
-      const DtypeName* found = nullptr;
-      for (const auto& d : kDtypes)
-        if (dtype.is_string() && dtype.get<std::string>() == d.name) found = &d;
-      if (!found)
-        bad(fmt::format(
-            "unsupported dtype {}; supported: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL",
-            dtype.dump()));
-      entry.dtype = found->dtype;
-      const auto& shape = value["shape"];
-      if (!shape.is_array()) bad("shape must be a list of sizes");
-      uint64_t elements = 1;
-      for (const auto& dim : shape) {
-        if (!dim.is_number_unsigned())
-          bad(fmt::format("shape {} must hold non-negative integers", shape.dump()));
-        uint64_t d = dim.get<uint64_t>();
-        if (d != 0 && elements > UINT64_MAX / d / 8)
-          bad(fmt::format("shape {} is impossibly large", shape.dump()));
-        elements *= d;
-        entry.shape.push_back(static_cast<int64_t>(d));
-      }
-      const auto& offsets = value["data_offsets"];
-      if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-          !offsets[1].is_number_unsigned())
-        bad("data_offsets must be [begin, end]");
-      uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-      if (begin > end) bad(fmt::format("data_offsets [{}, {}] end before they begin", begin, end));
-      if (end > data_bytes)
-        bad(fmt::format(
-            "data_offsets [{}, {}] run past the {} data bytes of the file; the file is truncated",
-            begin, end, data_bytes));
-      if (end - begin != elements * found->size)
-        bad(fmt::format("{} bytes of data, but shape {} of {} needs {}", end - begin, shape.dump(),
-                        found->name, elements * found->size));
-      entry.data = data + begin;
-      entry.bytes = end - begin;
-      spans.push_back({begin, end, name});
-      entries_.push_back(std::move(entry));
-    }
-    // Empty tensors first among those starting at one offset: the reference writes [24, 24] for a
-    // tensor with a zero in its shape next to [24, 27] (found by the differential test).
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-      return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
-    });
-    uint64_t covered = 0;
-    for (const auto& span : spans) {
-      if (span.begin < covered)
-        fail(path, fmt::format("tensor '{}' overlaps the tensor before it (bytes {} to {})",
-                               span.name, span.begin, covered));
-      if (span.begin > covered)
-        fail(path, fmt::format("bytes {} to {} before tensor '{}' belong to no tensor", covered,
-                               span.begin, span.name));
-      covered = span.end;
-    }
-    if (covered != data_bytes)
-      fail(path, fmt::format("the last {} data bytes belong to no tensor", data_bytes - covered));
-    std::stable_sort(entries_.begin(), entries_.end(),
-                     [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
-                       return std::tie(a.data, a.bytes) < std::tie(b.data, b.bytes);
-                     });
-  } catch (...) {
-    munmap(mapping_, size_);
-    mapping_ = nullptr;
-    throw;
+  if (header_bytes > size - 8)
+    fail(path, fmt::format(
+                   "header length {} runs past the end of the {}-byte file; the file is truncated",
+                   header_bytes, size));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_bytes);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, fmt::format("the header is not valid JSON: {}", e.what()));
   }
-}
+  if (!header.is_object()) fail(path, "the header must be a JSON object of tensor entries");
 
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_) munmap(mapping_, size_);
+  const uint8_t* data = bytes + 8 + header_bytes;
+  const uint64_t data_bytes = size - 8 - header_bytes;
+  std::vector<Span> spans;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& value = it.value();
+    if (name == "__metadata__") {
+      if (!value.is_object()) fail(path, "__metadata__ must be an object of strings");
+      for (auto m = value.begin(); m != value.end(); ++m)
+        metadata_[m.key()] =
+            m.value().is_string() ? m.value().get<std::string>() : m.value().dump();
+      continue;
+    }
+    auto bad = [&](const std::string& what) {
+      fail(path, fmt::format("tensor '{}': {}", name, what));
+    };
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") ||
+        !value.contains("data_offsets"))
+      bad("entry must have dtype, shape and data_offsets");
+    SafetensorsEntry entry;
+    entry.name = name;
+    const auto& dtype = value["dtype"];
+    const DtypeName* found = nullptr;
+    for (const auto& d : kDtypes)
+      if (dtype.is_string() && dtype.get<std::string>() == d.name) found = &d;
+    if (!found)
+      bad(fmt::format(
+          "unsupported dtype {}; supported: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL",
+          dtype.dump()));
+    entry.dtype = found->dtype;
+    const auto& shape = value["shape"];
+    if (!shape.is_array()) bad("shape must be a list of sizes");
+    uint64_t elements = 1;
+    for (const auto& dim : shape) {
+      if (!dim.is_number_unsigned())
+        bad(fmt::format("shape {} must hold non-negative integers", shape.dump()));
+      uint64_t d = dim.get<uint64_t>();
+      if (d != 0 && elements > UINT64_MAX / d / 8)
+        bad(fmt::format("shape {} is impossibly large", shape.dump()));
+      elements *= d;
+      entry.shape.push_back(static_cast<int64_t>(d));
+    }
+    const auto& offsets = value["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      bad("data_offsets must be [begin, end]");
+    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end) bad(fmt::format("data_offsets [{}, {}] end before they begin", begin, end));
+    if (end > data_bytes)
+      bad(fmt::format(
+          "data_offsets [{}, {}] run past the {} data bytes of the file; the file is truncated",
+          begin, end, data_bytes));
+    if (end - begin != elements * found->size)
+      bad(fmt::format("{} bytes of data, but shape {} of {} needs {}", end - begin, shape.dump(),
+                      found->name, elements * found->size));
+    entry.data = data + begin;
+    entry.bytes = end - begin;
+    spans.push_back({begin, end, name});
+    entries_.push_back(std::move(entry));
+  }
+  // Empty tensors first among those starting at one offset: the reference writes [24, 24] for a
+  // tensor with a zero in its shape next to [24, 27] (found by the differential test).
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  uint64_t covered = 0;
+  for (const auto& span : spans) {
+    if (span.begin < covered)
+      fail(path, fmt::format("tensor '{}' overlaps the tensor before it (bytes {} to {})",
+                             span.name, span.begin, covered));
+    if (span.begin > covered)
+      fail(path, fmt::format("bytes {} to {} before tensor '{}' belong to no tensor", covered,
+                             span.begin, span.name));
+    covered = span.end;
+  }
+  if (covered != data_bytes)
+    fail(path, fmt::format("the last {} data bytes belong to no tensor", data_bytes - covered));
+  std::stable_sort(entries_.begin(), entries_.end(),
+                   [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
+                     return std::tie(a.data, a.bytes) < std::tie(b.data, b.bytes);
+                   });
 }
 
 const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {

@@ -8,8 +8,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "common/files.h"
 
 namespace trainyard {
 
@@ -32,9 +35,6 @@ class SafetensorsFile {
 
   // Maps and validates `path`. Throws UserError on any problem.
   explicit SafetensorsFile(const std::string& path);
-  ~SafetensorsFile();
-  SafetensorsFile(const SafetensorsFile&) = delete;
-  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }  // in file order
@@ -43,8 +43,7 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  void* mapping_ = nullptr;
-  size_t size_ = 0;
+  std::unique_ptr<MappedFile> file_;  // the entries point into it
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
 };
