@@ -19,9 +19,12 @@
 #   smoke       does the CUDA path run at all: first the GPU tests (tests/gpu: the feed's stream
 #               runs ahead of the step, and a batch's memory is not reused while the step reads it;
 #               seconds), then bench/gpu/smoke.yaml — ViT and DistilBERT (2 blocks each), every
-#               precision, eager and CUDA graphs, 6 steps each under sync_debug: error
+#               precision, eager and CUDA graphs, 6 steps each under sync_debug: error; then
+#               bench/gpu/micro_batch.yaml — GPT-2 (2 blocks) at a batch of 512 with
+#               train.micro_batch_size: auto, eager and CUDA graphs (2 runs)
 #   sync        bench/gpu/sync_check.yaml: the full models under runtime.sync_debug: error, eager and
-#               CUDA-graph pairs whose losses must agree, and dynamic padding
+#               CUDA-graph pairs whose losses must agree (whole batches and micro-batches), and
+#               dynamic padding
 #   throughput  bench/gpu/{vit,distilbert}_throughput.yaml: 24 short runs (2 x 16 steps each);
 #               bench/gpu/gpt2_throughput.yaml: GPT-2 124M at context 1024, bf16, tokens/s and MFU
 #               (4 runs, after the others: the first cut when time runs short)
@@ -175,6 +178,7 @@ if wants smoke && ensure_binary; then
   with_libs timeout -k 10 180 "$gpu_tests" 2>&1 | tee "$work/gpu_tests.log" || true
   stamp "smoke: every precision, eager and CUDA graphs, under runtime.sync_debug: error"
   train bench/gpu/smoke.yaml
+  train bench/gpu/micro_batch.yaml
 fi
 
 if wants sync && ensure_binary; then

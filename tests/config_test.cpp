@@ -222,6 +222,10 @@ TEST_F(ConfigTest, CudaGraphsRefuseWhatCannotBeCaptured) {
   EXPECT_EQ(load(on_cuda, {"train.clip_grad_norm=1.0"}).runs.size(),
             1u);  // clipping stays on the device
   EXPECT_TRUE(has(errors(on_cuda, {"train.optimizer.name=sgd"}), "needs the fused adam or adamw"));
+  // Micro-batches are captured within the step: a number, or auto (settled by the eager warm-up
+  // steps before capture).
+  EXPECT_EQ(load(on_cuda, {"train.micro_batch_size=auto"}).runs.size(), 1u);
+  EXPECT_EQ(load(on_cuda, {"train.micro_batch_size=2", "train.batch_size=8"}).runs.size(), 1u);
   EXPECT_TRUE(has(errors(std::string(kValid) + "  compile: cuda-graph\n"),
                   "cuda-graphs"));  // a typo lists the choices
 }

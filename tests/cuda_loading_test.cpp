@@ -56,10 +56,17 @@ TEST(CudaLoadingTest, ACudaRunLoadsTheModuleAndWithItLibTorchsCudaKernelsAndHook
   // asked before loading would keep the stub, which cannot say the runtime's version).
   EXPECT_TRUE(has_cuda_kernels());
   EXPECT_GT(at::detail::getCUDAHooks().versionCUDART(), 0);
-  if (cuda.unavailable_reason.empty())
+  if (cuda.unavailable_reason.empty()) {
     EXPECT_FALSE(cuda.name.empty());  // a GPU machine: the device's name, through the module
-  else
+    // and its memory, through the driver (what the memory forecast checks against by default):
+    // between a GiB and a TiB on any GPU a run trains on.
+    EXPECT_GE(cuda.memory_bytes, 1024.0 * 1024 * 1024);
+    EXPECT_LE(cuda.memory_bytes, 1024.0 * 1024 * 1024 * 1024);
+  } else {
     EXPECT_EQ(cuda.unavailable_reason, "needs a CUDA device; this machine has none");
+    EXPECT_EQ(cuda.memory_bytes, 0);
+  }
+  EXPECT_EQ(cuda_device_memory_bytes().has_value(), cuda_driver_has_devices());
 }
 
 }  // namespace

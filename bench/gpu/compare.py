@@ -17,6 +17,7 @@ LANGUAGE_MODEL = "gpu_gpt2"
 LLMC_TOKENS_PER_S_PER_A100 = 10e9 / (90 * 60) / 8
 SYNC_CHECK = "gpu_sync_check"
 SMOKE = "gpu_smoke"
+MICRO_BATCH = "gpu_micro_batch"
 # The studies' full runs on synthetic data of their sizes, and the study's own minutes (A100).
 STUDIES = {"gpu_study_vit": ("ViT-B/16, CIFAR-10-sized, bf16-mixed", 6.4),
            "gpu_study_distilbert": ("DistilBERT, IMDB-sized, bf16-mixed", 8.8)}
@@ -38,7 +39,8 @@ def runs(db):
                "train_loss": last_epoch("train_loss"), "test_loss": final.get("test_loss"),
                "mfu": final.get("mfu"), "peak": final.get("peak_memory_bytes"),
                "train_seconds": final.get("train_seconds"), "run_samples_per_s": final.get("samples_per_s"),
-               "cuda_graphs": attributes.get("cuda_graphs", "")}
+               "cuda_graphs": attributes.get("cuda_graphs", ""),
+               "micro_batch": attributes.get("micro_batch", "")}
 
 
 def first_line(text):
@@ -132,6 +134,24 @@ def smoke_table(all_runs):
     print()
 
 
+def micro_batch_table(all_runs):
+    checked = [run for run in all_runs if run["experiment"] == MICRO_BATCH]
+    if not checked:
+        return
+    print("\n## Automatic micro-batching (bench/gpu/micro_batch.yaml: GPT-2, 2 blocks, batch 512)\n")
+    print("A batch CUDA's allocator cannot hold whole is halved until it fits; with CUDA graphs the "
+          "graph is captured at the size the eager warm-up steps settled on.\n")
+    print("| variant | status | micro-batch | CUDA graphs | train loss | peak memory |")
+    print("|---|---|---|---|---:|---:|")
+    for run in checked:
+        status = run["status"] if run["status"] == "completed" else f"{run['status']}: {first_line(run['error'])}"
+        loss = f"{run['train_loss']:.4f}" if run["train_loss"] is not None else "—"
+        peak = f"{run['peak'] / 2**30:.1f} GiB" if run["peak"] else "—"
+        print(f"| {run['variant']} | {status} | {run['micro_batch'] or '—'} | {run['cuda_graphs'] or '—'} "
+              f"| {loss} | {peak} |")
+    print()
+
+
 def study_table(all_runs):
     runs_of_studies = [run for run in all_runs if run["experiment"] in STUDIES]
     if not runs_of_studies:
@@ -158,6 +178,7 @@ def main():
     for r in json.load(open(sys.argv[2])) if have_baselines else []:
         baselines[(r["framework"], r["model"], r["batch"], r["precision"])] = r.get("samples_per_s")
     smoke_table(all_runs)
+    micro_batch_table(all_runs)
     throughput_table(all_runs, baselines)
     language_model_table(all_runs)
     sync_check_table(all_runs)

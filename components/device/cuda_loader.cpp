@@ -2,6 +2,7 @@
 // whether it has a device without loading LibTorch's CUDA side.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 
@@ -60,19 +61,55 @@ const CudaModule* cuda_module(std::string* why) {
   return module;
 }
 
-bool cuda_driver_has_devices() {
-  static const bool has = [] {
+namespace {
+
+// What the driver says of its devices: how many, and the smallest one's memory (0 without any).
+struct DriverDevices {
+  int count = 0;
+  double smallest_bytes = 0;
+};
+
+const DriverDevices& driver_devices() {
+  static const DriverDevices devices = [] {
+    DriverDevices found;
     // The driver's own library, as every CUDA program finds it; absent on a machine without one.
     void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!driver) return false;
+    if (!driver) return found;
+    // CUresult is an int (0: success), CUdevice an int.
     using Init = int (*)(unsigned);
     using Count = int (*)(int*);
+    using Get = int (*)(int*, int);
+    using TotalMem = int (*)(size_t*, int);
     auto init = reinterpret_cast<Init>(dlsym(driver, "cuInit"));
     auto count = reinterpret_cast<Count>(dlsym(driver, "cuDeviceGetCount"));
+    auto get = reinterpret_cast<Get>(dlsym(driver, "cuDeviceGet"));
+    auto total_mem = reinterpret_cast<TotalMem>(dlsym(driver, "cuDeviceTotalMem_v2"));
     int devices = 0;
-    return init && count && init(0) == 0 && count(&devices) == 0 && devices > 0;
+    if (!init || !count || init(0) != 0 || count(&devices) != 0 || devices <= 0) return found;
+    found.count = devices;
+    for (int ordinal = 0; get && total_mem && ordinal < devices; ++ordinal) {
+      int device = 0;
+      size_t bytes = 0;
+      if (get(&device, ordinal) != 0 || total_mem(&bytes, device) != 0) {
+        found.smallest_bytes = 0;  // one unanswered: no figure rather than a wrong one
+        break;
+      }
+      const auto b = static_cast<double>(bytes);
+      found.smallest_bytes = ordinal == 0 ? b : std::min(found.smallest_bytes, b);
+    }
+    return found;
   }();
-  return has;
+  return devices;
+}
+
+}  // namespace
+
+bool cuda_driver_has_devices() { return driver_devices().count > 0; }
+
+std::optional<double> cuda_device_memory_bytes() {
+  const DriverDevices& devices = driver_devices();
+  if (devices.count == 0 || devices.smallest_bytes <= 0) return std::nullopt;
+  return devices.smallest_bytes;
 }
 
 bool wants_cuda(const std::string& accelerator) {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -53,6 +54,12 @@ const CudaModule* cuda_module(std::string* why = nullptr);
 // True when a CUDA driver answers with at least one device, asked through libcuda alone (cuInit,
 // cuDeviceGetCount) without loading LibTorch's CUDA side: what `accelerator: auto` decides by.
 bool cuda_driver_has_devices();
+
+// The memory of the smallest CUDA device this process sees (CUDA_VISIBLE_DEVICES applies), in
+// bytes, asked through libcuda alone (cuDeviceTotalMem) as cuda_driver_has_devices asks; nullopt
+// without a driver or a device. What the memory forecast checks against when --device-memory is
+// not given.
+std::optional<double> cuda_device_memory_bytes();
 
 // Whether a run with this runtime.accelerator trains on CUDA if it can: cuda, or auto on a machine
 // whose driver has a device.

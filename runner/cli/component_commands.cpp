@@ -37,7 +37,7 @@ int validate_command(const std::vector<std::string>& args) {
                         "also forecast each variant's memory per rank (as run --dry-run does)")(
       "device-memory", po::value(&device_memory),
       "with --memory: the memory of a device (80GiB, 24GB): which variants will not fit, and "
-      "what would");
+      "what would (default for a CUDA run: this machine's GPU)");
   add_override_option(options, overrides);
   add_plugin_option(options, plugins);
   po::options_description arguments;

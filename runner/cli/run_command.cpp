@@ -28,8 +28,9 @@ namespace trainyard {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-// What a variant will hold in memory (forecast_memory), and with --device-memory whether it fits
-// and what would: a smaller micro-batch, or its state shared out by zero2 or fsdp.
+// What a variant will hold in memory (forecast_memory), and with --device-memory (or, for a CUDA
+// run, this machine's GPU) whether it fits and what would: a smaller micro-batch, or its state
+// shared out by zero2 or fsdp.
 void print_memory_forecast(const RunSpec& run, std::optional<double> device_bytes) {
   MemoryForecast f;
   try {
@@ -42,7 +43,8 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
     fmt::print("  memory: not forecast here: {}\n", f.problem);
     return;
   }
-  const bool cuda = resolve_device(run.runtime).type == "cuda";  // auto: with a GPU here
+  const DeviceInfo device = resolve_device(run.runtime);
+  const bool cuda = device.type == "cuda";  // auto: with a GPU here
   fmt::print(
       "  memory per rank (forecast; activations measured on this CPU at micro-batches {} and {}):\n"
       "    parameters {} · gradients {} · optimizer state {} · activations {} a sample\n",
@@ -54,9 +56,15 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
   fmt::print("    a step at micro-batch {}: {} {}\n", f.micro_batch, format_bytes(need),
              cuda ? "of device memory (state and the step's tensors)"
                   : fmt::format("resident ({} before the step)", format_bytes(f.baseline)));
+  // Without --device-memory a CUDA run is checked against this machine's GPU (the smallest one).
+  std::string whose;
+  if (!device_bytes && cuda && device.memory_bytes > 0) {
+    device_bytes = device.memory_bytes;
+    whose = fmt::format(" ({}'s; --device-memory sets another size)", device.name);
+  }
   if (!device_bytes) return;
   if (need <= *device_bytes) {
-    fmt::print("    fits in {}\n", format_bytes(*device_bytes));
+    fmt::print("    fits in {}{}\n", format_bytes(*device_bytes), whose);
     return;
   }
   const double other = cuda ? f.state() + f.fixed : f.baseline + f.fixed;
@@ -64,9 +72,9 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
       f.per_sample > 0 ? static_cast<int64_t>((*device_bytes - other) / f.per_sample) : 0;
   if (micro >= 1) {
     fmt::print(
-        "    does not fit in {}: it would at micro-batch {} (train.micro_batch_size: {}, "
+        "    does not fit in {}{}: it would at micro-batch {} (train.micro_batch_size: {}, "
         "or auto)\n",
-        format_bytes(*device_bytes), std::min(micro, f.micro_batch),
+        format_bytes(*device_bytes), whose, std::min(micro, f.micro_batch),
         std::min(micro, f.micro_batch));
     return;
   }
@@ -79,9 +87,9 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
   const double devices = static_cast<double>(std::max<int64_t>(run.runtime.devices, 4));
   const double whole = f.whole_parameters + f.whole_gradients_and_state;
   fmt::print(
-      "    does not fit in {} even at one sample: its state ({}) must be shared out — on {:.0f} "
-      "devices zero2 keeps {} a rank, fsdp {}\n",
-      format_bytes(*device_bytes), format_bytes(whole), devices,
+      "    does not fit in {}{} even at one sample: its state ({}) must be shared out — on "
+      "{:.0f} devices zero2 keeps {} a rank, fsdp {}\n",
+      format_bytes(*device_bytes), whose, format_bytes(whole), devices,
       format_bytes(f.whole_parameters + f.whole_gradients_and_state / devices),
       format_bytes(whole / devices));
 }
@@ -197,8 +205,9 @@ int run_command(const std::vector<std::string>& args) {
       "verbose", "with --dry-run: every run's whole resolved config")(
       "device-memory", po::value(&device_memory),
       "with --dry-run: the memory of a device (80GiB, 24GB): which variants will not fit, and "
-      "what would")("nnodes", po::value(&node.nnodes),
-                    "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
+      "what would (default for a CUDA run: this machine's GPU)")(
+      "nnodes", po::value(&node.nnodes),
+      "nodes of a multi-node run (each runs `trainyard run` with the same file)")(
       "node-rank", po::value(&node.node_rank),
       "this node's number, 0 to nnodes-1; node 0 writes the database")(
       "master-addr", po::value(&node.master_addr),

@@ -95,9 +95,6 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
                        run.strategy.name));
   if (run.train.grad_accum != 1)
     refuse("train.grad_accum", "captures whole optimizer steps: set train.grad_accum: 1");
-  if (!run.train.micro_batch_size.empty())
-    refuse("train.micro_batch_size",
-           "captures one whole batch a step: leave train.micro_batch_size out (whole batches)");
   if (optimizer_ok && !run.optimizer.capabilities.steps_on_device)
     refuse("train.optimizer.name",
            "needs the fused adam or adamw (their steps and learning rate stay on the device)");

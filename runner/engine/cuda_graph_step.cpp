@@ -7,6 +7,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 
+#include "common/error.h"
 #include "components/device/cuda_module.h"
 #include "runner/engine/sync_debug.h"
 
@@ -73,11 +74,15 @@ struct CudaGraphStep::State {
       step(inputs, logits, loss);
       graph->end();
     } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format(
+      // Out of memory while capturing (the private pool on top of what the warm-up left) is
+      // not retried either: a smaller micro-batch set by hand is the way on.
+      const std::string or_smaller =
+          says_out_of_memory(e.what()) ? " or a smaller train.micro_batch_size" : "";
+      throw CaptureFailed(fmt::format(
           "cuda-graphs: the training step could not be captured: {}. A failed capture leaves "
           "the process unable to go on (the allocator and the random generator stay in capture "
-          "mode), so the run stops here; set runtime.compile: none for it",
-          e.what()));
+          "mode), so the run stops here; set runtime.compile: none{} for it",
+          e.what(), or_smaller));
     }
   }
 };

@@ -13,16 +13,25 @@
 // does not hold a second copy of the warm-up steps' activations. Validation refuses dynamic
 // padding (batches of varying shape); a batch of another shape would run eagerly. A failed capture
 // fails the run with the cause and the fix (runtime.compile: none): after one, the allocator and
-// the random generator stay in capture mode, and nothing can safely run in the process.
+// the random generator stay in capture mode, and nothing can safely run in the process. An eager
+// warm-up step that fails throws what it threw, and may be run again (train.micro_batch_size:
+// auto halves the step's micro-batch and retries it).
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "components/batch.h"
 
 namespace trainyard {
+
+// A capture that failed: the run ends (nothing is retried after it, not even an out-of-memory).
+class CaptureFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class CudaGraphStep {
  public:

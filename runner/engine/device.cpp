@@ -64,6 +64,7 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
       info.unavailable_reason =
           fmt::format("needs {} CUDA devices; this machine has {}", runtime.devices, count);
     info.name = cuda_module()->device_name(0);
+    info.memory_bytes = cuda_device_memory_bytes().value_or(0);
     return info;
   }
   if (runtime.compile == "cuda-graphs")

@@ -58,6 +58,9 @@ struct DeviceInfo {
   std::string name;  // "Intel(R) Xeon(R) ... (2 threads)", "NVIDIA H200"
   // Empty when the run can execute here; otherwise why not ("needs a CUDA device, found none").
   std::string unavailable_reason;
+  // A CUDA device's memory in bytes (the smallest one's, when there are several), as the driver
+  // reports it; 0 on the CPU or when unknown.
+  double memory_bytes = 0;
 };
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime);

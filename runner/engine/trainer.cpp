@@ -192,6 +192,28 @@ class Trainer {
   // computes.
   void train_split_step(const std::vector<Batch>& batches, bool measure_norm, Accumulator& metrics,
                         torch::Tensor& loss);
+  // runtime.compile: cuda-graphs. One step by the graph: eager warm-up steps, then capture, then
+  // replays. With auto a warm-up step that runs out of memory is abandoned and halved as in
+  // train_split_step, so the graph is captured at the micro-batch that fitted; a replay allocates
+  // nothing, so once captured the size stays.
+  void graph_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
+  // What a CUDA graph captures: the optimizer step over `batch` in micro-batches of micro_batch_
+  // samples (whole when 0), with the whole batch's logits and mean loss. Nothing is read by the
+  // host and nothing is retried inside.
+  void captured_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
+  // Where the random generators (dropout draws from them) and the model's buffers (BatchNorm's
+  // running statistics, which each forward moves) stand at a step's start, so that an abandoned
+  // attempt leaves them as they were. Empty unless train.micro_batch_size is auto.
+  struct StepStart {
+    std::vector<std::pair<at::Generator, torch::Tensor>> generators;
+    std::vector<torch::Tensor> buffers;
+  };
+  StepStart remember_step_start();
+  // After an attempt at micro-batch micro_batch_ ran out of memory (`error`, from `attempt_start`):
+  // drops its gradients and cached blocks, puts `start` back, counts the event and halves the
+  // micro-batch; throws when it was one sample already (`tried`: the sizes so far).
+  void abandon_and_halve(const StepStart& start, const std::exception& error,
+                         Clock::time_point attempt_start, std::vector<int64_t>& tried);
   // Under several ranks with auto, after each micro-batch: whether any rank ran out of memory
   // (`out_of_memory`: this rank's error, empty when it did not). One collective of one number;
   // when any did, it throws AgreedOutOfMemory on every rank, so all abandon the step together.
@@ -541,7 +563,7 @@ void Trainer::setup_cuda_graph() {
   graph_ = std::make_unique<CudaGraphStep>(
       device_,
       [this](const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
-        train_step(batch, /*step_now=*/true, /*measure_norm=*/true, logits, loss);
+        captured_step(batch, logits, loss);
       },
       [this](const std::string& line) { context_.observer.on_log(line); });
 }
@@ -649,7 +671,7 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       if (task_.language_model()) tokens_per_sample_ = batch.targets.size(1);
 
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
-      if (splits_steps()) {
+      if (splits_steps() && !graph_) {  // a graph splits its own (grad_accum is 1)
         step_batches.push_back(std::move(batch));
         if (step_now) {
           train_split_step(step_batches, /*measure_norm=*/logs_after(step_ + 1), metrics, loss);
@@ -657,7 +679,7 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
         }
       } else {
         if (graph_)
-          graph_->run(batch, logits, loss);  // step_now always: graphs need grad_accum 1
+          graph_step(batch, logits, loss);  // step_now always: graphs need grad_accum 1
         else
           train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits,
                      loss);
@@ -717,21 +739,7 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
     torch::Tensor loss, logits, targets;
   };
   std::vector<Part> parts;
-  // Where the random generators (dropout draws from them) and the model's buffers (BatchNorm's
-  // running statistics, which each forward moves) stand at the step's start: an abandoned attempt
-  // must not have moved them.
-  std::vector<std::pair<at::Generator, torch::Tensor>> generators;
-  std::vector<torch::Tensor> buffers;
-  if (run_.train.micro_batch_auto()) {
-    generators.emplace_back(at::detail::getDefaultCPUGenerator(), torch::Tensor());
-    if (device_.is_cuda())
-      generators.emplace_back(at::globalContext().defaultGenerator(device_), torch::Tensor());
-    for (auto& [generator, state] : generators) {
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      state = generator.get_state();
-    }
-    for (const auto& buffer : model_->buffers()) buffers.push_back(buffer.detach().clone());
-  }
+  const StepStart step_start = remember_step_start();
   // With several ranks every micro-batch's backward runs apart (nothing communicated) and the ranks
   // agree after each whether any ran out of memory, so none goes on at another size; once all
   // agree the step fitted, its gradients are synchronised as the last backward would have.
@@ -780,38 +788,8 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
                                ? dynamic_cast<const AgreedOutOfMemory*>(&error) != nullptr
                                : run_.train.micro_batch_auto() && says_out_of_memory(error.what());
       if (!retried) throw;
-      // Abandon the attempt: its activations, gradients and cached blocks go.
       parts.clear();
-      optimizer_->libtorch().zero_grad(/*set_to_none=*/true);
-      // (Under zero2 the optimizer's are chunks; the model's own gradients accumulated apart.)
-      for (auto& parameter : model_->parameters()) parameter.mutable_grad().reset();
-      if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
-      // The CPU's cache: glibc keeps freed blocks (its mmap threshold grows with each large block
-      // freed), which would leave the next allocation — a tensor, a thread's stack — no room.
-      malloc_trim(0);
-      for (auto& [generator, state] : generators) {
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        generator.set_state(state);
-      }
-      {
-        torch::NoGradGuard no_grad;
-        size_t i = 0;
-        for (auto& buffer : model_->buffers()) buffer.copy_(buffers[i++]);
-      }
-      const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
-      tried.push_back(size);
-      ++oom_events_;
-      oom_seconds_ += seconds_since(attempt_start);
-      if (size <= 1)
-        throw std::runtime_error(fmt::format(
-            "out of memory at every micro-batch size tried ({} samples), down to one sample: {}",
-            fmt::join(tried, ", "), first_line(error.what())));
-      micro_batch_ = (size + 1) / 2;
-      progress_.micro_batch_size = micro_batch_;  // a continued run starts there
-      progress_.oom_events = oom_events_;
-      progress_.oom_seconds = oom_seconds_;
-      log("out of memory at micro-batch {} (step {}): the same step again at micro-batch {} ({})",
-          size, step_ + 1, micro_batch_, first_line(error.what()));
+      abandon_and_halve(step_start, error, attempt_start, tried);
     }
   }
   // Not retried, as the optimizer step is not: the ranks are in their collectives by then.
@@ -834,6 +812,99 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
     // One part: its own mean, as a step of whole batches logs it.
     loss = count == 1 ? parts[next - 1].loss : sum / static_cast<double>(batch.size());
   }
+}
+
+Trainer::StepStart Trainer::remember_step_start() {
+  StepStart start;
+  if (!run_.train.micro_batch_auto()) return start;
+  start.generators.emplace_back(at::detail::getDefaultCPUGenerator(), torch::Tensor());
+  if (device_.is_cuda())
+    start.generators.emplace_back(at::globalContext().defaultGenerator(device_), torch::Tensor());
+  for (auto& [generator, state] : start.generators) {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state = generator.get_state();
+  }
+  for (const auto& buffer : model_->buffers()) start.buffers.push_back(buffer.detach().clone());
+  return start;
+}
+
+void Trainer::abandon_and_halve(const StepStart& start, const std::exception& error,
+                                Clock::time_point attempt_start, std::vector<int64_t>& tried) {
+  // The attempt's activations, gradients and cached blocks go.
+  optimizer_->libtorch().zero_grad(/*set_to_none=*/true);
+  // (Under zero2 the optimizer's are chunks; the model's own gradients accumulated apart.)
+  for (auto& parameter : model_->parameters()) parameter.mutable_grad().reset();
+  if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+  // The CPU's cache: glibc keeps freed blocks (its mmap threshold grows with each large block
+  // freed), which would leave the next allocation — a tensor, a thread's stack — no room.
+  malloc_trim(0);
+  for (const auto& [generator, state] : start.generators) {
+    at::Generator g = generator;
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_state(state);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    size_t i = 0;
+    for (auto& buffer : model_->buffers()) buffer.copy_(start.buffers[i++]);
+  }
+  const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
+  tried.push_back(size);
+  ++oom_events_;
+  oom_seconds_ += seconds_since(attempt_start);
+  if (size <= 1)
+    throw std::runtime_error(fmt::format(
+        "out of memory at every micro-batch size tried ({} samples), down to one sample: {}",
+        fmt::join(tried, ", "), first_line(error.what())));
+  micro_batch_ = (size + 1) / 2;
+  progress_.micro_batch_size = micro_batch_;  // a continued run starts there
+  progress_.oom_events = oom_events_;
+  progress_.oom_seconds = oom_seconds_;
+  log("out of memory at micro-batch {} (step {}): the same step again at micro-batch {} ({})", size,
+      step_ + 1, micro_batch_, first_line(error.what()));
+}
+
+void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
+  if (!run_.train.micro_batch_auto() || graph_->captured()) {
+    graph_->run(batch, logits, loss);
+    return;
+  }
+  const StepStart step_start = remember_step_start();
+  std::vector<int64_t> tried;
+  while (true) {
+    const auto attempt_start = Clock::now();
+    try {
+      graph_->run(batch, logits, loss);
+      return;
+    } catch (const CaptureFailed&) {
+      throw;  // the process cannot go on (see CudaGraphStep)
+    } catch (const std::exception& error) {
+      if (!says_out_of_memory(error.what())) throw;
+      abandon_and_halve(step_start, error, attempt_start, tried);
+    }
+  }
+}
+
+void Trainer::captured_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
+  const int64_t n = batch.size(), m = micro_batch_ > 0 ? std::min(micro_batch_, n) : n;
+  if (m == n) {
+    train_step(batch, /*step_now=*/true, /*measure_norm=*/true, logits, loss);
+    return;
+  }
+  std::vector<torch::Tensor> all_logits;
+  torch::Tensor loss_sum;  // of the micro-batches' mean losses, each times its samples
+  for (int64_t start = 0; start < n; start += m) {
+    const int64_t length = std::min(m, n - start);
+    torch::Tensor part_logits, part_loss;
+    forward_backward(batch.slice(start, length), static_cast<double>(length) / n,
+                     /*sync=*/start + length == n, part_logits, part_loss);
+    all_logits.push_back(part_logits.detach());
+    const torch::Tensor share = part_loss.detach() * static_cast<double>(length);
+    loss_sum = loss_sum.defined() ? loss_sum + share : share;
+  }
+  logits = torch::cat(all_logits);
+  loss = loss_sum / static_cast<double>(n);
+  optimizer_step(/*measure_norm=*/true);
 }
 
 void Trainer::agree_on_memory(const std::string& out_of_memory, torch::Tensor& flag) {
