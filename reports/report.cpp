@@ -12,6 +12,7 @@
 #include "common/metrics.h"
 #include "common/text.h"
 #include "config/config_tree.h"
+#include "config/differences.h"
 #include "config/options.h"
 #include "reports/statistics.h"
 
@@ -343,6 +344,14 @@ std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow&
   return welch_t_test(logs(base), logs(row));
 }
 
+// A difference with its sign, "+1.2" or "-0.4", at `decimals`; one that rounds to zero reads
+// "+0.0" whichever side it lies on ("-0.0" would claim a direction the figure does not show).
+std::string signed_text(double value, int decimals) {
+  std::string text = fmt::format("{:+.{}f}", value, decimals);
+  if (text.find_first_not_of("+-0.") == std::string::npos) text[0] = '+';
+  return text;
+}
+
 // How many of each side's runs a figure comes from: "n=5/5".
 std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", mine, base); }
 
@@ -351,6 +360,8 @@ std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", m
 std::string speed_part(const VariantRow& base, const VariantRow& row, const char* key, double ratio,
                        bool tested, const std::string& n, const std::string& what) {
   auto speed = [&](double r) {
+    // A tie at the shown precision is no direction: "1.00× slower" would claim one.
+    if (fmt::format("{:.2f}", r >= 1 ? r : 1 / r) == "1.00") return what + "as fast (1.00×)";
     return r >= 1 ? fmt::format("{}{:.2f}× faster", what, r)
                   : fmt::format("{}{:.2f}× slower", what, 1 / r);
   };
@@ -373,8 +384,8 @@ std::string percent_part(const VariantRow& base, const VariantRow& row, const ch
   auto mine = row.metrics.find(key);
   auto theirs = base.metrics.find(key);
   if (mine == row.metrics.end() || theirs == base.metrics.end() || !(theirs->second > 0)) return "";
-  return fmt::format("{} {} ({:+.0f}%)", label, format_metric(*find_metric(key), mine->second),
-                     100 * (mine->second / theirs->second - 1));
+  return fmt::format("{} {} ({}%)", label, format_metric(*find_metric(key), mine->second),
+                     signed_text(100 * (mine->second / theirs->second - 1), 0));
 }
 
 // train.micro_batch_size: auto halved the micro-batch to fit: "batch 256: fit at micro-batch 32
@@ -396,6 +407,8 @@ std::string micro_batch_part(const VariantRow& row) {
 // The baseline's own line: what the others are compared with.
 std::string baseline_verdict(const VariantRow& base, const ReportOptions& options) {
   std::vector<std::string> parts = {"baseline"};
+  // A baseline that never completed: what became of it, as the others' lines say theirs.
+  if (base.completed == 0) parts.push_back(not_compared(base));
   if (const std::string micro = micro_batch_part(base); !micro.empty()) parts.push_back(micro);
   if (options.has_target() && base.completed > 0) {
     auto ttt = base.metrics.find(metric::kTimeToTarget);
@@ -452,14 +465,16 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
     const auto test = tested ? welch_t_test(base_acc, mine_acc) : std::nullopt;
     if (!test) {
       parts.push_back(fmt::format(
-          "test accuracy {:+.1f} pt",
-          100 * (row.metrics.at(metric::kTestAcc) - base.metrics.at(metric::kTestAcc))));
+          "test accuracy {} pt",
+          signed_text(100 * (row.metrics.at(metric::kTestAcc) - base.metrics.at(metric::kTestAcc)),
+                      1)));
     } else if (test->significant()) {
-      parts.push_back(fmt::format("test accuracy {:+.1f} pt ({:+.1f} to {:+.1f})",
-                                  100 * test->difference, 100 * test->low, 100 * test->high));
-    } else {
       parts.push_back(
-          fmt::format("test accuracy {:+.1f} pt (within noise)", 100 * test->difference));
+          fmt::format("test accuracy {} pt ({} to {})", signed_text(100 * test->difference, 1),
+                      signed_text(100 * test->low, 1), signed_text(100 * test->high, 1)));
+    } else {
+      parts.push_back(fmt::format("test accuracy {} pt (within noise)",
+                                  signed_text(100 * test->difference, 1)));
     }
   }
   // A language model's quality: perplexity, compared as the ratio of the two (the difference of
@@ -471,17 +486,18 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
     auto percent = [](double log_ratio) { return 100 * (std::exp(log_ratio) - 1); };
     const auto test = tested ? welch_t_test(base_loss, mine_loss) : std::nullopt;
     if (!test)
-      parts.push_back(fmt::format("test perplexity {:+.1f}%",
-                                  100 * (row.metrics.at(metric::kTestPerplexity) /
-                                             base.metrics.at(metric::kTestPerplexity) -
-                                         1)));
+      parts.push_back(fmt::format("test perplexity {}%",
+                                  signed_text(100 * (row.metrics.at(metric::kTestPerplexity) /
+                                                         base.metrics.at(metric::kTestPerplexity) -
+                                                     1),
+                                              1)));
     else if (test->significant())
-      parts.push_back(fmt::format("test perplexity {:+.1f}% ({:+.1f} to {:+.1f})",
-                                  percent(test->difference), percent(test->low),
-                                  percent(test->high)));
-    else
       parts.push_back(
-          fmt::format("test perplexity {:+.1f}% (within noise)", percent(test->difference)));
+          fmt::format("test perplexity {}% ({} to {})", signed_text(percent(test->difference), 1),
+                      signed_text(percent(test->low), 1), signed_text(percent(test->high), 1)));
+    else
+      parts.push_back(fmt::format("test perplexity {}% (within noise)",
+                                  signed_text(percent(test->difference), 1)));
   }
   // The device's: CUDA's allocated peak on a GPU, the process's on the CPU.
   const char* memory_key = base.metrics.count(metric::kCudaPeakAllocated)
@@ -490,8 +506,8 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
   auto memory = row.metrics.find(memory_key);
   auto base_memory = base.metrics.find(memory_key);
   if (memory != row.metrics.end() && base_memory != base.metrics.end() && base_memory->second > 0)
-    parts.push_back(
-        fmt::format("peak memory {:+.0f}%", 100 * (memory->second / base_memory->second - 1)));
+    parts.push_back(fmt::format("peak memory {}%",
+                                signed_text(100 * (memory->second / base_memory->second - 1), 0)));
   for (const auto& part :
        {percent_part(base, row, metric::kCost, "cost"),
         percent_part(base, row, metric::kCostToTarget, "cost to target"), micro_batch_part(row)})
@@ -586,11 +602,9 @@ void compare_with_baseline(ExperimentReport& section) {
   if (!baseline) return;
   for (auto& row : section.rows) {
     if (&row == baseline || baseline->config_yaml.empty() || row.config_yaml.empty()) continue;
-    const auto mine = flat_config(row.config_yaml), base = flat_config(baseline->config_yaml);
-    for (const auto& [key, value] : mine) {
-      auto it = base.find(key);
-      if (it == base.end() || it->second != value) row.differs.push_back(key + ": " + shown(value));
-    }
+    for (const auto& d :
+         config_differences(flat_config(row.config_yaml), flat_config(baseline->config_yaml)))
+      if (d.has_mine) row.differs.push_back(d.key + ": " + shown(d.mine));
   }
   ratio_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
   if (section.options.has_target())

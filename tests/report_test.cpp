@@ -214,6 +214,45 @@ TEST_F(ReportTest, OneRunEachMarksNothingBestAndSaysTheSpreadIsUnknown) {
   EXPECT_EQ(section.answer, "speedups untested: fewer than two runs a variant — set sweep.repeats");
 }
 
+// A tie at the shown precision claims no direction: "as fast (1.00×)", not "1.00× slower"; a
+// difference that rounds to zero reads +0.0, not -0.0.
+TEST_F(ReportTest, TiesAndDifferencesThatRoundToZeroClaimNoDirection) {
+  add_run("fp32", 0, RunStatus::completed, 100, 0.90);
+  add_run("bf16", 1, RunStatus::completed, 100.2, 0.8999);
+  const Report report = build_report(store);
+  EXPECT_EQ(report.experiments.at(0).rows.at(1).verdict,
+            "one run each: spread unknown — set sweep.repeats; as fast (1.00×), test accuracy +0.0 "
+            "pt, peak memory +0%");
+}
+
+// A baseline that failed says so on its own line, as every other row says what became of it.
+TEST_F(ReportTest, ABaselineThatFailedSaysSo) {
+  add_run("fp32", 0, RunStatus::failed, 0, 0);
+  add_run("bf16", 1, RunStatus::completed, 50, 0.9);
+  const Report report = build_report(store);
+  const auto& rows = report.experiments.at(0).rows;
+  EXPECT_EQ(rows.at(0).verdict.rfind("baseline, failed (", 0), 0u) << rows.at(0).verdict;
+  EXPECT_NE(rows.at(0).verdict.find("it <broke>"), std::string::npos) << rows.at(0).verdict;
+  EXPECT_EQ(rows.at(1).verdict, "the baseline did not complete: nothing to compare");
+}
+
+// "Differs from the baseline in": the keys whose values differ and those the baseline lacks, but
+// not the options of a component the variant swapped in (ddp's bucket_mb against single): its
+// name says that.
+TEST_F(ReportTest, ASwappedComponentDiffersInItsNameNotInItsDefaults) {
+  add_run_of("fp32", 0, RunStatus::completed, 100, 0.9,
+             "model: {name: vit, depth: 2}\nruntime: {strategy: {name: single}, devices: 1}\n",
+             "h-base");
+  add_run_of("ddp", 1, RunStatus::completed, 60, 0.9,
+             "model: {name: vit, depth: 4}\nruntime: {strategy: {name: ddp, bucket_mb: 25.0, "
+             "backend: auto}, devices: 2, threads: 1}\n",
+             "h-ddp");
+  const Report report = build_report(store);
+  EXPECT_EQ(report.experiments.at(0).rows.at(1).differs,
+            (std::vector<std::string>{"model.depth: 4", "runtime.devices: 2",
+                                      "runtime.strategy.name: ddp", "runtime.threads: 1"}));
+}
+
 TEST_F(ReportTest, SpeedupIsBaselineTimeOverVariantTime) {
   add_run("fp32", 0, RunStatus::completed, 1122, 0.954);  // 18.7 min
   add_run("bf16", 1, RunStatus::completed, 384, 0.952);   // 6.4 min

@@ -15,6 +15,7 @@
 #include "common/process.h"
 #include "common/text.h"
 #include "components/builtin.h"
+#include "config/differences.h"
 #include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
@@ -152,21 +153,11 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
       if (run.repeat == 0) print_memory_forecast(run, device_bytes);
       continue;
     }
-    const auto config = flat_config(run.config_yaml);
-    int differences = 0;
-    for (const auto& [key, value] : config) {
-      auto it = baseline_config.find(key);
-      if (it != baseline_config.end() && it->second == value) continue;
-      fmt::print("  {}: {} (baseline: {})\n", key, value,
-                 it == baseline_config.end() ? "not set" : it->second);
-      ++differences;
-    }
-    for (const auto& [key, value] : baseline_config)
-      if (!config.count(key)) {
-        fmt::print("  {}: not set (baseline: {})\n", key, value);
-        ++differences;
-      }
-    if (differences == 0) fmt::print("  the same as the baseline\n");
+    const auto differences = config_differences(flat_config(run.config_yaml), baseline_config);
+    for (const auto& d : differences)
+      fmt::print("  {}: {} (baseline: {})\n", d.key, d.has_mine ? d.mine : "not set",
+                 d.has_base ? d.base : "not set");
+    if (differences.empty()) fmt::print("  the same as the baseline\n");
     if (run.repeat == 0) print_memory_forecast(run, device_bytes);
   }
 }
