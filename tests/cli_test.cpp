@@ -506,7 +506,8 @@ TEST_F(CliTest, BenchmarkExperimentFilesValidate) {
   }
   std::map<std::string, int> runs = {
       {"gpu/vit_throughput.yaml", 12}, {"gpu/distilbert_throughput.yaml", 12},
-      {"gpu/sync_check.yaml", 8},      {"gpu/smoke.yaml", 20},
+      {"gpu/sync_check.yaml", 10},     {"gpu/smoke.yaml", 20},
+      {"gpu/micro_batch.yaml", 2},     {"gpu/gpt2_throughput.yaml", 4},
       {"gpu/study_vit.yaml", 1},       {"gpu/study_distilbert.yaml", 1}};
   int files = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(source("bench"))) {
