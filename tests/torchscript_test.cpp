@@ -191,6 +191,34 @@ TEST_F(TorchScriptTest, HalfPrecisionParametersReachTheInterpreter) {
       torch::allclose(logits.to(torch::kFloat), reference().at("cnn/eval_logits"), 0.05, 0.05));
 }
 
+// Under a half precision (bf16-true) the strategies put floating-point tensors in bfloat16 and
+// leave integer buffers as they are, as PyTorch's Module.to does: BatchNorm counts its batches in
+// int64 past 256, where bfloat16 could not (LibTorch's own Module::to(dtype) converts them).
+TEST_F(TorchScriptTest, IntegerBuffersKeepTheirTypeUnderAHalfPrecision) {
+  ModelPtr cnn = build(cnn_choice(), 4);
+  StrategyPtr strategy = build_strategy(builtin_registry(), {.name = "single"}, {});
+  strategy->setup(*cnn, torch::kCPU, torch::kBFloat16);
+  torch::Tensor tracked;
+  for (const auto& buffer : cnn->named_buffers()) {
+    if (buffer.key().ends_with("num_batches_tracked")) {
+      EXPECT_EQ(buffer.value().scalar_type(), torch::kLong) << buffer.key();
+      tracked = buffer.value();
+    } else {
+      EXPECT_EQ(buffer.value().scalar_type(), torch::kBFloat16) << buffer.key();
+    }
+  }
+  for (const auto& parameter : cnn->parameters())
+    EXPECT_EQ(parameter.scalar_type(), torch::kBFloat16);
+  ASSERT_TRUE(tracked.defined());
+  tracked.fill_(300);
+  cnn->train();
+  torch::NoGradGuard no_grad;
+  Batch batch = cnn_batch(0);
+  batch.inputs = batch.inputs.to(torch::kBFloat16);
+  cnn->forward(batch);
+  EXPECT_EQ(tracked.item<int64_t>(), 301);
+}
+
 // A state dict exported from the Python model (safetensors.torch.save_file) loads as model.weights
 // and gives the Python model's logits; the engine's own export loads back the same.
 TEST_F(TorchScriptTest, LoadsSafetensorsExportedFromPython) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "components/device/cuda_module.h"
+#include "components/strategy/place_model.h"
 
 namespace trainyard {
 
@@ -92,7 +93,7 @@ DistributedStrategy::DistributedStrategy(const std::string& name, const Distribu
 
 void DistributedStrategy::setup_replicated(Model& model, const torch::Device& device,
                                            c10::ScalarType param_dtype) {
-  model.to(device, param_dtype);
+  place_model(model, device, param_dtype);
   torch::NoGradGuard no_grad;
   for (auto& t : model.parameters()) broadcast(t);
   broadcast_buffers(model);

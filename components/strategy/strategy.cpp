@@ -3,9 +3,20 @@
 #include <ATen/ATen.h>
 
 #include "components/optim/optimizers.h"
+#include "components/strategy/place_model.h"
 #include "components/strategy/strategy.h"
 
 namespace trainyard {
+
+void place_model(torch::nn::Module& model, const torch::Device& device,
+                 c10::ScalarType param_dtype) {
+  model.to(device);
+  torch::NoGradGuard no_grad;
+  for (auto& tensor : model.parameters())
+    if (tensor.is_floating_point()) tensor.set_data(tensor.to(param_dtype));
+  for (auto& tensor : model.buffers())
+    if (tensor.is_floating_point()) tensor.set_data(tensor.to(param_dtype));
+}
 
 namespace {
 
@@ -19,7 +30,7 @@ std::vector<torch::Tensor> optimizer_tensors(const torch::optim::Optimizer& opti
 class SingleDevice : public Strategy {
  public:
   void setup(Model& model, const torch::Device& device, c10::ScalarType param_dtype) override {
-    model.to(device, param_dtype);
+    place_model(model, device, param_dtype);
   }
   void backward(const torch::Tensor& loss, bool sync) override { loss.backward(); }
 };

@@ -19,6 +19,7 @@
 #include "components/models/model.h"
 #include "components/optim/optimizers.h"
 #include "components/precision/precision.h"
+#include "components/strategy/place_model.h"
 #include "runner/engine/engine.h"
 #include "runner/engine/task.h"
 
@@ -99,7 +100,7 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
                   ModelContext{.num_classes = data.num_classes, .vocab_size = data.vocab_size});
   PrecisionPtr precision =
       build_precision(registry, run.runtime.precision, {.device = c10::DeviceType::CPU});
-  model->to(torch::kCPU, precision->param_dtype());
+  place_model(*model, torch::kCPU, precision->param_dtype());
   model->train();
   OptimizerPtr optimizer = build_optimizer(registry, run.optimizer, model->parameters());
   const Task task(run.model.capabilities.task);
