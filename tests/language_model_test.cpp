@@ -116,12 +116,15 @@ TEST_F(LanguageModelTest, StatusShowsTokensPerSecond) {
   testing::exit_code_of(controller);
 }
 
-TEST_F(LanguageModelTest, TwoRanksTrainAsOneProcessUnderEveryStrategy) {
-  // The global batch is 16 everywhere: one process of 16, two ranks of 8.
+TEST_F(LanguageModelTest, TwoRanksAndMicroBatchesTrainAsOneProcessOfWholeBatches) {
+  // The global batch is 16 everywhere: one process of 16, two ranks of 8; in micro-batches of 4
+  // (whose figures keep no logits), and under ddp with auto (the ranks' agreement).
   std::string yaml = synthetic("ranks", R"(
 sweep:
   variants:
     - name: one-process
+    - {name: micro-batches, set: {train.micro_batch_size: 4}}
+    - {name: ddp-auto, set: {runtime.strategy: ddp, runtime.devices: 2, train.batch_size: 8, train.micro_batch_size: auto}}
 )");
   for (const char* strategy : {"ddp", "zero2", "fsdp"})
     yaml += fmt::format(
@@ -132,7 +135,7 @@ sweep:
   ASSERT_EQ(run.exit_code, 0) << run.output;
   Store store(db());
   const auto runs = store.runs("ranks");
-  ASSERT_EQ(runs.size(), 4u);
+  ASSERT_EQ(runs.size(), 6u);
   const auto one = store.final_metrics(runs[0].id);
   const auto one_epochs = store.epoch_metrics(runs[0].id);
   for (size_t i = 1; i < runs.size(); ++i) {

@@ -198,8 +198,8 @@ class Trainer {
   // nothing, so once captured the size stays.
   void graph_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
   // What a CUDA graph captures: the optimizer step over `batch` in micro-batches of micro_batch_
-  // samples (whole when 0), with the whole batch's logits and mean loss. Nothing is read by the
-  // host and nothing is retried inside.
+  // samples (whole when 0), with the whole batch's mean loss and a classifier's logits (a
+  // language model's are not kept). Nothing is read by the host and nothing is retried inside.
   void captured_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
   // Where the random generators (dropout draws from them) and the model's buffers (BatchNorm's
   // running statistics, which each forward moves) stand at a step's start, so that an abandoned
@@ -775,7 +775,9 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
           if (agree) agree_on_memory(out_of_memory, flag);
           // Only their figures are kept: what autograd held is gone with the backward.
           part.loss = part.loss.detach();
-          part.logits = part.logits.detach();
+          // A language model's figures need no logits: keeping a step's would hold
+          // [batch, context, vocabulary] until the step ends, and halve auto further.
+          part.logits = task_.language_model() ? torch::Tensor() : part.logits.detach();
           part.targets = micro.targets;
           parts.push_back(std::move(part));
         }
@@ -831,6 +833,12 @@ Trainer::StepStart Trainer::remember_step_start() {
 void Trainer::abandon_and_halve(const StepStart& start, const std::exception& error,
                                 Clock::time_point attempt_start, std::vector<int64_t>& tried) {
   // The attempt's activations, gradients and cached blocks go.
+  // What the failed attempt queued (on CUDA graphs' side stream too) ends before its tensors are
+  // dropped and the buffers put back. Waiting is intended, outside runtime.sync_debug's check.
+  if (device_.is_cuda()) {
+    SyncDebugGuard allowed(c10::cuda::SyncDebugMode::L_DISABLED);
+    torch::cuda::synchronize(device_.index());
+  }
   optimizer_->libtorch().zero_grad(/*set_to_none=*/true);
   // (Under zero2 the optimizer's are chunks; the model's own gradients accumulated apart.)
   for (auto& parameter : model_->parameters()) parameter.mutable_grad().reset();
@@ -879,7 +887,8 @@ void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tenso
     } catch (const CaptureFailed&) {
       throw;  // the process cannot go on (see CudaGraphStep)
     } catch (const std::exception& error) {
-      if (!says_out_of_memory(error.what())) throw;
+      // Once captured (a failure in the first replay) the graph keeps its size: not retried.
+      if (!says_out_of_memory(error.what()) || graph_->captured()) throw;
       abandon_and_halve(step_start, error, attempt_start, tried);
     }
   }
@@ -887,8 +896,12 @@ void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tenso
 
 void Trainer::captured_step(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
   const int64_t n = batch.size(), m = micro_batch_ > 0 ? std::min(micro_batch_, n) : n;
+  // A language model's figures need no logits (a whole batch's would take GiBs of the graph's
+  // pool: [batch, context, vocabulary]); a classifier's are [batch, classes].
+  const bool keep_logits = !task_.language_model();
   if (m == n) {
     train_step(batch, /*step_now=*/true, /*measure_norm=*/true, logits, loss);
+    if (!keep_logits) logits = torch::Tensor();
     return;
   }
   std::vector<torch::Tensor> all_logits;
@@ -898,11 +911,11 @@ void Trainer::captured_step(const Batch& batch, torch::Tensor& logits, torch::Te
     torch::Tensor part_logits, part_loss;
     forward_backward(batch.slice(start, length), static_cast<double>(length) / n,
                      /*sync=*/start + length == n, part_logits, part_loss);
-    all_logits.push_back(part_logits.detach());
+    if (keep_logits) all_logits.push_back(part_logits.detach());
     const torch::Tensor share = part_loss.detach() * static_cast<double>(length);
     loss_sum = loss_sum.defined() ? loss_sum + share : share;
   }
-  logits = torch::cat(all_logits);
+  logits = keep_logits ? torch::cat(all_logits) : torch::Tensor();
   loss = loss_sum / static_cast<double>(n);
   optimizer_step(/*measure_norm=*/true);
 }
