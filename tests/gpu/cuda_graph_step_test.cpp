@@ -85,6 +85,57 @@ TEST_F(CudaGraphStepTest, ReplaysComputeWhatEagerStepsComputeOnTheSameBatches) {
         << "weight " << i;
 }
 
+// As a step in micro-batches runs (train.micro_batch_size): several backward passes accumulate
+// into .grad inside one capture — the first creates the gradients in the graph's pool, the others
+// add to them — then one update, and the gradients are set to none as zero_grad does.
+struct MicroBatchedNet : TinyNet {
+  using TinyNet::TinyNet;
+  void step(const Batch& batch, int64_t micro, torch::Tensor& logits, torch::Tensor& loss) {
+    const int64_t n = batch.inputs.size(0);
+    std::vector<torch::Tensor> parts;
+    torch::Tensor loss_sum;
+    for (int64_t start = 0; start < n; start += micro) {
+      torch::Tensor h = batch.inputs.narrow(0, start, micro);
+      for (const auto& w : weights) h = torch::relu(h.matmul(w)) + h;
+      const torch::Tensor part_loss =
+          (h.sum(1) - batch.targets.narrow(0, start, micro).to(torch::kFloat)).square().mean();
+      (part_loss * (static_cast<double>(micro) / n)).backward();
+      parts.push_back(h.detach());
+      loss_sum =
+          loss_sum.defined() ? loss_sum + part_loss.detach() * micro : part_loss.detach() * micro;
+    }
+    logits = torch::cat(parts);
+    loss = loss_sum / static_cast<double>(n);
+    torch::NoGradGuard no_grad;
+    for (auto& w : weights) {
+      w.sub_(w.grad(), /*alpha=*/1e-4);
+      w.mutable_grad().reset();
+    }
+  }
+};
+
+TEST_F(CudaGraphStepTest, MicroBatchesAccumulateGradientsInsideOneCapture) {
+  MicroBatchedNet eager(device_, 256, 4), graphed(device_, 256, 4);
+  CudaGraphStep graph(
+      device_,
+      [&](const Batch& b, torch::Tensor& logits, torch::Tensor& loss) {
+        graphed.step(b, 128, logits, loss);
+      },
+      log_, kWarmup);
+  for (int i = 0; i < kWarmup + 4; ++i) {
+    const Batch batch = random_batch(device_, 512, 256, i);
+    torch::Tensor logits, loss, graph_logits, graph_loss;
+    eager.step(batch, 128, logits, loss);
+    graph.run(batch, graph_logits, graph_loss);
+    EXPECT_TRUE(torch::allclose(graph_loss, loss, 1e-5, 1e-6)) << "step " << i;
+    EXPECT_TRUE(torch::allclose(graph_logits, logits, 1e-5, 1e-6)) << "step " << i;
+  }
+  EXPECT_TRUE(graph.captured());
+  for (size_t i = 0; i < eager.weights.size(); ++i)
+    EXPECT_TRUE(torch::allclose(graphed.weights[i], eager.weights[i], 1e-5, 1e-6))
+        << "weight " << i;
+}
+
 TEST_F(CudaGraphStepTest, CaptureDoesNotKeepASecondCopyOfTheWarmUpActivations) {
   // 8 layers over [8192, 512] floats: about 16 MiB an activation, 1 MiB a weight.
   TinyNet net(device_, 512, 8);
