@@ -94,6 +94,10 @@ CudaGraphStep::~CudaGraphStep() = default;
 
 bool CudaGraphStep::captured() const { return state_->graph != nullptr; }
 
+bool CudaGraphStep::captures_next() const {
+  return !state_->graph && state_->eager_steps >= state_->warmup;
+}
+
 std::string CudaGraphStep::summary(int64_t steps) const {
   const State& s = *state_;
   if (s.graph) return fmt::format("captured; {} of {} steps replayed", s.replays, steps);

@@ -48,6 +48,8 @@ class CudaGraphStep {
   void run(const Batch& batch, torch::Tensor& logits, torch::Tensor& loss);
 
   bool captured() const;
+  // Whether the next run() captures (the eager warm-up steps are done).
+  bool captures_next() const;
   // What happened, for the run's record: "captured; 28 of 32 steps replayed", or why not.
   std::string summary(int64_t steps) const;
 

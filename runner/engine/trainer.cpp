@@ -879,10 +879,31 @@ void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tenso
   }
   const StepStart step_start = remember_step_start();
   std::vector<int64_t> tried;
+  // How often CUDA's allocator found no room, freed its whole cache and tried again.
+  auto allocator_retries = [&] {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index()).num_alloc_retries;
+  };
   while (true) {
     const auto attempt_start = Clock::now();
+    const int64_t retries_before = allocator_retries();
     try {
       graph_->run(batch, logits, loss);
+      // The last warm-up step fitted only by that retry, which the allocator does not make while
+      // a capture is under way: the capture would run out of memory, and a failed capture ends
+      // the run. It is captured at half the size instead (the steps so far keep theirs).
+      if (graph_->captures_next() && allocator_retries() > retries_before) {
+        const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
+        if (size > 1) {
+          micro_batch_ = (size + 1) / 2;
+          ++oom_events_;
+          progress_.micro_batch_size = micro_batch_;
+          progress_.oom_events = oom_events_;
+          log("micro-batch {} fitted only after CUDA's allocator emptied its cache and tried "
+              "again, which it cannot do while capturing: the CUDA graph is captured at "
+              "micro-batch {}",
+              size, micro_batch_);
+        }
+      }
       return;
     } catch (const CaptureFailed&) {
       throw;  // the process cannot go on (see CudaGraphStep)
