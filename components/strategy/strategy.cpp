@@ -10,12 +10,17 @@ namespace trainyard {
 
 void place_model(torch::nn::Module& model, const torch::Device& device,
                  c10::ScalarType param_dtype) {
-  model.to(device);
+  // One copy a tensor, converted on the way (a half-precision model never lands on the device in
+  // float32 first).
   torch::NoGradGuard no_grad;
-  for (auto& tensor : model.parameters())
-    if (tensor.is_floating_point()) tensor.set_data(tensor.to(param_dtype));
-  for (auto& tensor : model.buffers())
-    if (tensor.is_floating_point()) tensor.set_data(tensor.to(param_dtype));
+  auto place = [&](torch::Tensor& tensor) {
+    tensor.set_data(
+        tensor.to(device, tensor.is_floating_point() ? param_dtype : tensor.scalar_type()));
+  };
+  for (auto& tensor : model.parameters()) place(tensor);
+  for (auto& tensor : model.buffers()) place(tensor);
+  // A model that keeps tensors of its own beside the registered ones moves them in its to().
+  model.to(device);
 }
 
 namespace {
