@@ -1,5 +1,7 @@
 #include "runner/engine/cuda_graph_step.h"
 
+#include <algorithm>
+
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -96,6 +98,10 @@ bool CudaGraphStep::captured() const { return state_->graph != nullptr; }
 
 bool CudaGraphStep::captures_next() const {
   return !state_->graph && state_->eager_steps >= state_->warmup;
+}
+
+void CudaGraphStep::warm_up_again() {
+  if (!state_->graph) state_->eager_steps = std::min(state_->eager_steps, state_->warmup - 1);
 }
 
 std::string CudaGraphStep::summary(int64_t steps) const {

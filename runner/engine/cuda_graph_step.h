@@ -50,6 +50,8 @@ class CudaGraphStep {
   bool captured() const;
   // Whether the next run() captures (the eager warm-up steps are done).
   bool captures_next() const;
+  // One more eager step before capture (the step's shape changed: it warms up at the new one).
+  void warm_up_again();
   // What happened, for the run's record: "captured; 28 of 32 steps replayed", or why not.
   std::string summary(int64_t steps) const;
 

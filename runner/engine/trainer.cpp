@@ -890,7 +890,8 @@ void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tenso
       graph_->run(batch, logits, loss);
       // The last warm-up step fitted only by that retry, which the allocator does not make while
       // a capture is under way: the capture would run out of memory, and a failed capture ends
-      // the run. It is captured at half the size instead (the steps so far keep theirs).
+      // the run. It is captured at half the size instead (the steps so far keep theirs), after
+      // one eager step at that size (which is checked the same way).
       if (graph_->captures_next() && allocator_retries() > retries_before) {
         const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
         if (size > 1) {
@@ -902,6 +903,7 @@ void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tenso
               "again, which it cannot do while capturing: the CUDA graph is captured at "
               "micro-batch {}",
               size, micro_batch_);
+          graph_->warm_up_again();
         }
       }
       return;
