@@ -2,7 +2,9 @@
 // the dry run prints under each variant and the report's "differs from the baseline in" column.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,11 +17,18 @@ struct ConfigDifference {
   bool has_mine = true, has_base = true;
 };
 
-// The keys whose values differ, and those only one side has — except, under a component the two
-// name differently (runtime.strategy.name: ddp against single), the options only one side has:
-// the component's name says that difference, and the options are the other component's own
-// (mostly its defaults: backend, bucket_mb, ...). Sorted by key.
+// The default of `option` of the component `name` configured at `section` ("runtime.strategy",
+// "ddp", "bucket_mb"), as flat_config writes values; nullopt when unknown.
+using OptionDefault = std::function<std::optional<std::string>(
+    const std::string& section, const std::string& name, const std::string& option)>;
+
+// The keys whose values differ, and those only one side has. Under a component the two name
+// differently (runtime.strategy.name: ddp against single) an option at its own component's
+// default is left out — the name says that difference, and the options the user did not set are
+// that component's own — when `option_default` knows the default; otherwise it is shown. Sorted
+// by key.
 std::vector<ConfigDifference> config_differences(const std::map<std::string, std::string>& mine,
-                                                 const std::map<std::string, std::string>& base);
+                                                 const std::map<std::string, std::string>& base,
+                                                 const OptionDefault& option_default = {});
 
 }  // namespace trainyard

@@ -12,7 +12,6 @@
 #include "common/metrics.h"
 #include "common/text.h"
 #include "config/config_tree.h"
-#include "config/differences.h"
 #include "config/options.h"
 #include "reports/statistics.h"
 
@@ -346,6 +345,7 @@ std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow&
 
 // A difference with its sign, "+1.2" or "-0.4", at `decimals`; one that rounds to zero reads
 // "+0.0" whichever side it lies on ("-0.0" would claim a direction the figure does not show).
+// Not for differences a test found beyond noise: there the sign is the finding.
 std::string signed_text(double value, int decimals) {
   std::string text = fmt::format("{:+.{}f}", value, decimals);
   if (text.find_first_not_of("+-0.") == std::string::npos) text[0] = '+';
@@ -359,21 +359,24 @@ std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", m
 // noise (1.02×, 0.95–1.10×, n=5/5)" — tested when each side has two runs or more.
 std::string speed_part(const VariantRow& base, const VariantRow& row, const char* key, double ratio,
                        bool tested, const std::string& n, const std::string& what) {
-  auto speed = [&](double r) {
-    // A tie at the shown precision is no direction: "1.00× slower" would claim one.
-    if (fmt::format("{:.2f}", r >= 1 ? r : 1 / r) == "1.00") return what + "as fast (1.00×)";
-    return r >= 1 ? fmt::format("{}{:.2f}× faster", what, r)
-                  : fmt::format("{}{:.2f}× slower", what, 1 / r);
+  // `beyond_noise`: the test says the times differ, so the direction stands however small; else a
+  // ratio that rounds to 1.00 claims none ("1.00× slower" would).
+  auto speed = [&](double r, bool beyond_noise) {
+    const double factor = r >= 1 ? r : 1 / r;
+    const bool rounds_to_one = fmt::format("{:.2f}", factor) == "1.00";
+    if (rounds_to_one && !beyond_noise) return what + "as fast (1.00×)";
+    return fmt::format("{}{:.{}f}× {}", what, factor, rounds_to_one ? 3 : 2,
+                       r >= 1 ? "faster" : "slower");
   };
   const auto test = tested ? log_time_test(base, row, key) : std::nullopt;
-  if (!test) return speed(ratio);
+  if (!test) return speed(ratio, false);
   // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
   const double center = std::exp(-test->difference), low = std::exp(-test->high),
                high = std::exp(-test->low);
   // A slowdown's interval reads as its headline does: how many times slower.
   const double shown_low = center >= 1 ? low : 1 / high, shown_high = center >= 1 ? high : 1 / low;
   if (test->significant())
-    return fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center), shown_low, shown_high, n);
+    return fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center, true), shown_low, shown_high, n);
   return fmt::format("{}time within noise ({:.2f}×, {:.2f}–{:.2f}×, {})", what, center, low, high,
                      n);
 }
@@ -469,9 +472,9 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
           signed_text(100 * (row.metrics.at(metric::kTestAcc) - base.metrics.at(metric::kTestAcc)),
                       1)));
     } else if (test->significant()) {
-      parts.push_back(
-          fmt::format("test accuracy {} pt ({} to {})", signed_text(100 * test->difference, 1),
-                      signed_text(100 * test->low, 1), signed_text(100 * test->high, 1)));
+      // Beyond noise: the signs stand, a rounded zero's included ("-0.0 to -0.1").
+      parts.push_back(fmt::format("test accuracy {:+.1f} pt ({:+.1f} to {:+.1f})",
+                                  100 * test->difference, 100 * test->low, 100 * test->high));
     } else {
       parts.push_back(fmt::format("test accuracy {} pt (within noise)",
                                   signed_text(100 * test->difference, 1)));
@@ -492,9 +495,9 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
                                                      1),
                                               1)));
     else if (test->significant())
-      parts.push_back(
-          fmt::format("test perplexity {}% ({} to {})", signed_text(percent(test->difference), 1),
-                      signed_text(percent(test->low), 1), signed_text(percent(test->high), 1)));
+      parts.push_back(fmt::format("test perplexity {:+.1f}% ({:+.1f} to {:+.1f})",
+                                  percent(test->difference), percent(test->low),
+                                  percent(test->high)));
     else
       parts.push_back(fmt::format("test perplexity {}% (within noise)",
                                   signed_text(percent(test->difference), 1)));
@@ -595,15 +598,15 @@ void ratio_over_baseline(ExperimentReport& section, const VariantRow& baseline, 
 
 // Each row's speedups over the baseline (training time, and time-to-target with a target), its
 // verdict and differences from the baseline's configuration, and the experiment's answer.
-void compare_with_baseline(ExperimentReport& section) {
+void compare_with_baseline(ExperimentReport& section, const OptionDefault& option_default) {
   const VariantRow* baseline = nullptr;
   for (const auto& row : section.rows)
     if (row.variant == section.baseline) baseline = &row;
   if (!baseline) return;
   for (auto& row : section.rows) {
     if (&row == baseline || baseline->config_yaml.empty() || row.config_yaml.empty()) continue;
-    for (const auto& d :
-         config_differences(flat_config(row.config_yaml), flat_config(baseline->config_yaml)))
+    for (const auto& d : config_differences(flat_config(row.config_yaml),
+                                            flat_config(baseline->config_yaml), option_default))
       if (d.has_mine) row.differs.push_back(d.key + ": " + shown(d.mine));
   }
   ratio_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
@@ -698,7 +701,7 @@ Report build_report(Store& store, const std::string& experiment_name,
     if (section.baseline.empty() && !section.rows.empty())
       section.baseline = section.rows.front().variant;
     with_task_columns(section);
-    compare_with_baseline(section);
+    compare_with_baseline(section, now.option_default);
     compare_other_runs(section);
     report.experiments.push_back(std::move(section));
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "config/differences.h"
 #include "db/store.h"
 #include "reports/report_options.h"
 
@@ -128,6 +129,9 @@ struct CurrentVariant {
 struct CurrentExperiment {
   std::vector<CurrentVariant> variants{};
   std::string problem{};  // why the file could not be read ("no such file ..."), else ""
+  // The components' option defaults (the registry's), which "differs from the baseline in" leaves
+  // out under a swapped component; none known: every differing option is shown.
+  OptionDefault option_default{};
 };
 using CurrentExperiments = std::function<CurrentExperiment(const ExperimentRecord&)>;
 

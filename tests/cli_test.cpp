@@ -385,21 +385,23 @@ sweep:
   EXPECT_EQ(other.output.find("already completed"), std::string::npos) << other.output;
   Result verbose = trainyard("run " + file + " --dry-run --verbose --db " + db());
   EXPECT_NE(verbose.output.find("precision: bf16-mixed\n"), std::string::npos) << verbose.output;
-  // Another strategy differs in its name: its options (the baseline's single has none) are its
-  // own defaults, not differences of their own.
+  // Another strategy differs in its name and in the options set away from its defaults; the
+  // options left at their defaults (backend, broadcast_buffers, ...) are not differences of their
+  // own.
   std::string ddp_file = file;
   ddp_file.replace(ddp_file.find("tiny.yaml"), 9, "tiny_ddp.yaml");
   std::string text = read_file(file);
   text.replace(text.find("set: {runtime.precision: bf16-mixed}"), 36,
-               "set: {runtime.strategy: ddp, runtime.devices: 2}");
+               "set: {runtime.strategy: {name: ddp, bucket_mb: 50}, runtime.devices: 2}");
   dir.write("tiny_ddp.yaml", text);
   Result ddp = trainyard("run " + ddp_file + " --dry-run");
   EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
   EXPECT_NE(ddp.output.find("  runtime.devices: 2 (baseline: 1)\n"
+                            "  runtime.strategy.bucket_mb: 50.0 (baseline: not set)\n"
                             "  runtime.strategy.name: ddp (baseline: single)\n"),
             std::string::npos)
       << ddp.output;
-  EXPECT_EQ(ddp.output.find("bucket_mb"), std::string::npos) << ddp.output;
+  EXPECT_EQ(ddp.output.find("backend"), std::string::npos) << ddp.output;
 }
 
 // The data and weights as files on disk (the data empty: validation looks for it, it does not read

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -225,6 +226,31 @@ TEST_F(ReportTest, TiesAndDifferencesThatRoundToZeroClaimNoDirection) {
             "pt, peak memory +0%");
 }
 
+// A small difference the repeats' test finds beyond noise keeps its direction: a speedup that
+// rounds to 1.00 is shown to three decimals, an accuracy change that rounds to zero keeps its sign.
+TEST_F(ReportTest, ASmallDifferenceBeyondNoiseKeepsItsDirection) {
+  CurrentExperiment now;
+  const std::vector<std::tuple<std::string, std::vector<double>, double>> runs = {
+      {"fp32", {100.0, 100.01, 99.99, 100.02, 99.98}, 0.9000},
+      {"slow", {100.4, 100.41, 100.39, 100.42, 100.38}, 0.8996}};
+  int64_t position = 0;
+  for (const auto& [variant, seconds, acc] : runs) {
+    for (size_t r = 0; r < seconds.size(); ++r) {
+      const std::string yaml =
+          fmt::format("runtime: {{precision: {}}}\ntrain: {{seed: {}}}\n", variant, 123 + r);
+      const std::string hash = variant + std::to_string(r);
+      now.variants.push_back({variant, hash, yaml, static_cast<int64_t>(r)});
+      add_run_of(variant, position, RunStatus::completed, seconds[r],
+                 acc + 0.00001 * static_cast<double>(r), yaml, hash, static_cast<int64_t>(r));
+    }
+    ++position;
+  }
+  const Report report = build_report(store, "", [&](const ExperimentRecord&) { return now; });
+  const std::string& verdict = report.experiments.at(0).rows.at(1).verdict;
+  EXPECT_EQ(verdict.rfind("1.004× slower (1.00–1.00×, n=5/5), test accuracy -0.0 pt (", 0), 0u)
+      << verdict;
+}
+
 // A baseline that failed says so on its own line, as every other row says what became of it.
 TEST_F(ReportTest, ABaselineThatFailedSaysSo) {
   add_run("fp32", 0, RunStatus::failed, 0, 0);
@@ -237,20 +263,42 @@ TEST_F(ReportTest, ABaselineThatFailedSaysSo) {
 }
 
 // "Differs from the baseline in": the keys whose values differ and those the baseline lacks, but
-// not the options of a component the variant swapped in (ddp's bucket_mb against single): its
-// name says that.
-TEST_F(ReportTest, ASwappedComponentDiffersInItsNameNotInItsDefaults) {
-  add_run_of("fp32", 0, RunStatus::completed, 100, 0.9,
-             "model: {name: vit, depth: 2}\nruntime: {strategy: {name: single}, devices: 1}\n",
-             "h-base");
-  add_run_of("ddp", 1, RunStatus::completed, 60, 0.9,
-             "model: {name: vit, depth: 4}\nruntime: {strategy: {name: ddp, bucket_mb: 25.0, "
-             "backend: auto}, devices: 2, threads: 1}\n",
-             "h-ddp");
-  const Report report = build_report(store);
-  EXPECT_EQ(report.experiments.at(0).rows.at(1).differs,
+// not the options a swapped-in component (ddp against single) leaves at its defaults — its name
+// says that. Without the defaults (a component the report cannot look up), every one shows.
+TEST_F(ReportTest, ASwappedComponentDiffersInItsNameAndTheOptionsSetAwayFromItsDefaults) {
+  const std::string base_yaml =
+      "model: {name: vit, depth: 2}\nruntime: {strategy: {name: single}, devices: 1}\n";
+  const std::string ddp_yaml =
+      "model: {name: vit, depth: 4}\nruntime: {strategy: {name: ddp, bucket_mb: 50.0, "
+      "backend: auto}, devices: 2, threads: 1}\n";
+  add_run_of("fp32", 0, RunStatus::completed, 100, 0.9, base_yaml, "h-base");
+  add_run_of("ddp", 1, RunStatus::completed, 60, 0.9, ddp_yaml, "h-ddp");
+  auto current = [&](OptionDefault option_default) {
+    return [&, option_default](const ExperimentRecord&) {
+      return CurrentExperiment{
+          .variants = {{"fp32", "h-base", base_yaml}, {"ddp", "h-ddp", ddp_yaml}},
+          .option_default = option_default};
+    };
+  };
+  // ddp's declared defaults, as the registry gives them.
+  const OptionDefault ddp_defaults = [](const std::string& section, const std::string& name,
+                                        const std::string& option) -> std::optional<std::string> {
+    if (section != "runtime.strategy" || name != "ddp") return std::nullopt;
+    if (option == "bucket_mb") return "25.0";
+    if (option == "backend") return "auto";
+    return std::nullopt;
+  };
+  const Report with_defaults = build_report(store, "", current(ddp_defaults));
+  EXPECT_EQ(with_defaults.experiments.at(0).rows.at(1).differs,
             (std::vector<std::string>{"model.depth: 4", "runtime.devices: 2",
+                                      "runtime.strategy.bucket_mb: 50.0",
                                       "runtime.strategy.name: ddp", "runtime.threads: 1"}));
+  const Report without = build_report(store, "", current({}));
+  EXPECT_EQ(
+      without.experiments.at(0).rows.at(1).differs,
+      (std::vector<std::string>{
+          "model.depth: 4", "runtime.devices: 2", "runtime.strategy.backend: auto",
+          "runtime.strategy.bucket_mb: 50.0", "runtime.strategy.name: ddp", "runtime.threads: 1"}));
 }
 
 TEST_F(ReportTest, SpeedupIsBaselineTimeOverVariantTime) {

@@ -18,6 +18,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/config/experiment.h"
+#include "runner/config/option_defaults.h"
 #include "runner/console.h"
 #include "runner/engine/engine.h"
 #include "runner/slurm.h"
@@ -186,7 +187,7 @@ namespace {
 
 // The runs an experiment resolves to, as a report takes them.
 CurrentExperiment current_variants(const Experiment& experiment) {
-  CurrentExperiment current;
+  CurrentExperiment current{.option_default = registry_option_defaults(plugin_loader().registry())};
   for (const auto& run : experiment.runs)
     current.variants.push_back({.variant = run.variant,
                                 .config_hash = run.config_hash,
@@ -200,7 +201,7 @@ CurrentExperiment current_variants(const Experiment& experiment) {
 // it with, when its data lies elsewhere here): the report's rows are those runs.
 CurrentExperiment current_experiment(const ExperimentRecord& record,
                                      const std::vector<std::string>& overrides) {
-  CurrentExperiment current;
+  CurrentExperiment current{.option_default = registry_option_defaults(plugin_loader().registry())};
   if (!fs::exists(record.file)) {
     current.problem = "the experiment file is gone";
     return current;

@@ -19,6 +19,7 @@
 #include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/config/option_defaults.h"
 #include "runner/controller.h"
 #include "runner/engine/engine.h"
 #include "runner/nodes.h"
@@ -153,7 +154,9 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
       if (run.repeat == 0) print_memory_forecast(run, device_bytes);
       continue;
     }
-    const auto differences = config_differences(flat_config(run.config_yaml), baseline_config);
+    const auto differences =
+        config_differences(flat_config(run.config_yaml), baseline_config,
+                           registry_option_defaults(plugin_loader().registry()));
     for (const auto& d : differences)
       fmt::print("  {}: {} (baseline: {})\n", d.key, d.has_mine ? d.mine : "not set",
                  d.has_base ? d.base : "not set");

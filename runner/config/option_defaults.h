@@ -1,0 +1,15 @@
+// The options' defaults config_differences leaves out under a swapped component, from the
+// registry (built-in components and loaded plugins).
+#pragma once
+
+#include "components/registry.h"
+#include "config/differences.h"
+
+namespace trainyard {
+
+// The default of an option of the component a section names — model, dataset, train.optimizer,
+// train.scheduler, runtime.strategy — as the registry declares it; nullopt for another section,
+// a component the registry lacks, or an option without a default. `registry` must outlive it.
+OptionDefault registry_option_defaults(const Registry& registry);
+
+}  // namespace trainyard
