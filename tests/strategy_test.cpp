@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 
 #include "components/builtin.h"
+#include "components/models/model.h"
 #include "components/strategy/strategy.h"
 
 namespace trainyard {
@@ -89,6 +90,33 @@ TEST(GradientClippingTest, NoGradientsGiveANormOfZero) {
   auto p = torch::zeros({3}, torch::requires_grad());
   torch::optim::SGD optimizer({p}, torch::optim::SGDOptions(0.1));
   EXPECT_EQ(single_strategy()->clip_grad_norm(optimizer, 1.0).item<double>(), 0.0);
+}
+
+// A model of LibTorch's own modules (as a plugin's may be): under a half precision its
+// floating-point tensors take the dtype and BatchNorm's num_batches_tracked stays int64, as
+// PyTorch's Module.to(dtype) leaves it (LibTorch's C++ Module::to(dtype) would convert it).
+struct BatchNormNet : Model {
+  BatchNormNet() {
+    linear = register_module("linear", torch::nn::Linear(4, 3));
+    norm = register_module("norm", torch::nn::BatchNorm1d(3));
+  }
+  torch::Tensor forward(const Batch& batch) override {
+    return norm->forward(linear->forward(batch.inputs));
+  }
+  torch::nn::Linear linear{nullptr};
+  torch::nn::BatchNorm1d norm{nullptr};
+};
+
+TEST(PlaceModelTest, FloatingPointTensorsTakeTheDtypeAndIntegerBuffersKeepTheirs) {
+  BatchNormNet net;
+  single_strategy()->setup(net, torch::kCPU, torch::kBFloat16);
+  for (const auto& p : net.parameters()) EXPECT_EQ(p.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(net.norm->running_mean.scalar_type(), torch::kBFloat16);
+  ASSERT_EQ(net.norm->num_batches_tracked.scalar_type(), torch::kLong);
+  net.norm->num_batches_tracked.fill_(300);
+  torch::NoGradGuard no_grad;
+  net.forward({torch::randn({8, 4}).to(torch::kBFloat16), torch::zeros({8}, torch::kLong), {}});
+  EXPECT_EQ(net.norm->num_batches_tracked.item<int64_t>(), 301);
 }
 
 }  // namespace
