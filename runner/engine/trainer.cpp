@@ -184,6 +184,12 @@ class Trainer {
   void optimizer_step(bool measure_norm);
   // train.micro_batch_size: whether steps are split into micro-batches (a number, or auto).
   bool splits_steps() const { return micro_batch_ > 0 || run_.train.micro_batch_auto(); }
+  // The micro-batch a step runs at now: micro_batch_, or the whole batch.
+  int64_t micro_batch_size() const {
+    return micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
+  }
+  // Halves it (auto), counts the halving and records both where a continued run reads them.
+  void halve_micro_batch();
   // One optimizer step over `batches` (its loader batches), each split into micro-batches of
   // micro_batch_ samples; their figures go to `metrics` once the step is done. `loss` is the last
   // batch's mean loss. With auto, an allocation failure in a forward or backward abandons the step
@@ -816,6 +822,14 @@ void Trainer::train_split_step(const std::vector<Batch>& batches, bool measure_n
   }
 }
 
+void Trainer::halve_micro_batch() {
+  micro_batch_ = (micro_batch_size() + 1) / 2;
+  ++oom_events_;
+  progress_.micro_batch_size = micro_batch_;  // a continued run starts there
+  progress_.oom_events = oom_events_;
+  progress_.oom_seconds = oom_seconds_;
+}
+
 Trainer::StepStart Trainer::remember_step_start() {
   StepStart start;
   if (!run_.train.micro_batch_auto()) return start;
@@ -832,9 +846,9 @@ Trainer::StepStart Trainer::remember_step_start() {
 
 void Trainer::abandon_and_halve(const StepStart& start, const std::exception& error,
                                 Clock::time_point attempt_start, std::vector<int64_t>& tried) {
-  // The attempt's activations, gradients and cached blocks go.
-  // What the failed attempt queued (on CUDA graphs' side stream too) ends before its tensors are
-  // dropped and the buffers put back. Waiting is intended, outside runtime.sync_debug's check.
+  // The attempt's activations, gradients and cached blocks go. What the failed attempt queued (on
+  // CUDA graphs' side stream too) ends before its tensors are dropped and the buffers put back.
+  // Waiting is intended, outside runtime.sync_debug's check.
   if (device_.is_cuda()) {
     SyncDebugGuard allowed(c10::cuda::SyncDebugMode::L_DISABLED);
     torch::cuda::synchronize(device_.index());
@@ -856,18 +870,14 @@ void Trainer::abandon_and_halve(const StepStart& start, const std::exception& er
     size_t i = 0;
     for (auto& buffer : model_->buffers()) buffer.copy_(start.buffers[i++]);
   }
-  const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
+  const int64_t size = micro_batch_size();
   tried.push_back(size);
-  ++oom_events_;
   oom_seconds_ += seconds_since(attempt_start);
   if (size <= 1)
     throw std::runtime_error(fmt::format(
         "out of memory at every micro-batch size tried ({} samples), down to one sample: {}",
         fmt::join(tried, ", "), first_line(error.what())));
-  micro_batch_ = (size + 1) / 2;
-  progress_.micro_batch_size = micro_batch_;  // a continued run starts there
-  progress_.oom_events = oom_events_;
-  progress_.oom_seconds = oom_seconds_;
+  halve_micro_batch();
   log("out of memory at micro-batch {} (step {}): the same step again at micro-batch {} ({})", size,
       step_ + 1, micro_batch_, first_line(error.what()));
 }
@@ -893,12 +903,9 @@ void Trainer::graph_step(const Batch& batch, torch::Tensor& logits, torch::Tenso
       // the run. It is captured at half the size instead (the steps so far keep theirs), after
       // one eager step at that size (which is checked the same way).
       if (graph_->captures_next() && allocator_retries() > retries_before) {
-        const int64_t size = micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size;
+        const int64_t size = micro_batch_size();
         if (size > 1) {
-          micro_batch_ = (size + 1) / 2;
-          ++oom_events_;
-          progress_.micro_batch_size = micro_batch_;
-          progress_.oom_events = oom_events_;
+          halve_micro_batch();
           log("micro-batch {} fitted only after CUDA's allocator emptied its cache and tried "
               "again, which it cannot do while capturing: the CUDA graph is captured at "
               "micro-batch {}",
@@ -1236,8 +1243,7 @@ MetricValues Trainer::finish(double train_seconds) {
   if (!run_.train.micro_batch_size.empty())  // the report's run details
     context_.observer.on_setup(
         {{"micro_batch",
-          fmt::format("{} of {}{}", micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size,
-                      run_.train.batch_size,
+          fmt::format("{} of {}{}", micro_batch_size(), run_.train.batch_size,
                       oom_events_ > 0 ? fmt::format(" after {} on out-of-memory ({} lost)",
                                                     plural(oom_events_, "halving"),
                                                     format_duration(oom_seconds_))
@@ -1319,8 +1325,7 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
         metrics[metric::kSamplesPerSecond] * static_cast<double>(tokens_per_sample_);
   meter_.record_memory(metrics);
   if (!run_.train.micro_batch_size.empty()) {  // train.micro_batch_size: where it ended
-    metrics[metric::kMicroBatchSize] =
-        static_cast<double>(micro_batch_ > 0 ? micro_batch_ : run_.train.batch_size);
+    metrics[metric::kMicroBatchSize] = static_cast<double>(micro_batch_size());
     metrics[metric::kOomEvents] = static_cast<double>(oom_events_);
     metrics[metric::kOomSeconds] = oom_seconds_;
   }
