@@ -47,19 +47,26 @@ bool remove_tree(const std::string& path) {
   return nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
 }
 
+std::string file_error(const std::string& what, const std::string& path, int error) {
+  std::string message = "cannot " + what + " " + path + ": " + std::strerror(error);
+  if (error == ENOSPC || error == EDQUOT) message += "; " + std::string(kDiskFullAdvice);
+  return message;
+}
+
 void write_file_atomically(const std::string& path,
                            const std::function<void(std::ostream&)>& write) {
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+    if (!out) throw std::runtime_error(file_error("write", path, errno));
+    errno = 0;
     write(out);
     out.flush();
-    if (!out) throw std::runtime_error("cannot write " + temporary);
+    // The stream keeps no reason: the failed write's errno is the one left (0: none known).
+    if (!out) throw std::runtime_error(file_error("write", temporary, errno ? errno : EIO));
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename " + temporary + " to " + path + ": " +
-                             std::strerror(errno));
+    throw std::runtime_error(file_error("rename", temporary + " to " + path, errno));
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {

@@ -18,6 +18,16 @@ namespace trainyard {
 // Removes a file or a folder with everything in it; true when it is gone (or never was).
 bool remove_tree(const std::string& path);
 
+// What to do about a full disk, said after what could not be written: the one wording the store's
+// errors and the file writers share.
+inline constexpr const char* kDiskFullAdvice =
+    "the disk holding it is full: free space, then `trainyard run` again continues the batch "
+    "(what was recorded is kept)";
+
+// "cannot <what> <path>: <the system's reason for `error` (an errno)>", with kDiskFullAdvice when
+// the disk or the user's quota is full (ENOSPC, EDQUOT).
+std::string file_error(const std::string& what, const std::string& path, int error);
+
 // Writes `path` whole or not at all: `write` fills "<path>.tmp", which is then renamed over `path`,
 // so a reader never sees half a file, whenever the writer dies. std::runtime_error naming the file
 // when it cannot be written.

@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace trainyard::sql {
 
@@ -18,8 +19,7 @@ namespace {
 std::string advice(sqlite3* db) {
   switch (db ? sqlite3_errcode(db) & 0xff : SQLITE_NOMEM) {
     case SQLITE_FULL:
-      return "; the disk holding it is full: free space, then `trainyard run` again continues "
-             "the batch (what was recorded is kept)";
+      return "; " + std::string(kDiskFullAdvice);
     case SQLITE_READONLY:
       return "; it cannot be written (a read-only file, folder or file system): check its "
              "permissions, or record into another database with --db";

@@ -867,11 +867,12 @@ std::string epoch_tables(const ExperimentReport& section) {
 // graphs were captured, where it saved weights — one column per thing any run recorded.
 std::string run_details(const ExperimentReport& section) {
   static const std::vector<std::pair<std::string, std::string>> kLabels = {
-      {"param_dtype", "parameters"},    {"compute_dtype", "compute"},
-      {"grad_dtype", "gradients"},      {"reduce_dtype", "gradient reduction"},
-      {"loss_scaling", "loss scaling"}, {"matmul_precision", "float32 matmuls"},
-      {"cuda_graphs", "CUDA graphs"},   {"micro_batch", "micro-batch"},
-      {"weights_path", "weights"},      {"state_path", "training state"}};
+      {"param_dtype", "parameters"},           {"compute_dtype", "compute"},
+      {"forward_dtype", "model output"},       {"grad_dtype", "gradients"},
+      {"reduce_dtype", "gradient reduction"},  {"loss_scaling", "loss scaling"},
+      {"matmul_precision", "float32 matmuls"}, {"cuda_graphs", "CUDA graphs"},
+      {"micro_batch", "micro-batch"},          {"weights_path", "weights"},
+      {"state_path", "training state"}};
   std::vector<std::pair<std::string, std::string>> columns;
   for (const auto& [key, label] : kLabels) {
     for (const auto& row : section.rows)

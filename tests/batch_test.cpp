@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "db/sqlite.h"
@@ -211,18 +212,28 @@ TEST_F(BatchTest, AFullDiskEndsTheBatchClearlyAndLosesNoCompletedRun) {
   const std::string filling = " --set train.save_weights=true --set train.log_every=1";
   Result full = trainyard("run " + file + " --db " + db + filling);
   EXPECT_NE(full.exit_code, 0) << full.output;
-  EXPECT_TRUE(full.output.find("the disk holding it is full") != std::string::npos ||
-              full.output.find("No space left on device") != std::string::npos)
-      << full.output.substr(full.output.size() > 3000 ? full.output.size() - 3000 : 0);
+  // Whichever write met the full disk first — the store's, a checkpoint's, the weights' — the batch
+  // ends saying what to do about it, as does the failed run's recorded error.
+  const std::string tail =
+      full.output.substr(full.output.size() > 3000 ? full.output.size() - 3000 : 0);
+  const std::string advice = "the disk holding it is full: free space, then `trainyard run` again";
+  EXPECT_NE(full.output.find(advice), std::string::npos) << tail;
+  std::istringstream lines(full.output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("run failed") != std::string::npos)
+      EXPECT_NE(line.find(advice), std::string::npos) << line;
   int completed = 0;
   {
     Store store(db);
-    for (const RunRecord& run : store.runs("filling"))
+    for (const RunRecord& run : store.runs("filling")) {
+      if (run.status == RunStatus::failed)
+        EXPECT_NE(run.error.find(advice), std::string::npos) << run.error;
       if (run.status == RunStatus::completed) {
         ++completed;
         EXPECT_TRUE(store.final_metrics(run.id).count("test_acc")) << run.id;
         EXPECT_EQ(store.epoch_metrics(run.id).size(), 2u) << run.id;
       }
+    }
   }
   EXPECT_GT(completed, 0);
   EXPECT_LT(completed, 30);

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "components/weights/safetensors.h"
 #include "db/store.h"
 
 namespace trainyard::testing {
@@ -171,6 +172,39 @@ std::map<std::string, double> training_figures(const std::string& db,
   return out;
 }
 
+std::map<std::string, std::string> tested_weights(const std::string& db) {
+  Store store(db);
+  std::map<std::string, std::string> out;
+  for (const RunRecord& run : store.runs()) {
+    if (run.status != RunStatus::completed) continue;
+    const auto attributes = store.attributes(run.id);
+    const auto path = attributes.find("weights_path");
+    if (path == attributes.end()) continue;
+    const SafetensorsFile weights(path->second);
+    for (const SafetensorsEntry& tensor : weights.entries())
+      out[run.experiment + "/" + run.variant + "/" + run.config_hash + "/" + tensor.name] =
+          fmt::format("{} {} ", static_cast<int>(tensor.dtype), fmt::join(tensor.shape, "x")) +
+          std::string(reinterpret_cast<const char*>(tensor.data), tensor.bytes);
+  }
+  return out;
+}
+
+void expect_same_training(const std::string& db, const std::string& reference_db) {
+  const auto figures = training_figures(db);
+  EXPECT_FALSE(figures.empty()) << db << " holds no completed run";
+  EXPECT_EQ(figures, training_figures(reference_db));
+  const auto weights = tested_weights(db), reference = tested_weights(reference_db);
+  EXPECT_FALSE(weights.empty()) << db << ": no run saved its weights (train.save_weights)";
+  EXPECT_EQ(weights.size(), reference.size());
+  for (const auto& [name, bytes] : reference) {
+    const auto ours = weights.find(name);
+    if (ours == weights.end())
+      ADD_FAILURE() << name << ": not in " << db;
+    else
+      EXPECT_TRUE(ours->second == bytes) << name << ": its dtype, shape or bytes differ";
+  }
+}
+
 std::pair<int64_t, int64_t> checkpoint_position(const fs::path& logs) {
   std::error_code ec;
   if (!fs::exists(logs, ec)) return {-1, -1};
@@ -188,10 +222,11 @@ std::pair<int64_t, int64_t> checkpoint_position(const fs::path& logs) {
 void expect_a_kill_in_epoch_2_changes_nothing(const TempDir& dir, const std::string& file,
                                               const std::string& db) {
   const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
-  Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db);
+  const std::string save_weights = " --set train.save_weights=true";  // to compare them
+  Result undisturbed = trainyard("run " + file + " --db " + undisturbed_db + save_weights);
   ASSERT_EQ(undisturbed.exit_code, 0) << undisturbed.output;
 
-  pid_t controller = start_run(file, db);
+  pid_t controller = start_run(file, db, {"--set", "train.save_weights=true"});
   KillOnExit guard{controller};
   bool mid_epoch = false;
   for (int i = 0; i < 2400 && !mid_epoch; ++i) {
@@ -204,11 +239,11 @@ void expect_a_kill_in_epoch_2_changes_nothing(const TempDir& dir, const std::str
   kill(controller, SIGKILL);
   EXPECT_EQ(exit_code_of(controller), 128 + SIGKILL);
 
-  Result again = trainyard("run " + file + " --db " + db);
+  Result again = trainyard("run " + file + " --db " + db + save_weights);
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
       << again.output;
-  EXPECT_EQ(training_figures(db), training_figures(undisturbed_db));
+  expect_same_training(db, undisturbed_db);
 }
 
 }  // namespace trainyard::testing

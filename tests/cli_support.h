@@ -79,14 +79,21 @@ bool is_wall_clock_figure(const std::string& key);
 // `runs_per_config`, when given, counts every run the database holds of each configuration.
 std::map<std::string, double> training_figures(
     const std::string& db, std::map<std::string, int>* runs_per_config = nullptr);
+// The weights every completed run of `db` saved and tested (train.save_weights), keyed
+// "<experiment>/<variant>/<config hash>/<tensor>": each tensor's dtype, shape and bytes.
+std::map<std::string, std::string> tested_weights(const std::string& db);
+// What a continued run must equal: every training figure of `db` (training_figures) and every
+// weight its runs saved (tested_weights) are `reference_db`'s, bit for bit; and there are some.
+void expect_same_training(const std::string& db, const std::string& reference_db);
 // Where the newest checkpoint under `logs` stands: (epochs done, batch within the next), or
 // (-1, -1) when there is none.
 std::pair<int64_t, int64_t> checkpoint_position(const std::filesystem::path& logs);
 
 // Trains `file` undisturbed into a database of its own; then into `db` with the controller
 // SIGKILLed after a mid-epoch checkpoint in epoch 2, and runs the batch again: the run continues
-// from its checkpoint, and every figure is the undisturbed run's, bit for bit. (The file's
-// train.epochs is 2, and it checkpoints inside epochs.)
+// from its checkpoint, and every figure and the tested weights are the undisturbed run's, bit for
+// bit. (The file's train.epochs is 2, and it checkpoints inside epochs; every run saves its
+// weights: --set train.save_weights=true.)
 void expect_a_kill_in_epoch_2_changes_nothing(const TempDir& dir, const std::string& file,
                                               const std::string& db);
 

@@ -90,8 +90,9 @@ TEST(FingerprintTest, TheCacheHoldsWhileNamesSizesAndTimesHold) {
   EXPECT_EQ(again.hash, first.hash);
 }
 
-// Beyond kWholeBytes the bytes are sampled: a large file costs kSampledBytes of reading, and a
-// change at its start, middle or end is still seen.
+// Beyond kWholeBytes the bytes are sampled: a large file costs kSampledBytes of reading — three
+// chunks of a third of it, at its start, middle and end — so a change inside any of the three is
+// seen, and one between them is not (that is the price of the sample).
 TEST(FingerprintTest, ALargeFolderIsSampled) {
   testing::TempDir dir;
   auto write_large = [&](const std::string& name, int64_t poke_at) {
@@ -111,8 +112,13 @@ TEST(FingerprintTest, ALargeFolderIsSampled) {
   EXPECT_TRUE(plain.sampled);
   EXPECT_NE(plain.describe().find("sampled"), std::string::npos);
   EXPECT_EQ(write_large("same", -1).hash, plain.hash);
+  const int64_t size = kWholeBytes + (1 << 20), chunk = kSampledBytes / 3;
   EXPECT_NE(write_large("start", 10).hash, plain.hash);
-  EXPECT_NE(write_large("end", kWholeBytes + (1 << 20) - 1).hash, plain.hash);
+  EXPECT_NE(write_large("middle", size / 2).hash, plain.hash);
+  EXPECT_NE(write_large("end", size - 1).hash, plain.hash);
+  // Between the start's chunk and the middle's: not read.
+  ASSERT_LT(chunk, (size - chunk) / 2 - chunk);
+  EXPECT_EQ(write_large("unread", chunk + ((size - chunk) / 2 - chunk) / 2).hash, plain.hash);
 }
 
 }  // namespace

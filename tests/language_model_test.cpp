@@ -80,6 +80,9 @@ report: {baseline: fp32, target: {metric: val_loss, value: 3.5}}
     }
     // It learns: from ln 64 = 4.16 towards the chain's ln 4 = 1.39.
     EXPECT_LT(epochs[1].values.at("val_loss"), 3.0);
+    // bf16-mixed's forward computed in bfloat16 (observed in a training step).
+    EXPECT_EQ(store.attributes(r.id).at("forward_dtype"),
+              r.variant == "bf16-mixed" ? "BFloat16" : "Float");
     for (const auto& step : store.step_metrics(r.id))
       if (step.values.count("val_loss"))
         EXPECT_DOUBLE_EQ(step.values.at("val_ppl"), std::exp(step.values.at("val_loss")));

@@ -321,8 +321,15 @@ runtime: {{accelerator: cpu, threads: 1}}
 sweep: {{variants: [{{name: long, set: {{dataset.train_size: 9600, train.epochs: 1}}}}, {{name: later}}]}}
 )",
                                                               built("bad", "slow_linear")));
+  const auto start = std::chrono::steady_clock::now();
   Result stopped = trainyard("run " + slow + " --db " + db() + " --time-limit 8s");
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(stopped.exit_code, 75) << stopped.output;  // not 130: that is Ctrl-C
+  // In time: not before the limit, and within a few seconds of it (the checkpoint where 'long'
+  // stands, the controller's exit), where 'long' alone would take 12 s.
+  EXPECT_GE(elapsed, 8.0);
+  EXPECT_LT(elapsed, 8.0 + 3.0);
   EXPECT_NE(
       stopped.output.find("0 failed, 1 interrupted, 1 not started, stopped at --time-limit 8s"),
       std::string::npos)

@@ -49,14 +49,15 @@ int64_t checkpoint_batch(const fs::path& logs, int64_t epoch) {
 class ResumeTest : public testing::CliTest {
  protected:
   // 3 epochs of 32 batches per rank, dropout on (the random state must carry over), a checkpoint
-  // every 5 optimizer steps.
+  // every 5 optimizer steps; the tested weights saved, to compare them.
   std::string experiment(const std::string& strategy, int devices) {
     const int batch = 16 / devices;  // the same global batch under every strategy
     return dir.write("resume-" + strategy + ".yaml", fmt::format(R"(
 name: resume-{0}
 model: {{name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4, dropout: 0.1}}
 dataset: {{name: synthetic-images, train_size: 512, val_size: 64, test_size: 64, num_classes: 4, noise: 0.3}}
-train: {{epochs: 3, batch_size: {2}, optimizer: {{name: adamw, lr: 3.0e-3}}, log_every: 8, checkpoint_every_steps: 5}}
+train: {{epochs: 3, batch_size: {2}, optimizer: {{name: adamw, lr: 3.0e-3}}, log_every: 8, checkpoint_every_steps: 5,
+        save_weights: true}}
 runtime: {{accelerator: cpu, threads: 1, strategy: {0}, devices: {1}}}
 )",
                                                                  strategy, devices, batch));
@@ -101,7 +102,7 @@ TEST_P(EveryStrategy, KilledControllerContinuesBitForBit) {
   EXPECT_NE(again.output.find("continues from its checkpoint at epoch 2"), std::string::npos)
       << again.output;
   const std::string name = std::string("resume-") + strategy;
-  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(undisturbed_db));
+  testing::expect_same_training(db(), undisturbed_db);
   Store store(db());
   ASSERT_EQ(store.runs(name).size(), 1u);  // the same run, continued: completed exactly once
   EXPECT_EQ(store.runs(name)[0].resumes, 1);
@@ -164,7 +165,7 @@ TEST_F(ResumeTest, CtrlCCheckpointsWhereTheRunStandsAndTheNextRunContinues) {
                            " --set train.checkpoint_every_steps=0");  // not part of its identity
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("continues from its checkpoint"), std::string::npos) << again.output;
-  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(undisturbed_db));
+  testing::expect_same_training(db(), undisturbed_db);
 }
 
 // A rank killed by a signal is a transient failure: --retries tries the run again from its
@@ -185,7 +186,7 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
   KillOnExit guard{controller};
   kill_rank_one_mid_run(controller);
   EXPECT_EQ(exit_code_of(controller), 0);
-  EXPECT_EQ(testing::training_figures(db()), testing::training_figures(undisturbed_db));
+  testing::expect_same_training(db(), undisturbed_db);
   Store store(db());
   ASSERT_EQ(store.runs("resume-ddp").size(), 1u);
   EXPECT_EQ(store.runs("resume-ddp")[0].resumes, 1);
@@ -208,7 +209,7 @@ TEST_F(ResumeTest, CrashedRankIsRetriedFromItsCheckpoint) {
   }
   Result again = trainyard("run " + file + " --db " + other_db);
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_EQ(testing::training_figures(other_db), testing::training_figures(undisturbed_db));
+  testing::expect_same_training(other_db, undisturbed_db);
   EXPECT_EQ(Store(other_db).runs("resume-ddp").size(), 1u);
 }
 

@@ -27,10 +27,14 @@ void expect_ranks_match_one_process(const TempDir& dir, const std::string& db,
                                     const std::string& strategy, Sharding sharding,
                                     const std::vector<std::string>& extra_variants = {});
 
-// Trains `strategy` on 2 ranks in bf16-mixed, 16-mixed and bf16-true with gradient accumulation,
-// clipping and train.save_weights, plus `extra_variants`: every run completes, saves its weights,
-// and ends within 0.1 of one process's test loss (0.1: lower precisions are close, not equal).
-// Returns the test losses by variant ("single-8" is the one process) for the caller's own checks.
+// Trains `strategy` on 2 ranks with gradient accumulation, clipping and train.save_weights — in
+// fp32, bf16-mixed, 16-mixed and bf16-true — plus `extra_variants`, beside one process with the
+// same global batch ("single-8") and the model untrained ("untrained": a learning rate of 1e-30,
+// which moves no float32 weight). Every run
+// completes and saves its weights; the fp32 run's test loss and training loss are one process's
+// within 1e-4; every trained run's test loss is below the untrained one's; each precision's
+// forward computed in its dtype (the run's forward_dtype) and its test loss is within 0.05 of
+// fp32's without equalling it. Returns the test losses by variant for the caller's own checks.
 std::map<std::string, double> expect_composes_with_precisions(
     const TempDir& dir, const std::string& db, const std::string& strategy,
     const std::vector<std::string>& extra_variants = {});

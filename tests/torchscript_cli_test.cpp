@@ -24,8 +24,8 @@ std::string text_experiment(const std::string& variants) {
   return fmt::format(R"(name: scripted-text
 model: {{name: torchscript, file: {}, input: tokens, max_positions: 16}}
 dataset: {{name: synthetic-text, vocab_size: 64, min_length: 4, max_length: 16, num_classes: 3,
-          train_size: 128, val_size: 32, test_size: 32}}
-train: {{epochs: 2, batch_size: 16, optimizer: {{name: adamw, lr: 3.0e-3}}, log_every: 1000}}
+          train_size: 1024, val_size: 32, test_size: 32}}
+train: {{epochs: 2, batch_size: 16, optimizer: {{name: adamw, lr: 1.0e-2}}, log_every: 1000}}
 runtime: {{accelerator: cpu, threads: 1}}
 {})",
                      fixture("torchscript_text.pt"), variants);
@@ -57,13 +57,14 @@ TEST_F(TorchScriptCliTest, TrainsUnderEveryStrategyAsOneProcessAndUnderEveryPrec
     - {name: bf16-mixed, set: {runtime.precision: bf16-mixed}}
     - {name: 16-mixed, set: {runtime.precision: 16-mixed}}
     - {name: bf16-true, set: {runtime.precision: bf16-true}}
+    - {name: untrained, set: {train.optimizer.lr: 1.0e-30}}
 )"));
   Result run = trainyard("run " + file + " --db " + db());
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("7 completed"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("8 completed"), std::string::npos) << run.output;
   Store store(db());
   const auto runs = store.runs("scripted-text");
-  ASSERT_EQ(runs.size(), 7u);
+  ASSERT_EQ(runs.size(), 8u);
   const auto single = store.final_metrics(runs[0].id);
   const auto single_epochs = store.epoch_metrics(runs[0].id);
   for (size_t i = 1; i < 4; ++i) {
@@ -75,10 +76,21 @@ TEST_F(TorchScriptCliTest, TrainsUnderEveryStrategyAsOneProcessAndUnderEveryPrec
                 single_epochs[1].values.at("train_loss"), 1e-4);
   }
   EXPECT_EQ(store.attributes(runs[3].id).at("fsdp_units").rfind("one unit", 0), 0u);
-  for (size_t i = 4; i < 7; ++i) {  // lower precisions: close to fp32, not equal
+  // Lower precisions: each computed in its dtype (observed in a training step), close to fp32's
+  // test loss and not equal to it.
+  const std::array<const char*, 3> dtypes = {"BFloat16", "Half", "BFloat16"};
+  for (size_t i = 4; i < 7; ++i) {
     SCOPED_TRACE(runs[i].variant);
-    EXPECT_NEAR(store.final_metrics(runs[i].id).at("test_loss"), single.at("test_loss"), 0.1);
+    EXPECT_EQ(store.attributes(runs[i].id).at("forward_dtype"), dtypes[i - 4]);
+    const double loss = store.final_metrics(runs[i].id).at("test_loss");
+    EXPECT_NE(loss, single.at("test_loss"));
+    EXPECT_NEAR(loss, single.at("test_loss"), 0.05);
   }
+  EXPECT_EQ(store.attributes(runs[0].id).at("forward_dtype"), "Float");
+  // Every run learned: its test loss is under half the untrained module's (about ln 3).
+  const double untrained = store.final_metrics(runs[7].id).at("test_loss");
+  for (size_t i = 0; i < 7; ++i)
+    EXPECT_LT(store.final_metrics(runs[i].id).at("test_loss"), 0.5 * untrained) << runs[i].variant;
 }
 
 // The CNN's trained weights are saved under the module's own names (BatchNorm statistics float32

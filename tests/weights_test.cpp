@@ -76,8 +76,11 @@ TEST(WeightsTest, DistilBertMatchesTransformers) {
               read_tensor(io, "attention_mask")};
   torch::NoGradGuard no_grad;
   torch::Tensor logits = m->forward(batch), expected = read_tensor(io, "logits");
-  EXPECT_TRUE(torch::allclose(logits, expected, 1e-4, 1e-4))
-      << (logits - expected).abs().max().item<float>();
+  // The fixture's logits are of order one (0.24 to 3.0): 1e-4 relative is far below what GELU's
+  // tanh form (0.18%) or another LayerNorm epsilon (1.1%) would change (make_fixtures.py).
+  EXPECT_GT(expected.abs().min().item<float>(), 0.2);
+  EXPECT_TRUE(torch::allclose(logits, expected, /*rtol=*/1e-4, /*atol=*/1e-6))
+      << ((logits - expected).abs() / expected.abs()).max().item<float>();
   // Without a mask (the loader drops an all-ones one) the logits are those of an all-ones mask.
   Batch ones{batch.inputs, batch.targets, torch::ones_like(batch.inputs)};
   Batch none{batch.inputs, batch.targets, torch::Tensor()};

@@ -42,8 +42,7 @@ void fsync_path(const std::string& path) {
   if (fd < 0 || ::fsync(fd) != 0) {
     const int error = errno;
     if (fd >= 0) ::close(fd);
-    throw std::runtime_error(
-        fmt::format("cannot flush {} to disk: {}", path, std::strerror(error)));
+    throw std::runtime_error(file_error("flush to disk", path, error));
   }
   ::close(fd);
 }
@@ -51,10 +50,10 @@ void fsync_path(const std::string& path) {
 // A full disk must fail the write, not commit a cut-off trainer_state.json.
 void write_state_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  errno = 0;
   out << text;
   out.flush();
-  if (!out)
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  if (!out) throw std::runtime_error(file_error("write", path, errno ? errno : EIO));
 }
 
 // Makes the staged folder the state: every file and the folder on disk first, then one atomic

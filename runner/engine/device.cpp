@@ -94,16 +94,15 @@ int intra_op_threads(const RuntimeOptions& runtime, std::string& why) {
 std::string torch_version() { return TORCH_VERSION; }
 
 double peak_tflops(const std::string& device_name, const std::string& dtype) {
-  // Dense tensor-core peaks. H200 bf16: as measured on the machine this project benchmarks on (an
-  // 8192^3 bf16 matrix product through PyTorch); the rest: the vendor's dense figures (fp32 without
-  // tensor cores, as 32-true multiplies with runtime.matmul_precision: highest; TensorFloat32 with
-  // high or medium).
+  // The vendor's dense peaks, none measured here (fp32 without tensor cores, as 32-true multiplies
+  // with runtime.matmul_precision: highest; TensorFloat32 with high or medium). The H200 SXM's
+  // tensor cores are the H100 SXM's: the same dense figures.
   struct Peak {
     const char* device;
     double bf16, tf32, fp32;
   };
   static const Peak peaks[] = {
-      {"H200", 790, 495, 67}, {"H100", 989, 495, 67}, {"A100", 312, 156, 19.5}};
+      {"H200", 989, 495, 67}, {"H100", 989, 495, 67}, {"A100", 312, 156, 19.5}};
   for (const auto& p : peaks) {
     if (device_name.find(p.device) == std::string::npos) continue;
     if (dtype == "BFloat16" || dtype == "Half") return p.bf16;

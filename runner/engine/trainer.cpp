@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -371,6 +372,10 @@ class Trainer {
   torch::Tensor grad_norm_;  // of the last measured step, on the device (read at progress lines)
   double epoch_samples_per_s_ = 0;
   int64_t tokens_per_sample_ = 0;  // a language model's context (its batches' seq_len)
+  // The dtype of the model's output in the first training step: what its forward computed in, as
+  // observed rather than as configured (a precision whose autocast did not reach the model's
+  // operations would show here as Float).
+  std::optional<c10::ScalarType> forward_dtype_;
 };
 
 // --- build ---------------------------------------------------------------------------------------
@@ -734,6 +739,7 @@ void Trainer::forward_backward(const Batch& batch, double weight, bool sync, tor
     logits = strategy_->forward(*model_, batch);
     loss = task_.loss(logits, batch.targets);
   }
+  if (!forward_dtype_) forward_dtype_ = logits.scalar_type();          // metadata: no device read
   torch::Tensor backward_loss = weight != 1.0 ? loss * weight : loss;  // a micro-batch's share
   if (train.grad_accum > 1) backward_loss = backward_loss / static_cast<double>(train.grad_accum);
   strategy_->backward(scaler_ ? scaler_->scale(backward_loss) : backward_loss, sync);
@@ -1240,6 +1246,8 @@ MetricValues Trainer::run() {
 
 MetricValues Trainer::finish(double train_seconds) {
   if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
+  if (forward_dtype_)
+    context_.observer.on_setup({{"forward_dtype", c10::toString(*forward_dtype_)}});
   if (!run_.train.micro_batch_size.empty())  // the report's run details
     context_.observer.on_setup(
         {{"micro_batch",
