@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,9 @@ struct VariantRow {
   int64_t resumes = 0;        // times its runs continued after an interruption, all repeats
   // What the run recorded of itself: dtypes, loss scaling, CUDA graphs, where it saved weights.
   std::map<std::string, std::string> attributes;
+  // The shown columns (report.metrics) in which this row holds the best value beyond the noise of
+  // the repeats (reports/comparison.cpp): what the HTML table marks.
+  std::set<std::string> best{};
 };
 
 // A run whose configuration is not what the experiment file resolves to now.

@@ -1,0 +1,386 @@
+// Every statistical decision of a report, made once and stored on its section: each variant's
+// speedups over the baseline, its verdict (what is beyond the noise of the repeats, by
+// reports/statistics.h's test), the experiment's answer, and the best value of each column. The
+// renderers (HTML, Markdown, CSV, the terminal) show what is decided here and decide nothing.
+#include "reports/comparison.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "common/metrics.h"
+#include "common/text.h"
+#include "config/options.h"
+#include "reports/statistics.h"
+
+namespace trainyard {
+
+namespace {
+
+// A row's runs' values of `key` (its completed repeats'), none when it has none.
+std::vector<double> samples_of(const VariantRow& row, const std::string& key) {
+  auto it = row.samples.find(key);
+  return it == row.samples.end() ? std::vector<double>{} : it->second;
+}
+
+// Why `row` has no figures to compare: it failed, was skipped, or has not finished.
+std::string not_compared(const VariantRow& row) {
+  const std::string error = row.error.substr(0, row.error.find('\n'));
+  if (row.status == RunStatus::failed)
+    return fmt::format("failed ({}){}", to_string(row.failure), error.empty() ? "" : ": " + error);
+  if (row.status == RunStatus::skipped) return "skipped" + (error.empty() ? "" : ": " + error);
+  return error.empty() ? fmt::format("not finished ({})", to_string(row.status)) : error;
+}
+
+// "val_acc ≥ 90.0%", "val_loss ≤ 0.35": report.target in words.
+std::string target_text(const ReportOptions& options) {
+  return options.target_metric == "val_loss"
+             ? fmt::format("val_loss ≤ {:g}", options.target_value)
+             : fmt::format("val_acc ≥ {:.1f}%", 100 * options.target_value);
+}
+
+// Welch's t-test of `row`'s times (`key`: training time or time-to-target) against `base`'s, on
+// their logarithms (so the difference is minus the log of the speedup); nullopt without two
+// positive times on each side.
+std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow& row,
+                                       const char* key) {
+  auto logs = [&](const VariantRow& r) {
+    std::vector<double> out;
+    auto it = r.samples.find(key);
+    if (it == r.samples.end()) return out;
+    for (double t : it->second) {
+      if (!(t > 0)) return std::vector<double>{};  // a run that trained nothing: no ratio
+      out.push_back(std::log(t));
+    }
+    return out;
+  };
+  return welch_t_test(logs(base), logs(row));
+}
+
+// A difference with its sign, "+1.2" or "-0.4", at `decimals`; one that rounds to zero reads
+// "+0.0" whichever side it lies on ("-0.0" would claim a direction the figure does not show).
+// Not for differences a test found beyond noise: there the sign is the finding.
+std::string signed_text(double value, int decimals) {
+  std::string text = fmt::format("{:+.{}f}", value, decimals);
+  if (text.find_first_not_of("+-0.") == std::string::npos) text[0] = '+';
+  return text;
+}
+
+// How many of each side's runs a figure comes from: "n=5/5".
+std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", mine, base); }
+
+// A time against the baseline's as a ratio: "2.90× faster (2.70–3.10×, n=5/5)", or "time within
+// noise (1.02×, 0.95–1.10×, n=5/5)" — tested when each side has two runs or more.
+std::string speed_part(const VariantRow& base, const VariantRow& row, const char* key, double ratio,
+                       bool tested, const std::string& n, const std::string& what) {
+  // `beyond_noise`: the test says the times differ, so the direction stands however small; else a
+  // ratio that rounds to 1.00 claims none ("1.00× slower" would).
+  auto speed = [&](double r, bool beyond_noise) {
+    const double factor = r >= 1 ? r : 1 / r;
+    const bool rounds_to_one = fmt::format("{:.2f}", factor) == "1.00";
+    if (rounds_to_one && !beyond_noise) return what + "as fast (1.00×)";
+    return fmt::format("{}{:.{}f}× {}", what, factor, rounds_to_one ? 3 : 2,
+                       r >= 1 ? "faster" : "slower");
+  };
+  const auto test = tested ? log_time_test(base, row, key) : std::nullopt;
+  if (!test) return speed(ratio, false);
+  // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
+  const double center = std::exp(-test->difference), low = std::exp(-test->high),
+               high = std::exp(-test->low);
+  // A slowdown's interval reads as its headline does: how many times slower.
+  const double shown_low = center >= 1 ? low : 1 / high, shown_high = center >= 1 ? high : 1 / low;
+  if (test->significant())
+    return fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center, true), shown_low, shown_high, n);
+  return fmt::format("{}time within noise ({:.2f}×, {:.2f}–{:.2f}×, {})", what, center, low, high,
+                     n);
+}
+
+// A figure against the baseline's in percent: "cost 0.42 (−35%)".
+std::string percent_part(const VariantRow& base, const VariantRow& row, const char* key,
+                         const std::string& label) {
+  auto mine = row.metrics.find(key);
+  auto theirs = base.metrics.find(key);
+  if (mine == row.metrics.end() || theirs == base.metrics.end() || !(theirs->second > 0)) return "";
+  return fmt::format("{} {} ({}%)", label, format_metric(*find_metric(key), mine->second),
+                     signed_text(100 * (mine->second / theirs->second - 1), 0));
+}
+
+// train.micro_batch_size: auto halved the micro-batch to fit: "batch 256: fit at micro-batch 32
+// after 3 halvings (4.1s lost)"; "" when nothing ran out of memory.
+std::string micro_batch_part(const VariantRow& row) {
+  auto events = row.metrics.find(metric::kOomEvents);
+  auto micro = row.metrics.find(metric::kMicroBatchSize);
+  if (events == row.metrics.end() || micro == row.metrics.end() || !(events->second > 0)) return "";
+  const auto config = flat_config(row.config_yaml);
+  const auto batch = config.find("train.batch_size");
+  auto lost = row.metrics.find(metric::kOomSeconds);
+  return fmt::format(
+      "{}fit at micro-batch {:.0f} after {}{}",
+      batch == config.end() ? "" : "batch " + batch->second + ": ", micro->second,
+      plural(static_cast<int64_t>(std::lround(events->second)), "halving"),
+      lost == row.metrics.end() ? "" : fmt::format(" ({} lost)", format_duration(lost->second)));
+}
+
+// The baseline's own line: what the others are compared with.
+std::string baseline_verdict(const VariantRow& base, const ReportOptions& options) {
+  std::vector<std::string> parts = {"baseline"};
+  // A baseline that never completed: what became of it, as the others' lines say theirs.
+  if (base.completed == 0) parts.push_back(not_compared(base));
+  if (const std::string micro = micro_batch_part(base); !micro.empty()) parts.push_back(micro);
+  if (options.has_target() && base.completed > 0) {
+    auto ttt = base.metrics.find(metric::kTimeToTarget);
+    parts.push_back(ttt == base.metrics.end()
+                        ? fmt::format("did not reach {}", target_text(options))
+                        : fmt::format("reaches {} in {} ({} of {} runs)", target_text(options),
+                                      format_duration(ttt->second), base.target_reached,
+                                      base.completed));
+  }
+  if (auto cost = base.metrics.find(metric::kCost); cost != base.metrics.end())
+    parts.push_back(
+        fmt::format("cost {} a run", format_metric(*find_metric(metric::kCost), cost->second)));
+  return join(parts, ", ");
+}
+
+// The variant's answer against the baseline: its training time as a speedup; with report.target,
+// its time-to-target as one; test accuracy in points; peak memory and cost in percent. With two or
+// more runs of each, Welch's t-test at 95% says whether times (on their logarithm: a ratio) and
+// accuracy differ beyond the repeats' noise; with fewer, the verdict says the spread is unknown and
+// claims nothing about noise.
+std::string verdict_of(const VariantRow& row, const VariantRow& base,
+                       const ReportOptions& options) {
+  if (&row == &base) return baseline_verdict(base, options);
+  if (row.completed == 0) return not_compared(row);
+  if (base.completed == 0) return "the baseline did not complete: nothing to compare";
+  const bool tested = row.completed >= 2 && base.completed >= 2;
+  std::vector<std::string> parts;
+  auto samples = [](const VariantRow& r, const char* key) {
+    auto it = r.samples.find(key);
+    return it == r.samples.end() ? std::vector<double>{} : it->second;
+  };
+  if (row.metrics.count(metric::kSpeedup))
+    parts.push_back(speed_part(base, row, metric::kTrainSeconds, row.metrics.at(metric::kSpeedup),
+                               tested, counts(row.completed, base.completed), ""));
+  if (options.has_target()) {
+    const std::string reached =
+        row.target_reached < row.completed
+            ? fmt::format(", reached in {} of {} runs", row.target_reached, row.completed)
+            : "";
+    if (row.target_reached == 0)
+      parts.push_back(fmt::format("did not reach {}", target_text(options)));
+    else if (base.target_reached == 0)
+      parts.push_back(fmt::format("reaches {} in {}{}; the baseline does not", target_text(options),
+                                  format_duration(row.metrics.at(metric::kTimeToTarget)), reached));
+    else if (row.metrics.count(metric::kTargetSpeedup))
+      parts.push_back(speed_part(base, row, metric::kTimeToTarget,
+                                 row.metrics.at(metric::kTargetSpeedup),
+                                 row.target_reached >= 2 && base.target_reached >= 2,
+                                 counts(row.target_reached, base.target_reached), "to target ") +
+                      reached);
+  }
+  const auto mine_acc = samples(row, metric::kTestAcc), base_acc = samples(base, metric::kTestAcc);
+  if (!mine_acc.empty() && !base_acc.empty()) {
+    const auto test = tested ? welch_t_test(base_acc, mine_acc) : std::nullopt;
+    if (!test) {
+      parts.push_back(fmt::format(
+          "test accuracy {} pt",
+          signed_text(100 * (row.metrics.at(metric::kTestAcc) - base.metrics.at(metric::kTestAcc)),
+                      1)));
+    } else if (test->significant()) {
+      // Beyond noise: the signs stand, a rounded zero's included ("-0.0 to -0.1").
+      parts.push_back(fmt::format("test accuracy {:+.1f} pt ({:+.1f} to {:+.1f})",
+                                  100 * test->difference, 100 * test->low, 100 * test->high));
+    } else {
+      parts.push_back(fmt::format("test accuracy {} pt (within noise)",
+                                  signed_text(100 * test->difference, 1)));
+    }
+  }
+  // A language model's quality: perplexity, compared as the ratio of the two (the difference of
+  // test losses, their logarithms, tested as accuracy is).
+  const auto mine_loss = samples(row, metric::kTestLoss),
+             base_loss = samples(base, metric::kTestLoss);
+  if (row.metrics.count(metric::kTestPerplexity) && base.metrics.count(metric::kTestPerplexity) &&
+      !mine_loss.empty() && !base_loss.empty()) {
+    auto percent = [](double log_ratio) { return 100 * (std::exp(log_ratio) - 1); };
+    const auto test = tested ? welch_t_test(base_loss, mine_loss) : std::nullopt;
+    if (!test)
+      parts.push_back(fmt::format("test perplexity {}%",
+                                  signed_text(100 * (row.metrics.at(metric::kTestPerplexity) /
+                                                         base.metrics.at(metric::kTestPerplexity) -
+                                                     1),
+                                              1)));
+    else if (test->significant())
+      parts.push_back(fmt::format("test perplexity {:+.1f}% ({:+.1f} to {:+.1f})",
+                                  percent(test->difference), percent(test->low),
+                                  percent(test->high)));
+    else
+      parts.push_back(fmt::format("test perplexity {}% (within noise)",
+                                  signed_text(percent(test->difference), 1)));
+  }
+  // The device's: CUDA's allocated peak on a GPU, the process's on the CPU.
+  const char* memory_key = base.metrics.count(metric::kCudaPeakAllocated)
+                               ? metric::kCudaPeakAllocated
+                               : metric::kPeakMemory;
+  auto memory = row.metrics.find(memory_key);
+  auto base_memory = base.metrics.find(memory_key);
+  if (memory != row.metrics.end() && base_memory != base.metrics.end() && base_memory->second > 0)
+    parts.push_back(fmt::format("peak memory {}%",
+                                signed_text(100 * (memory->second / base_memory->second - 1), 0)));
+  for (const auto& part :
+       {percent_part(base, row, metric::kCost, "cost"),
+        percent_part(base, row, metric::kCostToTarget, "cost to target"), micro_batch_part(row)})
+    if (!part.empty()) parts.push_back(part);
+  std::string verdict = join(parts, ", ");
+  if (!tested) {
+    const std::string who = row.completed < 2 && base.completed < 2 ? "one run each"
+                            : row.completed < 2                     ? "one run of this variant"
+                                                                    : "one run of the baseline";
+    verdict = who + ": spread unknown — set sweep.repeats; " + verdict;
+  }
+  return verdict;
+}
+
+// The experiment's answer from the verdicts: the variant that reaches report.target soonest (or
+// without a target, trains fastest) beyond noise.
+std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
+  const bool target = section.options.has_target();
+  const char* key = target ? metric::kTimeToTarget : metric::kTrainSeconds;
+  auto runs = [&](const VariantRow& row) { return target ? row.target_reached : row.completed; };
+  if (base.completed == 0)
+    return fmt::format("{} did not complete: nothing to compare", base.variant);
+  if (target && base.target_reached == 0)
+    return fmt::format("{} did not reach {}: no time-to-target to compare with", base.variant,
+                       target_text(section.options));
+  const VariantRow* fastest = nullptr;
+  double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
+  bool untested = false;
+  for (const auto& row : section.rows) {
+    if (&row == &base || runs(row) == 0) continue;
+    if (runs(row) < 2 || runs(base) < 2) {
+      untested = true;
+      continue;
+    }
+    // To be the answer, every run of it reached the target (MLPerf counts a result only then).
+    if (target && row.target_reached < row.completed) continue;
+    const auto test = log_time_test(base, row, key);
+    if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
+    if (std::exp(-test->difference) > fastest_speedup) {
+      fastest = &row;
+      fastest_speedup = std::exp(-test->difference);
+    }
+  }
+  const std::string what = target ? "to " + target_text(section.options) : "";
+  if (fastest)
+    return target ? fmt::format("fastest {} beyond noise: {}, {:.2f}× sooner than {}", what,
+                                fastest->variant, fastest_speedup, base.variant)
+                  : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
+                                fastest->variant, fastest_speedup, base.variant);
+  if (untested) {
+    if (!target) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
+    // "Check the target" only where a completed run missed it.
+    bool missed = false;
+    for (const auto& row : section.rows) missed = missed || row.target_reached < row.completed;
+    return fmt::format(
+        "speedups to target untested: a variant has fewer than two runs that "
+        "reached {} — set sweep.repeats{}",
+        target_text(section.options), missed ? ", or check the target" : "");
+  }
+  return fmt::format("no variant is faster{} than {} beyond noise", target ? " to target" : "",
+                     base.variant);
+}
+
+// A ratio of the baseline's `key` over each row's — of their medians, with its range from the
+// extremes (slowest baseline over fastest row, and the reverse) — as `ratio_key`.
+void ratio_over_baseline(ExperimentReport& section, const VariantRow& baseline, const char* key,
+                         const char* ratio_key) {
+  auto times = [&](const VariantRow& row) -> std::optional<Spread> {
+    auto it = row.metrics.find(key);
+    if (row.completed == 0 || it == row.metrics.end() || it->second <= 0) return std::nullopt;
+    auto spread = row.spread.find(key);
+    return spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
+  };
+  const auto base = times(baseline);
+  if (!base) return;
+  const double base_median = baseline.metrics.at(key);
+  for (auto& row : section.rows) {
+    const auto mine = times(row);
+    if (!mine) continue;
+    row.metrics[ratio_key] = base_median / row.metrics.at(key);
+    if (row.spread.count(key) || baseline.spread.count(key))
+      row.spread[ratio_key] = {base->min / mine->max, base->max / mine->min};
+  }
+}
+
+// True when `row`'s `key` is peak memory of which the training state (parameters, gradients,
+// optimizer state) is under a tenth: the runtime (LibTorch, allocator caches) decides the figure,
+// not the technique, so it is not compared.
+bool dominated_by_runtime(const VariantRow& row, const MetricInfo& info) {
+  if (info.unit != MetricUnit::bytes || info.key.find("peak") == std::string::npos) return false;
+  double state = 0;
+  for (const char* key :
+       {metric::kParameterBytes, metric::kGradientBytes, metric::kOptimizerStateBytes}) {
+    auto it = row.metrics.find(key);
+    if (it != row.metrics.end()) state += it->second;
+  }
+  return state < 0.1 * row.metrics.at(info.key);
+}
+
+// The best completed value of `key` across rows — only when it differs from the next best beyond
+// the noise of their repeats, by the verdicts' test (Welch's t-test at 95%, on log time for times
+// and speedups): one run of either, and nothing is marked.
+std::optional<double> best_value(const ExperimentReport& section, const MetricInfo& info) {
+  if (info.better == Better::neither) return std::nullopt;
+  std::vector<std::pair<double, const VariantRow*>> values;
+  for (const auto& row : section.rows) {
+    auto it = row.metrics.find(info.key);
+    if (row.status != RunStatus::completed || it == row.metrics.end()) continue;
+    if (dominated_by_runtime(row, info)) return std::nullopt;
+    values.emplace_back(it->second, &row);
+  }
+  if (values.size() < 2) return std::nullopt;
+  std::sort(values.begin(), values.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (info.better == Better::higher) std::reverse(values.begin(), values.end());
+  // A speedup is the baseline's time over the row's: its runs are the row's times.
+  const bool to_target = info.key == metric::kTargetSpeedup || info.key == metric::kTimeToTarget;
+  const bool timed = to_target || info.key == metric::kSpeedup || info.key == metric::kTrainSeconds;
+  const char* time_key = to_target ? metric::kTimeToTarget : metric::kTrainSeconds;
+  const auto test = timed ? log_time_test(*values[1].second, *values[0].second, time_key)
+                          : welch_t_test(samples_of(*values[1].second, info.key),
+                                         samples_of(*values[0].second, info.key));
+  if (!test || !test->significant()) return std::nullopt;
+  return values[0].first;
+}
+
+// Each shown column's best value, marked on the rows that hold it (VariantRow::best).
+void mark_the_best(ExperimentReport& section) {
+  for (const auto& key : section.options.metrics) {
+    const MetricInfo* info = find_metric(key);
+    if (info == nullptr) continue;
+    const auto best = best_value(section, *info);
+    if (!best) continue;
+    for (auto& row : section.rows) {
+      auto it = row.metrics.find(key);
+      if (it != row.metrics.end() && it->second == *best) row.best.insert(key);
+    }
+  }
+}
+
+}  // namespace
+
+void compare_with_baseline(ExperimentReport& section) {
+  const VariantRow* baseline = nullptr;
+  for (const auto& row : section.rows)
+    if (row.variant == section.baseline) baseline = &row;
+  if (baseline) {
+    ratio_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
+    if (section.options.has_target())
+      ratio_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup);
+    for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline, section.options);
+    section.answer = answer_of(section, *baseline);
+  }
+  mark_the_best(section);
+}
+
+}  // namespace trainyard
