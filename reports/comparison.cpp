@@ -71,10 +71,44 @@ std::string signed_text(double value, int decimals) {
 // How many of each side's runs a figure comes from: "n=5/5".
 std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", mine, base); }
 
-// A time against the baseline's as a ratio: "2.90× faster (2.70–3.10×, n=5/5)", or "time within
-// noise (1.02×, 0.95–1.10×, n=5/5)" — tested when each side has two runs or more.
-std::string speed_part(const VariantRow& base, const VariantRow& row, const char* key, double ratio,
-                       bool tested, const std::string& n, const std::string& what) {
+// The claim that `row` trains (`key` training time) or reaches report.target (`key`
+// time-to-target) `estimate` times as fast as `base`: the ratio of their times' geometric means —
+// Welch's test on the logarithms of the times, so a difference is a ratio — with its 95% interval
+// when `tested` (each side has two runs or more); nullopt without a positive time on each side.
+std::optional<Claim> speed_claim(const VariantRow& base, const VariantRow& row, const char* key,
+                                 bool tested, int64_t n, int64_t base_n) {
+  auto logs = [&](const VariantRow& r) {
+    std::vector<double> out;
+    for (double t : samples_of(r, key)) {
+      if (!(t > 0)) return std::vector<double>{};  // a run that trained nothing: no ratio
+      out.push_back(std::log(t));
+    }
+    return out;
+  };
+  const std::vector<double> mine = logs(row), theirs = logs(base);
+  if (mine.empty() || theirs.empty()) return std::nullopt;
+  Claim claim{.n = n, .base_n = base_n};
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  claim.estimate = &row == &base ? 1.0 : std::exp(mean(theirs) - mean(mine));
+  if (!tested || &row == &base) return claim;
+  if (const auto test = welch_t_test(theirs, mine)) {
+    // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
+    claim.estimate = std::exp(-test->difference);
+    claim.low = std::exp(-test->high);
+    claim.high = std::exp(-test->low);
+    claim.tested = true;
+    claim.beyond_noise = test->significant();
+  }
+  return claim;
+}
+
+// A speed claim in words: "2.90× faster (2.70–3.10×, n=5/5)", or "time within noise (1.02×,
+// 0.95–1.10×, n=5/5)"; untested, the estimate alone ("2.90× faster").
+std::string speed_part(const Claim& claim, const std::string& what) {
   // `beyond_noise`: the test says the times differ, so the direction stands however small; else a
   // ratio that rounds to 1.00 claims none ("1.00× slower" would).
   auto speed = [&](double r, bool beyond_noise) {
@@ -84,14 +118,12 @@ std::string speed_part(const VariantRow& base, const VariantRow& row, const char
     return fmt::format("{}{:.{}f}× {}", what, factor, rounds_to_one ? 3 : 2,
                        r >= 1 ? "faster" : "slower");
   };
-  const auto test = tested ? log_time_test(base, row, key) : std::nullopt;
-  if (!test) return speed(ratio, false);
-  // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
-  const double center = std::exp(-test->difference), low = std::exp(-test->high),
-               high = std::exp(-test->low);
+  if (!claim.tested) return speed(claim.estimate, false);
+  const std::string n = counts(claim.n, claim.base_n);
+  const double center = claim.estimate, low = claim.low, high = claim.high;
   // A slowdown's interval reads as its headline does: how many times slower.
   const double shown_low = center >= 1 ? low : 1 / high, shown_high = center >= 1 ? high : 1 / low;
-  if (test->significant())
+  if (claim.beyond_noise)
     return fmt::format("{} ({:.2f}–{:.2f}×, {})", speed(center, true), shown_low, shown_high, n);
   return fmt::format("{}time within noise ({:.2f}×, {:.2f}–{:.2f}×, {})", what, center, low, high,
                      n);
@@ -159,9 +191,8 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
     auto it = r.samples.find(key);
     return it == r.samples.end() ? std::vector<double>{} : it->second;
   };
-  if (row.metrics.count(metric::kSpeedup))
-    parts.push_back(speed_part(base, row, metric::kTrainSeconds, row.metrics.at(metric::kSpeedup),
-                               tested, counts(row.completed, base.completed), ""));
+  if (auto claim = row.claims.find(metric::kSpeedup); claim != row.claims.end())
+    parts.push_back(speed_part(claim->second, ""));
   if (options.has_target()) {
     const std::string reached =
         row.target_reached < row.completed
@@ -172,12 +203,8 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
     else if (base.target_reached == 0)
       parts.push_back(fmt::format("reaches {} in {}{}; the baseline does not", target_text(options),
                                   format_duration(row.metrics.at(metric::kTimeToTarget)), reached));
-    else if (row.metrics.count(metric::kTargetSpeedup))
-      parts.push_back(speed_part(base, row, metric::kTimeToTarget,
-                                 row.metrics.at(metric::kTargetSpeedup),
-                                 row.target_reached >= 2 && base.target_reached >= 2,
-                                 counts(row.target_reached, base.target_reached), "to target ") +
-                      reached);
+    else if (auto claim = row.claims.find(metric::kTargetSpeedup); claim != row.claims.end())
+      parts.push_back(speed_part(claim->second, "to target ") + reached);
   }
   const auto mine_acc = samples(row, metric::kTestAcc), base_acc = samples(base, metric::kTestAcc);
   if (!mine_acc.empty() && !base_acc.empty()) {
@@ -245,7 +272,7 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
 // without a target, trains fastest) beyond noise.
 std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
   const bool target = section.options.has_target();
-  const char* key = target ? metric::kTimeToTarget : metric::kTrainSeconds;
+  const char* key = target ? metric::kTargetSpeedup : metric::kSpeedup;
   auto runs = [&](const VariantRow& row) { return target ? row.target_reached : row.completed; };
   if (base.completed == 0)
     return fmt::format("{} did not complete: nothing to compare", base.variant);
@@ -263,11 +290,12 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
     }
     // To be the answer, every run of it reached the target (MLPerf counts a result only then).
     if (target && row.target_reached < row.completed) continue;
-    const auto test = log_time_test(base, row, key);
-    if (!test || !test->significant() || test->difference >= 0) continue;  // not faster
-    if (std::exp(-test->difference) > fastest_speedup) {
+    const auto claim = row.claims.find(key);
+    if (claim == row.claims.end() || !claim->second.beyond_noise || !(claim->second.estimate > 1))
+      continue;  // not faster beyond noise
+    if (claim->second.estimate > fastest_speedup) {
       fastest = &row;
-      fastest_speedup = std::exp(-test->difference);
+      fastest_speedup = claim->second.estimate;
     }
   }
   const std::string what = target ? "to " + target_text(section.options) : "";
@@ -290,25 +318,21 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
                      base.variant);
 }
 
-// A ratio of the baseline's `key` over each row's — of their medians, with its range from the
-// extremes (slowest baseline over fastest row, and the reverse) — as `ratio_key`.
-void ratio_over_baseline(ExperimentReport& section, const VariantRow& baseline, const char* key,
+// Each row's speed claim over the baseline (`key`: training time, or time-to-target), stored as the
+// row's claim and figure `ratio_key` (its estimate, with its interval as the figure's range): the
+// one number the verdict, the table, the bars, the CSV and the terminal show for it.
+void speed_over_baseline(ExperimentReport& section, const VariantRow& baseline, const char* key,
                          const char* ratio_key) {
-  auto times = [&](const VariantRow& row) -> std::optional<Spread> {
-    auto it = row.metrics.find(key);
-    if (row.completed == 0 || it == row.metrics.end() || it->second <= 0) return std::nullopt;
-    auto spread = row.spread.find(key);
-    return spread == row.spread.end() ? Spread{it->second, it->second} : spread->second;
-  };
-  const auto base = times(baseline);
-  if (!base) return;
-  const double base_median = baseline.metrics.at(key);
+  const bool to_target = std::string(key) == metric::kTimeToTarget;
+  auto runs = [&](const VariantRow& row) { return to_target ? row.target_reached : row.completed; };
   for (auto& row : section.rows) {
-    const auto mine = times(row);
-    if (!mine) continue;
-    row.metrics[ratio_key] = base_median / row.metrics.at(key);
-    if (row.spread.count(key) || baseline.spread.count(key))
-      row.spread[ratio_key] = {base->min / mine->max, base->max / mine->min};
+    if (row.completed == 0 || baseline.completed == 0) continue;
+    const auto claim = speed_claim(baseline, row, key, runs(row) >= 2 && runs(baseline) >= 2,
+                                   runs(row), runs(baseline));
+    if (!claim) continue;
+    row.claims[ratio_key] = *claim;
+    row.metrics[ratio_key] = claim->estimate;
+    if (claim->tested) row.spread[ratio_key] = {claim->low, claim->high};
   }
 }
 
@@ -369,14 +393,18 @@ void mark_the_best(ExperimentReport& section) {
 
 }  // namespace
 
+bool is_speedup(const std::string& key) {
+  return key == metric::kSpeedup || key == metric::kTargetSpeedup;
+}
+
 void compare_with_baseline(ExperimentReport& section) {
   const VariantRow* baseline = nullptr;
   for (const auto& row : section.rows)
     if (row.variant == section.baseline) baseline = &row;
   if (baseline) {
-    ratio_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
+    speed_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
     if (section.options.has_target())
-      ratio_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup);
+      speed_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup);
     for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline, section.options);
     section.answer = answer_of(section, *baseline);
   }

@@ -171,7 +171,7 @@ std::string results_table(const Report& report, const ExperimentReport& section)
       html += fmt::format(R"(<tr><td colspan="{}" class="error">{}</td></tr>)", columns,
                           html_escape(row.error));
   }
-  return html + "</tbody></table></div>";
+  return html + "</tbody></table></div><p class=\"meta\">" + html_escape(kTableLegend) + "</p>";
 }
 
 // Runs of this experiment whose configuration is not what its file resolves to now (a smoke test,

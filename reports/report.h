@@ -44,6 +44,26 @@ struct Validation {
 };
 std::vector<Validation> validations(const RepeatRun& run);
 
+// A claim about a variant against the baseline, decided once (reports/comparison.cpp): the verdict,
+// the table, the bars, Markdown, CSV and the terminal all show this estimate and this interval.
+struct Claim {
+  // A speedup: the baseline's time over the variant's, as the ratio of their geometric means.
+  double estimate = 0;
+  double low = 0, high = 0;   // its 95% interval, when tested
+  bool tested = false;        // Welch's test ran: two runs or more on each side
+  bool beyond_noise = false;  // the test rejects "no difference" at 5%
+  int64_t n = 0, base_n = 0;  // the runs behind it, of the variant and of the baseline
+};
+
+// Whether figure `key` is a speedup over the baseline, whose spread is its claim's interval.
+bool is_speedup(const std::string& key);
+
+// What the results tables' ranges are, in one sentence under each table.
+inline constexpr const char* kTableLegend =
+    "Each figure is the median of a variant's completed runs, with their least and greatest; a "
+    "speedup is the verdict's estimate (the ratio of geometric means of the times), with its 95% "
+    "interval.";
+
 struct VariantRow {
   std::string variant;
   int64_t run_id = 0;              // the run shown (the first completed repeat); 0: none ran
@@ -60,11 +80,15 @@ struct VariantRow {
   std::string error;
   FailureClass failure = FailureClass::none;  // of the shown run, when it did not complete
   // Final metrics — the median over completed repeats — plus the derived ones (common/metrics.h):
-  // "speedup" when it can be computed; with report.target, "time_to_target" over the runs that
-  // reached it and "target_speedup"; with report.price_per_device_hour, "cost" (and
-  // "cost_to_target"); "device_hours".
+  // "speedup" when it can be computed (its claim's estimate); with report.target,
+  // "time_to_target" over the runs that reached it and "target_speedup"; with
+  // report.price_per_device_hour, "cost" (and "cost_to_target"); "device_hours".
   std::map<std::string, double> metrics;
-  std::map<std::string, Spread> spread{};  // when completed > 1: of each figure, and the speedup
+  // When completed > 1: each figure's least and greatest over the repeats — but a speedup's, which
+  // is its claim's 95% interval.
+  std::map<std::string, Spread> spread{};
+  // The speedups' claims ("speedup", "target_speedup"): what their figures and spreads are.
+  std::map<std::string, Claim> claims{};
   // Each completed repeat's final figures, by key (what the verdict's test reads).
   std::map<std::string, std::vector<double>> samples{};
   // The answer for this variant against the baseline, in one line: "2.90× faster (2.70–3.10×,

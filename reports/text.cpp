@@ -123,7 +123,7 @@ std::string render_markdown(const Report& report) {
       for (const auto& key : section.options.metrics) out += " " + cell(row, key) + " |";
       out += " " + md_join(row.differs) + " |\n";
     }
-    out += "\n";
+    out += "\n" + md(kTableLegend) + "\n\n";
     for (const auto& row : section.rows)
       if (!row.error.empty())
         out += fmt::format("- {}: {}\n", md(row.variant), md(first_line(row.error)));
@@ -167,11 +167,14 @@ std::string render_csv(const Report& report) {
   std::vector<std::string> keys;
   for (const auto& m : metric_vocabulary())
     if (m.scope == MetricScope::final || m.scope == MetricScope::derived) keys.push_back(m.key);
-  // Each figure is the median over the variant's completed repeats, with its min and max.
+  // Each figure is the median over the variant's completed repeats, with its min and max; a
+  // speedup is its claim's estimate with its 95% interval (_low, _high).
   std::string out =
       "experiment,variant,run_id,status,failure_class,n,repeats,precision,devices,strategy,"
       "device,torch_version";
-  for (const auto& key : keys) out += "," + key + "," + key + "_min," + key + "_max";
+  for (const auto& key : keys)
+    out += "," + key + "," + key + (is_speedup(key) ? "_low," : "_min,") + key +
+           (is_speedup(key) ? "_high" : "_max");
   out += ",verdict\n";
   for (const auto& section : report.experiments) {
     for (const auto& row : section.rows) {

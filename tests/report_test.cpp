@@ -377,6 +377,62 @@ TEST_F(ReportTest, MarkdownAndCsvCarryTheSameNumbers) {
 // sweep.repeats: a row is the median of its completed repeats with their min and max; the speedup
 // is the ratio of the medians, its range from the extremes; each variant's verdict and the
 // experiment's answer; a repeat that failed is said; Markdown and CSV carry the same numbers.
+// One number per claim: a database where the table's ratio of medians (100/80 = 1.25x, range
+// 100/90-400/50) and the verdict's ratio of geometric means (158.74/71.14 = 2.23x) used to
+// disagree. The speedup is decided once: every rendering — the verdict, the HTML table and bars,
+// Markdown, CSV, the terminal — shows the same estimate and the same 95% interval.
+TEST_F(ReportTest, EveryRenderingShowsOneNumberForAClaim) {
+  CurrentExperiment now;
+  const std::vector<std::pair<std::string, std::vector<double>>> timings = {
+      {"fp32", {100, 100, 400}}, {"fast", {50, 80, 90}}};
+  int64_t position = 0;
+  for (const auto& [variant, seconds] : timings) {
+    for (size_t r = 0; r < seconds.size(); ++r) {
+      const std::string yaml = fmt::format("train: {{seed: {}}}\nname: {}\n", r, variant);
+      const std::string hash = variant + std::to_string(r);
+      now.variants.push_back({variant, hash, yaml, static_cast<int64_t>(r)});
+      add_run_of(variant, position, RunStatus::completed, seconds[r], 0.9, yaml, hash,
+                 static_cast<int64_t>(r));
+    }
+    ++position;
+  }
+  const Report report = build_report(store, "", [&](const ExperimentRecord&) { return now; });
+  const VariantRow& fast = report.experiments.at(0).rows.at(1);
+  const Claim& claim = fast.claims.at("speedup");
+  // The estimate, worked out here: the ratio of the times' geometric means.
+  EXPECT_NEAR(claim.estimate, std::cbrt(100.0 * 100 * 400) / std::cbrt(50.0 * 80 * 90), 1e-9);
+  ASSERT_TRUE(claim.tested);
+  EXPECT_LT(claim.low, claim.estimate);
+  EXPECT_GT(claim.high, claim.estimate);
+  EXPECT_EQ(fast.metrics.at("speedup"), claim.estimate);
+  EXPECT_EQ(fast.spread.at("speedup").min, claim.low);
+  EXPECT_EQ(fast.spread.at("speedup").max, claim.high);
+  const std::string estimate = fmt::format("{:.2f}", claim.estimate);  // "2.23"
+  const std::string interval = fmt::format("{:.2f}–{:.2f}×", claim.low, claim.high);
+  const std::string table = fmt::format("{:.2f}x ({:.2f}x – {:.2f}x)", claim.estimate, claim.low,
+                                        claim.high);  // Markdown's cell
+  EXPECT_NE(fast.verdict.find("(" + estimate + "×, " + interval), std::string::npos)
+      << fast.verdict;
+  const std::string markdown = render_markdown(report);
+  EXPECT_NE(markdown.find(table), std::string::npos) << markdown;
+  EXPECT_NE(markdown.find(interval), std::string::npos) << markdown;
+  const std::string csv = render_csv(report);
+  EXPECT_NE(csv.find(",speedup,speedup_low,speedup_high,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(fmt::format(",{},{},{},", claim.estimate, claim.low, claim.high)),
+            std::string::npos)
+      << csv;
+  const std::string html = render_html(report);
+  EXPECT_NE(html.find(estimate + "x<span class=\"range\">" +
+                      fmt::format("{:.2f}x – {:.2f}x", claim.low, claim.high)),
+            std::string::npos);
+  EXPECT_NE(html.find("(" + estimate + "x)</text>"), std::string::npos);  // its training-time bar
+  EXPECT_NE(html.find(interval), std::string::npos);                      // the verdict
+  EXPECT_NE(render_answers(report, 0).find(interval), std::string::npos);
+  // The ratio of medians appears nowhere as the speedup.
+  for (const std::string* page : {&markdown, &html})
+    EXPECT_EQ(page->find("1.25x"), std::string::npos);
+}
+
 TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
   CurrentExperiment now;
   const std::vector<std::pair<std::string, std::vector<double>>> timings = {
@@ -403,9 +459,13 @@ TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
   EXPECT_DOUBLE_EQ(bf16.metrics.at("train_seconds"), 55);
   EXPECT_DOUBLE_EQ(bf16.spread.at("train_seconds").min, 50);
   EXPECT_DOUBLE_EQ(bf16.spread.at("train_seconds").max, 60);
-  EXPECT_DOUBLE_EQ(bf16.metrics.at("speedup"), 2.0);              // 110 / 55
-  EXPECT_DOUBLE_EQ(bf16.spread.at("speedup").min, 100.0 / 60.0);  // slowest over fastest
-  EXPECT_DOUBLE_EQ(bf16.spread.at("speedup").max, 120.0 / 50.0);
+  // The speedup is the verdict's claim, one number everywhere: the ratio of geometric means (2.0:
+  // every bf16 time is half an fp32 one), with its 95% interval (scipy: 1.6265-2.4593), where the
+  // table used to show the ratio of medians with the extremes' ratios (1.67-2.40).
+  EXPECT_NEAR(bf16.metrics.at("speedup"), 2.0, 1e-12);
+  EXPECT_NEAR(bf16.spread.at("speedup").min, 1.6264800, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("speedup").max, 2.4592986, 1e-6);
+  EXPECT_EQ(bf16.claims.at("speedup").low, bf16.spread.at("speedup").min);
   EXPECT_EQ(bf16.differs, std::vector<std::string>{"runtime.precision: bf16"});
   const VariantRow& fsdp = section.rows[2];
   EXPECT_EQ(fsdp.completed, 2);
@@ -423,7 +483,7 @@ TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
 
   const std::string md = render_markdown(report);
   EXPECT_NE(md.find("| 3/3 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("2.00x (1.67x – 2.40x)"), std::string::npos) << md;
+  EXPECT_NE(md.find("2.00x (1.63x – 2.46x)"), std::string::npos) << md;
   EXPECT_NE(md.find("3 of 3 variants completed; fastest beyond noise: fsdp"), std::string::npos)
       << md;
   EXPECT_NE(md.find("- **bf16** — 2.00× faster (1.63–2.46×, n=3/3)"), std::string::npos) << md;
@@ -432,7 +492,7 @@ TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
   EXPECT_NE(csv.find(",verdict\n"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",\"2.00× faster (1.63–2.46×, n=3/3)"), std::string::npos) << csv;
   const std::string html = render_html(report);
-  EXPECT_NE(html.find("1.67x – 2.40x"), std::string::npos);
+  EXPECT_NE(html.find("1.63x – 2.46x"), std::string::npos);
   EXPECT_NE(html.find("<th>n</th>"), std::string::npos);
 }
 
@@ -534,9 +594,10 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
   EXPECT_DOUBLE_EQ(fp32.spread.at("time_to_target").min, 66);
   EXPECT_DOUBLE_EQ(fp32.spread.at("time_to_target").max, 90);
   EXPECT_EQ(bf16.samples.at("time_to_target"), (std::vector<double>{20, 30, 25}));
-  EXPECT_DOUBLE_EQ(bf16.metrics.at("target_speedup"), 80.0 / 25);
-  EXPECT_DOUBLE_EQ(bf16.spread.at("target_speedup").min, 66.0 / 30);
-  EXPECT_DOUBLE_EQ(bf16.spread.at("target_speedup").max, 90.0 / 20);
+  // The verdict's claim (scipy below), where the table used to show 80/25 and 66/30-90/20.
+  EXPECT_NEAR(bf16.metrics.at("target_speedup"), 3.1641840, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("target_speedup").min, 2.0753921, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("target_speedup").max, 4.8241777, 1e-6);
   EXPECT_EQ(slow.target_reached, 1);
   EXPECT_DOUBLE_EQ(slow.metrics.at("time_to_target"), 150);
   EXPECT_EQ(never.target_reached, 0);
@@ -566,9 +627,10 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
             "accuracy +0.0 pt (within noise), peak memory +0%, cost 0.55 (-50%), cost to target "
             "0.25 (-69%)");
   // slow: 1/0.5230 = 1.91x slower (scipy's 0.4138-0.6609 read as slowdowns); one run reached the
-  // target, so that speedup (80/150) is untested. Cost 0.1167 (-89%), to target 0.0833 (-90%).
+  // target, so that speedup is untested: 150 s over the geometric mean of 90, 66 and 80 s (78.07).
+  // Cost 0.1167 (-89%), to target 0.0833 (-90%).
   EXPECT_EQ(slow.verdict,
-            "1.91× slower (1.51–2.42×, n=2/3), to target 1.88× slower, reached in 1 of 2 runs, "
+            "1.91× slower (1.51–2.42×, n=2/3), to target 1.92× slower, reached in 1 of 2 runs, "
             "test accuracy +0.0 pt (within noise), peak memory +0%, cost 0.12 (-89%), cost to "
             "target 0.08 (-90%)");
   EXPECT_NE(never.verdict.find(", did not reach val_acc ≥ 80.0%, "), std::string::npos)
@@ -585,7 +647,7 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
   const std::string md = render_markdown(report);
   EXPECT_NE(md.find(" time to target | speedup to target |"), std::string::npos) << md;
   EXPECT_NE(md.find(" cost | cost to target |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 25.0s (20.0s – 30.0s) | 3.20x (2.20x – 4.50x) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 25.0s (20.0s – 30.0s) | 3.16x (2.08x – 4.82x) |"), std::string::npos) << md;
   const std::string csv = render_csv(report);
   EXPECT_NE(csv.find(",time_to_target,time_to_target_min,time_to_target_max,"), std::string::npos);
   EXPECT_NE(csv.find(",25,20,30,"), std::string::npos) << csv;
