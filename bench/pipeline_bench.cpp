@@ -20,9 +20,9 @@
 
 #include "common/files.h"
 #include "components/builtin.h"
-#include "components/data/dataset.h"
 #include "components/data/loader.h"
 #include "runner/engine/engine.h"
+#include "trainyard/dataset.h"
 
 using namespace trainyard;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "common/error.h"
+#include "trainyard/error.h"
 
 #include <algorithm>
 #include <cctype>

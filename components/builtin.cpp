@@ -11,11 +11,11 @@
 #include "components/models/gpt2.h"
 #include "components/models/torchscript.h"
 #include "components/models/vit.h"
-#include "components/optim/optimizers.h"
-#include "components/optim/schedulers.h"
-#include "components/plugin.h"
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
+#include "trainyard/optimizers.h"
+#include "trainyard/plugin.h"
+#include "trainyard/schedulers.h"
 
 namespace trainyard {
 

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "components/plugin_loader.h"
-#include "components/registry.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

@@ -63,7 +63,8 @@ std::string incompatibility(const std::string& theirs, const std::string& ours) 
   };
   std::vector<std::string> differences;
   for (const Field& field : {Field{"api", "plugin API version"}, Field{"torch", "LibTorch"},
-                             Field{"cxx11-abi", "C++ string ABI (_GLIBCXX_USE_CXX11_ABI)"}}) {
+                             Field{"cxx11-abi", "C++ string ABI (_GLIBCXX_USE_CXX11_ABI)"},
+                             Field{"yaml-cpp", "yaml-cpp"}}) {
     auto it = plugin.find(field.key);
     const std::string value = it == plugin.end() ? "unknown" : it->second;
     if (value != host.at(field.key))

@@ -1,4 +1,4 @@
-#include "components/registry.h"
+#include "trainyard/registry.h"
 
 #include <stdexcept>
 
@@ -29,6 +29,24 @@ const std::vector<ComponentKind>& all_component_kinds() {
       ComponentKind::model,     ComponentKind::dataset,   ComponentKind::optimizer,
       ComponentKind::scheduler, ComponentKind::precision, ComponentKind::strategy};
   return kinds;
+}
+
+AnyCapabilities default_capabilities(ComponentKind kind) {
+  switch (kind) {
+    case ComponentKind::model:
+      return ModelCapabilities{};
+    case ComponentKind::dataset:
+      return DatasetCapabilities{};
+    case ComponentKind::optimizer:
+      return OptimizerCapabilities{};
+    case ComponentKind::scheduler:
+      return SchedulerCapabilities{};
+    case ComponentKind::precision:
+      return PrecisionCapabilities{};
+    case ComponentKind::strategy:
+      return StrategyCapabilities{};
+  }
+  throw std::logic_error("a component kind without capabilities");
 }
 
 void Registry::insert(ComponentEntry entry) {

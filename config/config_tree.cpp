@@ -1,4 +1,4 @@
-#include "config/config_tree.h"
+#include "trainyard/config_tree.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "config/diagnostics.h"
+#include "trainyard/diagnostics.h"
 
 #include <fstream>
 

@@ -1,4 +1,4 @@
-#include "config/options.h"
+#include "trainyard/options.h"
 
 #include <algorithm>
 #include <charconv>

@@ -8,8 +8,8 @@
 
 #include <sqlite3.h>
 
-#include "common/error.h"
 #include "common/files.h"
+#include "trainyard/error.h"
 
 namespace trainyard::sql {
 

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
-#include "common/error.h"
 #include "common/json_numbers.h"
 #include "common/process.h"
 #include "common/text.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

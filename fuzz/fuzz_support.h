@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/error.h"
+#include "trainyard/error.h"
 
 namespace trainyard::fuzz {
 

@@ -248,9 +248,10 @@ std::string pareto_chart(const ExperimentReport& section) {
   const char* memory_key = gpu ? metric::kCudaPeakAllocated : metric::kPeakMemory;
   // The quality axis: test accuracy, or a language model's test perplexity (lower is better: the
   // frontier then keeps the variants with a lower perplexity than every faster one).
-  const bool language_model = section.language_model;
-  const char* quality_key = language_model ? metric::kTestPerplexity : metric::kTestAcc;
-  const double better = language_model ? -1 : 1;  // quality x better: higher is better
+  const TaskTraits& task = traits(section.task);
+  const bool language_model = !task.has_accuracy;
+  const char* quality_key = task.test_quality;
+  const double better = task.quality_higher_is_better ? 1 : -1;  // quality x better: higher wins
   struct Point {
     const VariantRow* row;
     double x, y, memory;

@@ -12,8 +12,8 @@
 
 #include "common/metrics.h"
 #include "common/text.h"
-#include "config/options.h"
 #include "reports/statistics.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 

@@ -16,6 +16,7 @@
 #include "config/differences.h"
 #include "db/store.h"
 #include "reports/report_options.h"
+#include "trainyard/task.h"
 
 namespace trainyard {
 
@@ -134,9 +135,11 @@ struct ExperimentReport {
   std::string baseline;  // the variant speedups are relative to
   std::vector<VariantRow> rows;
   std::vector<OtherRun> other_runs{};  // newest run of each other configuration, oldest first
-  // Its runs are a causal language model's (a test perplexity, no accuracy): the table's default
-  // columns, the Pareto chart's quality axis and the curves take perplexity and tokens/s.
-  bool language_model = false;
+  // What its runs' models are trained for (the task they recorded; for runs recorded before it,
+  // what their figures show: a test perplexity without accuracy is a causal language model's). Its
+  // traits give the table's default quality column, the Pareto chart's quality axis and the
+  // curves; a language model's throughput counts tokens.
+  Task task = Task::classification;
   // The experiment's answer in one line, from the verdicts: the fastest variant beyond noise, or
   // that none is, or that the spread is unknown (fewer than two runs a variant).
   std::string answer{};

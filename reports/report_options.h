@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "config/options.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 

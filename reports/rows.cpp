@@ -16,10 +16,10 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/text.h"
-#include "config/config_tree.h"
-#include "config/options.h"
 #include "reports/comparison.h"
 #include "reports/statistics.h"
+#include "trainyard/config_tree.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 
@@ -350,19 +350,27 @@ void with_answer_columns(ReportOptions& options) {
   }
 }
 
-// The task's figures: a language model has no accuracy and counts tokens. In the section of one
-// (its runs have a test perplexity and no accuracy), the default columns' classification figures
-// show the language model's counterparts: test_acc test_ppl, samples_per_s tokens_per_s.
+// The section's task: the one its runs recorded, or what their figures show. In a language model's
+// section the default columns' classification figures show its counterparts: its quality (test
+// perplexity) for test_acc, tokens_per_s for samples_per_s.
 void with_task_columns(ExperimentReport& section) {
   auto any_row_has = [&](const char* key) {
     for (const auto& row : section.rows)
       if (row.metrics.count(key)) return true;
     return false;
   };
-  section.language_model = any_row_has(metric::kTestPerplexity) && !any_row_has(metric::kTestAcc);
-  if (!section.language_model) return;
+  std::optional<Task> recorded;
+  for (const auto& row : section.rows)
+    if (auto task = row.attributes.find("task"); task != row.attributes.end())
+      recorded = recorded ? recorded : parse_task(task->second);
+  const TaskTraits& language_model = traits(Task::causal_lm);
+  section.task = recorded ? *recorded
+                 : any_row_has(language_model.test_quality) && !any_row_has(metric::kTestAcc)
+                     ? Task::causal_lm
+                     : Task::classification;
+  if (traits(section.task).has_accuracy) return;
   for (auto& column : section.options.metrics) {
-    if (column == metric::kTestAcc) column = metric::kTestPerplexity;
+    if (column == metric::kTestAcc) column = traits(section.task).test_quality;
     if (column == metric::kSamplesPerSecond) column = metric::kTokensPerSecond;
   }
 }

@@ -11,10 +11,10 @@
 #include <fmt/format.h>
 
 #include "common/clock.h"
-#include "common/error.h"
 #include "common/process.h"
 #include "common/text.h"
 #include "db/store.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -1,20 +1,20 @@
-// The controller: takes a batch of validated experiments, decides what to run, runs it, and is the
-// only writer of the store. Runs whose resolved config already completed are skipped (unless
-// forced); a run interrupted earlier (its controller killed, Ctrl-C, SIGTERM) continues from its
-// checkpoint under its own id; runs this machine cannot execute ("needs a CUDA device") are
-// recorded as skipped with the reason; a failing run is recorded with its error and the batch goes
-// on; Ctrl-C marks the current and remaining runs interrupted and stops.
+// The controller: takes a batch of validated experiments, decides what to run, runs it, and
+// records what the batch does in the store (through batch_records.h and run_reporter.h). Runs whose
+// resolved config already completed are skipped (unless forced); a run interrupted earlier (its
+// controller killed, Ctrl-C, SIGTERM) continues from its checkpoint under its own id; runs this
+// machine cannot execute ("needs a CUDA device") are recorded as skipped with the reason; a failing
+// run is recorded with its error and the batch goes on; Ctrl-C marks the current and remaining runs
+// interrupted and stops.
 #pragma once
 
 #include <atomic>
-#include <filesystem>
 #include <string>
 
-#include "components/registry.h"
 #include "db/store.h"
 #include "runner/config/experiment.h"
 #include "runner/console.h"
 #include "runner/nodes.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 
@@ -87,30 +87,5 @@ class Controller {
   BatchPolicy policy_;
   BatchConsole console_;
 };
-
-// What the controller and `trainyard submit` share.
-//
-// Two files that say the same `name:` would mix their runs in one report and take each other's
-// baseline: refused (UserError naming both), before anything is written.
-void check_experiment_name_is_free(Store& store, const Experiment& experiment);
-// The experiment's record (created, or its file, description and report settings updated).
-int64_t record_experiment(Store& store, const Experiment& experiment);
-// What the store keeps of a run when it is queued; `position`: its place in its experiment.
-QueuedRun queued_run(const RunSpec& run, size_t position);
-// Where a new run's files go: <log_dir>/<experiment>/run-<id>-<variant>-<uid> plus ".log",
-// ".yaml", "-rank<R>.log", ".safetensors", ".state/", ".events.jsonl". Run ids restart in every
-// database; the uid does not, so two databases in one folder never share a file name. Throws when a
-// file of the name exists (never overwritten).
-std::filesystem::path new_run_files_stem(const std::string& log_dir, const Experiment& experiment,
-                                         const RunRecord& record, int node_rank = 0);
-// What the store keeps of a progress line (for `trainyard status`).
-RunProgress run_progress_of(const TrainingProgress& progress);
-// A completed run's checkpoint folder, and a half-written one beside it.
-void remove_checkpoint(const std::string& state_dir);
-// Where a run's checkpoint says it stopped, for the log ("" when it has none).
-std::string checkpoint_position(const std::string& state_dir);
-
-// Short git revision of the repository holding `path` ("" outside git), "-dirty" when modified.
-std::string git_revision_of(const std::string& path);
 
 }  // namespace trainyard

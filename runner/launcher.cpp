@@ -22,10 +22,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "common/process.h"
 #include "runner/engine/engine.h"
 #include "runner/worker_messages.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 
@@ -159,6 +159,35 @@ bool failed(const Rank& r) {
   return r.exited && !(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0);
 }
 
+// Reads what rank r wrote and dispatches its complete lines: errors to the rank, and rank 0's
+// (local) messages to the observer, its result to `result`. Returns 0 at end of file.
+ssize_t drain(Rank& r, RunObserver& observer, LaunchResult& result, bool& got_result) {
+  char chunk[65536];
+  ssize_t n;
+  while ((n = read(r.channel, chunk, sizeof chunk)) > 0) {
+    r.buffer.append(chunk, static_cast<size_t>(n));
+    size_t newline;
+    while ((newline = r.buffer.find('\n')) != std::string::npos) {
+      std::string line = r.buffer.substr(0, newline);
+      r.buffer.erase(0, newline + 1);
+      const std::optional<WorkerMessage> message = parse_worker_message(line);
+      if (!message) continue;  // not a message: half a line, garbage
+      if (message->error) r.error = *message->error;
+      if (r.local != 0) continue;
+      if (message->log) observer.on_log(*message->log);
+      if (message->setup) observer.on_setup(*message->setup);
+      if (message->epoch) observer.on_epoch(*message->epoch, message->values);
+      if (message->step) observer.on_step(*message->step, message->values);
+      if (message->progress) observer.on_progress(*message->progress);
+      if (message->result) {
+        result.metrics = *message->result;
+        got_result = true;
+      }
+    }
+  }
+  return n;
+}
+
 }  // namespace
 
 LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
@@ -183,34 +212,6 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
   };
   auto deadline = std::chrono::steady_clock::time_point::max();
 
-  // Reads what rank r wrote; dispatches complete lines.
-  auto drain = [&](Rank& r) {
-    char chunk[65536];
-    ssize_t n;
-    while ((n = read(r.channel, chunk, sizeof chunk)) > 0) {
-      r.buffer.append(chunk, static_cast<size_t>(n));
-      size_t newline;
-      while ((newline = r.buffer.find('\n')) != std::string::npos) {
-        std::string line = r.buffer.substr(0, newline);
-        r.buffer.erase(0, newline + 1);
-        const std::optional<WorkerMessage> message = parse_worker_message(line);
-        if (!message) continue;  // not a message: half a line, garbage
-        if (message->error) r.error = *message->error;
-        if (r.local != 0) continue;
-        if (message->log) observer.on_log(*message->log);
-        if (message->setup) observer.on_setup(*message->setup);
-        if (message->epoch) observer.on_epoch(*message->epoch, message->values);
-        if (message->step) observer.on_step(*message->step, message->values);
-        if (message->progress) observer.on_progress(*message->progress);
-        if (message->result) {
-          result.metrics = *message->result;
-          got_result = true;
-        }
-      }
-    }
-    return n;  // 0 at end of file
-  };
-
   for (auto& r : ranks) fcntl(r.channel, F_SETFL, O_NONBLOCK);
   while (true) {
     std::vector<pollfd> polls;
@@ -221,7 +222,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     else
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (auto& r : ranks) {
-      if (r.channel >= 0 && drain(r) == 0) {
+      if (r.channel >= 0 && drain(r, observer, result, got_result) == 0) {
         close(r.channel);
         r.channel = -1;
       }

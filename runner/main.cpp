@@ -4,9 +4,9 @@
 // fix, 1 for a failure, 75 for a batch stopped at its --time-limit, 130 for an interrupt.
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "runner/cli/commands.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

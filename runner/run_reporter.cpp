@@ -6,7 +6,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 
-#include "runner/controller.h"
+#include "runner/batch_records.h"
 
 namespace trainyard {
 

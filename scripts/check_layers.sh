@@ -9,9 +9,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The layer of a path: the most specific rule wins.
+# The layer of a path: the most specific rule wins. The public headers (include/trainyard/, included
+# as "trainyard/<name>.h") belong to the layers their implementations are in.
 layer_of() {
   case "$1" in
+    trainyard/error.h|trainyard/task.h|include/trainyard/error.h|include/trainyard/task.h)
+      echo common ;;
+    trainyard/diagnostics.h|trainyard/config_tree.h|trainyard/options.h|\
+    include/trainyard/diagnostics.h|include/trainyard/config_tree.h|include/trainyard/options.h)
+      echo config ;;
+    trainyard/registry.h|include/trainyard/registry.h) echo registry ;;
+    trainyard/*|include/trainyard/*) echo components ;;
     common/*) echo common ;;
     config/*) echo config ;;
     components/registry.*|components/plugin_loader.*|components/weights/safetensors.*)
@@ -54,7 +62,7 @@ while IFS= read -r file; do
       failures=$((failures + 1))
     fi
   done < <(grep -n '^#include "' "$file" || true)
-done < <(git ls-files --cached --others --exclude-standard -- 'common/*' 'config/*' 'components/*' 'db/*' 'reports/*' 'runner/*' | grep -E '\.(h|cpp)$')
+done < <(git ls-files --cached --others --exclude-standard -- 'include/*' 'common/*' 'config/*' 'components/*' 'db/*' 'reports/*' 'runner/*' | grep -E '\.(h|cpp)$')
 
 # The public API (ARCHITECTURE.md, "Public API", the one list of it): the headers a component built
 # outside this tree includes. Each must exist and include only public headers, so that the set
@@ -71,7 +79,7 @@ for header in "${public[@]}"; do
     continue
   fi
   while IFS=: read -r line include; do
-    target=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$include")
+    target=include/$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$include")
     if [[ " ${public[*]} " != *" $target "* ]]; then
       echo "$header:$line: a public header includes $target, which is not public (ARCHITECTURE.md, Public API)"
       failures=$((failures + 1))

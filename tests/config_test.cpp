@@ -277,13 +277,6 @@ TEST_F(ConfigTest, MicroBatchSizesAreNumbersUpToTheBatchOrAutoWhereRanksCanAgree
             1u);
 }
 
-// A task trainyard does not know (a plugin's "causal_lm") is refused, not trained as
-// classification.
-TEST_F(ConfigTest, UnknownTasksAreRefused) {
-  EXPECT_TRUE(has(errors(kValid, {"model.name=toy-odd-task"}),
-                  "model toy-odd-task declares task 'causal_lm', which trainyard does not know"));
-}
-
 // A typo below a known key is named whole, with the guess from its own level.
 TEST_F(ConfigTest, UnknownNestedKeysAreNamedWhereTheyDiverge) {
   Diagnostics nested = errors(kValid, {"train.early_stop.patiance=3"});

@@ -32,12 +32,12 @@ bool has_cuda_kernels() {
 
 TEST(CudaLoadingTest, ACpuRunLoadsNothingOfLibTorchsCudaSide) {
   EXPECT_FALSE(mapped("libtorch_cuda.so"));
-  const DeviceInfo cpu = resolve_device({.accelerator = "cpu"});
+  const DeviceInfo cpu = resolve_device({.accelerator = Accelerator::cpu});
   EXPECT_EQ(cpu.type, "cpu");
   EXPECT_TRUE(cpu.unavailable_reason.empty());
   if (!cuda_driver_has_devices()) {
     // `auto` without a driver is the CPU, decided without LibTorch's CUDA side too.
-    EXPECT_EQ(resolve_device({.accelerator = "auto"}).type, "cpu");
+    EXPECT_EQ(resolve_device({.accelerator = Accelerator::automatic}).type, "cpu");
   }
   EXPECT_FALSE(mapped("libtorch_cuda.so"));
   EXPECT_FALSE(mapped("libtrainyard_cuda.so"));
@@ -46,7 +46,7 @@ TEST(CudaLoadingTest, ACpuRunLoadsNothingOfLibTorchsCudaSide) {
 
 TEST(CudaLoadingTest, ACudaRunLoadsTheModuleAndWithItLibTorchsCudaKernelsAndHooks) {
   ASSERT_FALSE(mapped("libtorch_cuda.so"));
-  const DeviceInfo cuda = resolve_device({.accelerator = "cuda"});
+  const DeviceInfo cuda = resolve_device({.accelerator = Accelerator::cuda});
   EXPECT_EQ(cuda.type, "cuda");
   std::string why;
   ASSERT_NE(cuda_module(&why), nullptr) << why;

@@ -9,11 +9,11 @@
 #include <torch/cuda.h>
 
 #include "components/builtin.h"
-#include "components/models/model.h"
 #include "components/weights/load_weights.h"
 #include "runner/config/experiment.h"
 #include "runner/engine/engine.h"
 #include "tests/test_support.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 namespace {
@@ -298,7 +298,7 @@ TEST_F(EngineTest, StopRequestInterruptsTheRun) {
 }
 
 TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
-  if (resolve_device(RuntimeOptions{.accelerator = "cuda"}).unavailable_reason.empty())
+  if (resolve_device(RuntimeOptions{.accelerator = Accelerator::cuda}).unavailable_reason.empty())
     GTEST_SKIP() << "a GPU is present";
   Recorder recorder;
   try {
@@ -312,8 +312,8 @@ TEST_F(EngineTest, CudaWithoutAGpuIsAClearError) {
 TEST_F(EngineTest, CudaGraphsWithoutAGpuAreSkippedWithTheReason) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is present";
   RuntimeOptions runtime;
-  runtime.accelerator = "auto";
-  runtime.compile = "cuda-graphs";
+  runtime.accelerator = Accelerator::automatic;
+  runtime.compile = Compile::cuda_graphs;
   EXPECT_EQ(resolve_device(runtime).unavailable_reason,
             "runtime.compile: cuda-graphs needs a CUDA device; this machine has none");
 }

@@ -8,16 +8,16 @@
 #include <map>
 #include <set>
 
-#include "common/error.h"
 #include "components/builtin.h"
-#include "components/data/dataset.h"
-#include "components/models/model.h"
-#include "components/optim/optimizers.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
 #include "components/weights/safetensors.h"
 #include "runner/engine/task.h"
 #include "tests/test_support.h"
+#include "trainyard/dataset.h"
+#include "trainyard/error.h"
+#include "trainyard/model.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 namespace {
@@ -92,7 +92,7 @@ TEST(Gpt2Test, TheHubsBareLayoutLoads) {
 }
 
 TEST(Gpt2Test, TheTasksLossIsTheMeanOverEveryPosition) {
-  const Task task("causal-lm");
+  const TrainingTask task(Task::causal_lm);
   torch::manual_seed(1);
   const torch::Tensor logits = torch::randn({2, 3, 5}), targets = torch::randint(0, 5, {2, 3});
   double sum = 0;
@@ -102,7 +102,9 @@ TEST(Gpt2Test, TheTasksLossIsTheMeanOverEveryPosition) {
   EXPECT_NEAR(task.loss(logits, targets).item<double>(), sum / 6, 1e-6);
   EXPECT_EQ(task.loss_units(targets), 6);
   EXPECT_FALSE(task.correct(logits, targets).defined());  // no accuracy
-  EXPECT_TRUE(Task("").correct(logits.select(1, 0), targets.select(1, 0)).defined());
+  EXPECT_TRUE(TrainingTask(Task::classification)
+                  .correct(logits.select(1, 0), targets.select(1, 0))
+                  .defined());
 }
 
 // The same initial weights and token batches, AdamW as torch.optim.AdamW: every step's loss is
@@ -116,7 +118,7 @@ TEST(Gpt2Test, TrainingLossesArePyTorchsStepForStep) {
   flatten_into(adamw.options, YAML::Load("{lr: 3.0e-3, beta2: 0.95, weight_decay: 0.1}"), "test");
   OptimizerPtr optimizer =
       build_optimizer(builtin_registry(), adamw, strategy->optimizer_parameters(*model));
-  const Task task("causal-lm");
+  const TrainingTask task(Task::causal_lm);
   const torch::Tensor expected = reference().at("losses");
   model->train();
   for (int64_t step = 0; step < expected.numel(); ++step) {

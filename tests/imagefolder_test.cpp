@@ -10,11 +10,11 @@
 
 #include "common/files.h"
 #include "components/builtin.h"
-#include "components/data/dataset.h"
 #include "components/data/image_decode.h"
 #include "components/data/imagefolder.h"
 #include "runner/config/experiment.h"
 #include "tests/test_support.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 namespace {

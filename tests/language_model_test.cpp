@@ -83,9 +83,11 @@ report: {baseline: fp32, target: {metric: val_loss, value: 3.5}}
     // bf16-mixed's forward computed in bfloat16 (observed in a training step).
     EXPECT_EQ(store.attributes(r.id).at("forward_dtype"),
               r.variant == "bf16-mixed" ? "BFloat16" : "Float");
-    for (const auto& step : store.step_metrics(r.id))
-      if (step.values.count("val_loss"))
+    for (const auto& step : store.step_metrics(r.id)) {
+      if (step.values.count("val_loss")) {
         EXPECT_DOUBLE_EQ(step.values.at("val_ppl"), std::exp(step.values.at("val_loss")));
+      }
+    }
   }
   // The report answers with them: perplexity and tokens/s columns, perplexity in the verdicts.
   const std::string markdown = (dir.path() / "report.md").string();
@@ -264,8 +266,9 @@ TEST_F(LanguageModelTest, TheShippedExamplesValidateRunAndSkipWhatThisMachineLac
   // target, the answer does not suggest checking it.
   EXPECT_NE(answer.output.find("set sweep.repeats"), std::string::npos) << answer.output;
   if (page.find("did not reach") == std::string::npos &&
-      page.find("reached in") == std::string::npos)
+      page.find("reached in") == std::string::npos) {
     EXPECT_EQ(answer.output.find("or check the target"), std::string::npos) << answer.output;
+  }
 
   Result placeholders = trainyard("validate " + testing::source("experiments/gpt2_124m.yaml"));
   EXPECT_EQ(placeholders.exit_code, 2);

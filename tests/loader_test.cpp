@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/error.h"
 #include "components/data/loader.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

@@ -6,8 +6,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "components/builtin.h"
-#include "components/optim/optimizers.h"
-#include "config/config_tree.h"
+#include "trainyard/config_tree.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 namespace {

@@ -1,7 +1,7 @@
 // OptionSet: one declaration drives decoding, defaults, checks and the listing.
 #include <gtest/gtest.h>
 
-#include "config/options.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 namespace {

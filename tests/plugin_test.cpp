@@ -91,6 +91,23 @@ TEST_F(PluginTest, ARebuiltPluginIsANewConfiguration) {
       << rebuilt.output;
 }
 
+// The installed engine exports to plugins what the public headers (include/trainyard/) declare —
+// the registry, the option API, the seams' type information — and nothing else of trainyard: not
+// the trainer, the store, the planner.
+TEST_F(PluginTest, TheEngineExportsWhatThePublicHeadersDeclareAndHidesTheRest) {
+  const std::string engine = (fs::path(TRAINYARD_EXE).parent_path() / "trainyard-engine").string();
+  Result exported = shell("nm -DC --defined-only " + engine + " | grep 'trainyard::'");
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  for (const char* symbol :
+       {"trainyard::Registry::insert(", "typeinfo for trainyard::Model",
+        "typeinfo for trainyard::UserError", "trainyard::report_unknown_keys(",
+        "trainyard::default_capabilities(", "trainyard::traits(trainyard::Task)"})
+    EXPECT_NE(exported.output.find(symbol), std::string::npos) << symbol;
+  for (const char* symbol : {"trainyard::train_run(", "trainyard::Trainer::", "trainyard::Store::",
+                             "trainyard::plan_run(", "trainyard::Controller::"})
+    EXPECT_EQ(exported.output.find(symbol), std::string::npos) << symbol;
+}
+
 TEST_F(PluginTest, EachBadPluginIsRefusedWithItsFixAndNothingWritten) {
   fs::create_directories(dir.path() / "lib");
   const std::string text_file = dir.write("lib/notes.so", "not a library\n");
@@ -107,7 +124,9 @@ TEST_F(PluginTest, EachBadPluginIsRefusedWithItsFixAndNothingWritten) {
       {built("bad", "takes_vit"), "model 'vit' is built in; rename its components"},
       {built("bad", "other_torch"),
        "LibTorch 2.10.0 (this trainyard: 2.11.0); rebuild the plugin against this Trainyard"},
-      {built("bad", "future_api"), "plugin API version 6 (this trainyard: 5); rebuild"},
+      {built("bad", "future_api"), "plugin API version 7 (this trainyard: 6); rebuild"},
+      {built("bad", "other_yaml_cpp"),
+       fmt::format("yaml-cpp 0.8.0 (this trainyard: {}); rebuild", TRAINYARD_YAML_CPP_VERSION)},
       {built("bad", "old_abi"), "C++ string ABI (_GLIBCXX_USE_CXX11_ABI) 0 (this trainyard: 1)"},
       {built("bad", "strategy"),
        "registers strategy 'my-ddp': precisions and strategies cannot come from a plugin"},

@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/error.h"
 #include "components/data/cifar10_file.h"
 #include "components/data/image_decode.h"
 #include "components/data/tokenized_texts.h"
 #include "components/weights/safetensors.h"
 #include "runner/engine/trainer_state.h"
 #include "tests/test_support.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

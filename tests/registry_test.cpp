@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "components/registry.h"
 #include "tests/test_support.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 namespace {
@@ -49,8 +49,9 @@ TEST(RegistryTest, LookupExplainsUnknownNames) {
       "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, sgd");
 }
 
-// A component says what it can do when it registers, as a function of its options; a component
-// that says nothing can do nothing special.
+// A component says what it can do when it registers, in its kind's capabilities, as a function of
+// its options; a component that says nothing can do nothing special; capabilities of another kind
+// are refused at registration.
 TEST(RegistryTest, CapabilitiesComeFromTheRegistrationAndTheOptions) {
   Registry r;
   struct Size {
@@ -61,16 +62,23 @@ TEST(RegistryTest, CapabilitiesComeFromTheRegistrationAndTheOptions) {
   r.add<int()>(
       ComponentKind::model, "sized", "a model with an input size", options,
       [](const Size&) { return 0; },
-      [](const Size& o) { return Capabilities{.image_size = o.image_size}; });
+      [](const Size& o) { return ModelCapabilities{.image_size = o.image_size}; });
   r.add<int()>(ComponentKind::model, "plain", "a model that says nothing", options,
                [](const Size&) { return 0; });
   ConfigTree resolved;
   resolved.set("image_size", {YAML::Node(32), {}, {}});
-  EXPECT_EQ(r.find(ComponentKind::model, "sized")->capabilities(resolved).image_size, 32);
-  const Capabilities plain = r.find(ComponentKind::model, "plain")->capabilities(resolved);
+  auto model = [&](const char* name) {
+    return std::get<ModelCapabilities>(r.find(ComponentKind::model, name)->capabilities(resolved));
+  };
+  EXPECT_EQ(model("sized").image_size, 32);
+  const ModelCapabilities plain = model("plain");
   EXPECT_EQ(plain.image_size, 0);
-  EXPECT_FALSE(plain.multi_process);
-  EXPECT_FALSE(plain.steps_on_device);
+  EXPECT_EQ(plain.task, Task::classification);
+  EXPECT_THROW(
+      r.add<int()>(
+          ComponentKind::dataset, "mislabelled", "a dataset with a model's capabilities", options,
+          [](const Size&) { return 0; }, [](const Size&) { return ModelCapabilities{}; }),
+      std::logic_error);
 }
 
 TEST(RegistryTest, BuildRejectsBadOptionsToo) {

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "common/text.h"
-#include "config/config_tree.h"
 #include "reports/report.h"
 #include "tests/test_support.h"
+#include "trainyard/config_tree.h"
 
 namespace trainyard {
 namespace {

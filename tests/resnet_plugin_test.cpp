@@ -17,11 +17,11 @@
 #include <torch/nn/modules/batchnorm.h>
 
 #include "components/builtin.h"
-#include "components/models/model.h"
-#include "components/optim/optimizers.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
 #include "tests/test_support.h"
+#include "trainyard/model.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 namespace {

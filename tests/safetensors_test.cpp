@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "components/weights/safetensors.h"
 #include "tests/test_support.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "components/builtin.h"
-#include "components/optim/schedulers.h"
+#include "trainyard/schedulers.h"
 
 namespace trainyard {
 namespace {

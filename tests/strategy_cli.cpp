@@ -122,8 +122,11 @@ sweep:
   EXPECT_EQ(store.attributes(runs.at(strategy).id).at("reduce_dtype"), "Float");
   // Every run learned: its test loss is under half the untrained model's (about ln 2).
   const double untrained = losses.at("untrained");
-  for (const auto& [variant, loss] : losses)
-    if (variant != "untrained") EXPECT_LT(loss, 0.5 * untrained) << variant;
+  for (const auto& [variant, loss] : losses) {
+    if (variant != "untrained") {
+      EXPECT_LT(loss, 0.5 * untrained) << variant;
+    }
+  }
   // Each precision computed in its own dtype (observed in a training step), and its figures are
   // its own: close to fp32's, not equal.
   for (const auto& [precision, dtype] : compute) {

@@ -6,8 +6,8 @@
 #include <torch/optim/sgd.h>
 
 #include "components/builtin.h"
-#include "components/models/model.h"
 #include "components/strategy/strategy.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 namespace {

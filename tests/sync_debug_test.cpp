@@ -25,12 +25,13 @@ TEST(SyncDebugTest, TheGuardArmsLibTorchsCheckAndDisarmsItAfter) {
 }
 
 TEST(SyncDebugTest, OnlyCudaRunsAreChecked) {
-  EXPECT_EQ(SyncDebugGuard::mode("error", torch::kCPU), c10::cuda::SyncDebugMode::L_DISABLED);
-  EXPECT_EQ(SyncDebugGuard::mode("error", torch::Device(torch::kCUDA, 0)),
+  EXPECT_EQ(SyncDebugGuard::mode(SyncDebug::error, torch::kCPU),
+            c10::cuda::SyncDebugMode::L_DISABLED);
+  EXPECT_EQ(SyncDebugGuard::mode(SyncDebug::error, torch::Device(torch::kCUDA, 0)),
             c10::cuda::SyncDebugMode::L_ERROR);
-  EXPECT_EQ(SyncDebugGuard::mode("warn", torch::Device(torch::kCUDA, 0)),
+  EXPECT_EQ(SyncDebugGuard::mode(SyncDebug::warn, torch::Device(torch::kCUDA, 0)),
             c10::cuda::SyncDebugMode::L_WARN);
-  EXPECT_EQ(SyncDebugGuard::mode("off", torch::Device(torch::kCUDA, 0)),
+  EXPECT_EQ(SyncDebugGuard::mode(SyncDebug::off, torch::Device(torch::kCUDA, 0)),
             c10::cuda::SyncDebugMode::L_DISABLED);
 }
 

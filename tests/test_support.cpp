@@ -64,11 +64,6 @@ Registry fake_registry() {
       .add("act", &ToyModel::act, "activation", one_of({"relu", "gelu"}));
   r.add<int(int)>(ComponentKind::model, "toy", "a toy model", model,
                   [](const ToyModel& o, int x) { return static_cast<int>(o.width) + x; });
-  // A model of a task trainyard does not know (a plugin's misspelling).
-  r.add<int(int)>(
-      ComponentKind::model, "toy-odd-task", "a toy model of an unknown task", model,
-      [](const ToyModel& o, int x) { return x; },
-      [](const ToyModel&) { return Capabilities{.task = "causal_lm"}; });
   OptionSet<ToyData> data;
   data.add("root", &ToyData::root, "folder", required());
   r.add<int()>(ComponentKind::dataset, "toy-data", "toy data", data,
@@ -77,7 +72,7 @@ Registry fake_registry() {
   lr.add("lr", &Lr::lr, "learning rate", greater_than(0));
   r.add<int()>(
       ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; },
-      [](const Lr&) { return Capabilities{.steps_on_device = true}; });
+      [](const Lr&) { return OptimizerCapabilities{.steps_on_device = true}; });
   r.add<int()>(ComponentKind::optimizer, "sgd", "sgd", lr, [](const Lr&) { return 3; });
   r.add<int()>(ComponentKind::scheduler, "none", "none", OptionSet<Nothing>(),
                [](const Nothing&) { return 4; });
@@ -85,20 +80,25 @@ Registry fake_registry() {
                [](const Nothing&) { return 5; });
   r.add<int()>(ComponentKind::precision, "bf16-mixed", "bf16", OptionSet<Nothing>(),
                [](const Nothing&) { return 6; });
-  r.add<int()>(ComponentKind::precision, "16-mixed", "fp16", OptionSet<Nothing>(),
-               [](const Nothing&) { return 8; });
+  r.add<int()>(
+      ComponentKind::precision, "16-mixed", "fp16", OptionSet<Nothing>(),
+      [](const Nothing&) { return 8; },
+      [](const Nothing&) { return PrecisionCapabilities{.loss_scaling = true}; });
   r.add<int()>(ComponentKind::strategy, "single", "one device", OptionSet<Nothing>(),
                [](const Nothing&) { return 7; });
   r.add<int()>(
       ComponentKind::strategy, "ddp", "one process per device", OptionSet<Nothing>(),
       [](const Nothing&) { return 9; },
       [](const Nothing&) {
-        return Capabilities{.multi_process = true, .agrees_on_micro_batch = true};
+        return StrategyCapabilities{.multi_process = true, .agrees_on_micro_batch = true};
       });
   r.add<int()>(
       ComponentKind::strategy, "fsdp", "one process per device, sharded", OptionSet<Nothing>(),
       [](const Nothing&) { return 10; },
-      [](const Nothing&) { return Capabilities{.multi_process = true}; });
+      [](const Nothing&) {
+        return StrategyCapabilities{
+            .multi_process = true, .shards_gradients = true, .shards_parameters = true};
+      });
   return r;
 }
 

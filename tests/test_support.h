@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "components/registry.h"
+#include "trainyard/registry.h"
 
 namespace trainyard::testing {
 

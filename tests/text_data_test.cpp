@@ -6,11 +6,11 @@
 #include <functional>
 
 #include "components/builtin.h"
-#include "components/data/dataset.h"
 #include "components/data/text_batch.h"
 #include "components/text/wordpiece.h"
 #include "components/weights/safetensors.h"
 #include "tests/test_support.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 namespace {

@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "components/data/text_records.h"
 #include "tests/test_support.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "common/error.h"
 #include "components/data/token_file.h"
 #include "tests/test_support.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

@@ -12,12 +12,12 @@
 #include <torch/nn/functional/loss.h>
 
 #include "components/builtin.h"
-#include "components/models/model.h"
-#include "components/optim/optimizers.h"
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
 #include "tests/test_support.h"
+#include "trainyard/model.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 namespace {
@@ -31,21 +31,22 @@ const std::map<std::string, torch::Tensor>& reference() {
   return tensors;
 }
 
-ComponentChoice choice(const std::string& yaml) {
-  ComponentChoice c{.name = "torchscript"};
+Chosen<ModelCapabilities> choice(const std::string& yaml) {
+  Chosen<ModelCapabilities> c;
+  c.name = "torchscript";
   flatten_into(c.options, YAML::Load(yaml), "test");
   const ComponentEntry* entry = builtin_registry().find(ComponentKind::model, "torchscript");
   Diagnostics diagnostics;
   c.options = entry->resolve(c.options, "model", {}, {}, diagnostics);
   EXPECT_TRUE(diagnostics.empty());
-  c.capabilities = entry->capabilities(c.options);
+  c.capabilities = std::get<ModelCapabilities>(entry->capabilities(c.options));
   return c;
 }
 
-ComponentChoice cnn_choice() {
+Chosen<ModelCapabilities> cnn_choice() {
   return choice(fmt::format("{{file: {}, image_size: 8}}", fixture("torchscript_cnn.pt")));
 }
-ComponentChoice text_choice() {
+Chosen<ModelCapabilities> text_choice() {
   return choice(fmt::format("{{file: {}, input: tokens, max_positions: 16}}",
                             fixture("torchscript_text.pt")));
 }
@@ -69,14 +70,14 @@ class TorchScriptTest : public ::testing::Test {
 };
 
 TEST_F(TorchScriptTest, ValidationReadsTheArchive) {
-  const Capabilities cnn = cnn_choice().capabilities;
-  EXPECT_TRUE(cnn.problems.empty());
+  const ModelCapabilities cnn = cnn_choice().capabilities;
+  EXPECT_TRUE(cnn.files.problems.empty());
   EXPECT_EQ(cnn.num_classes, 4);  // from the trial forward: the option is 0
   EXPECT_EQ(cnn.image_size, 8);
   EXPECT_EQ(cnn.max_positions, 0);
   EXPECT_NE(cnn.cuda_graphs_refusal.find("runtime.compile: none"), std::string::npos);
-  const Capabilities text = text_choice().capabilities;
-  EXPECT_TRUE(text.problems.empty());
+  const ModelCapabilities text = text_choice().capabilities;
+  EXPECT_TRUE(text.files.problems.empty());
   EXPECT_EQ(text.num_classes, 3);
   EXPECT_EQ(text.vocab_size, 64);  // the rows of the embedding that reads input_ids
   EXPECT_EQ(text.max_positions, 16);
@@ -253,7 +254,7 @@ TEST_F(TorchScriptTest, LoadsSafetensorsExportedFromPython) {
 }
 
 std::string first_problem(const std::string& yaml) {
-  const Capabilities c = choice(yaml).capabilities;
+  const FileChecks c = choice(yaml).capabilities.files;
   return c.problems.empty() ? "" : c.problems.front().first + ": " + c.problems.front().second;
 }
 

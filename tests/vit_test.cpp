@@ -3,7 +3,7 @@
 #include <set>
 
 #include "components/builtin.h"
-#include "components/models/model.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 namespace {

@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "components/builtin.h"
-#include "components/models/model.h"
 #include "components/weights/load_weights.h"
 #include "components/weights/safetensors.h"
 #include "tests/test_support.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 namespace {

@@ -8,9 +8,9 @@
 #include <unicode/utf8.h>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "components/text/wordpiece.h"
 #include "tests/test_support.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

@@ -39,12 +39,12 @@ std::string data_hint(const std::string& root) {
 
 // What validation can know of a CIFAR-10 root without reading it: its ten classes, and whether
 // the folder and its six files are there.
-Capabilities describe_cifar10(const Cifar10Options& o) {
+DatasetCapabilities describe_cifar10(const Cifar10Options& o) {
   namespace fs = std::filesystem;
-  Capabilities capabilities{.num_classes = kClasses};
+  DatasetCapabilities capabilities{.num_classes = kClasses};
   std::error_code ec;
   if (!fs::is_directory(o.root, ec)) {
-    capabilities.problems.emplace_back(
+    capabilities.files.problems.emplace_back(
         "root", fmt::format("cifar10: no such folder '{}'; {}", o.root, data_hint(o.root)));
     return capabilities;
   }
@@ -53,8 +53,9 @@ Capabilities describe_cifar10(const Cifar10Options& o) {
                            "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin"})
     if (!fs::exists(fs::path(o.root) / name, ec)) missing.push_back(name);
   if (!missing.empty())
-    capabilities.problems.emplace_back("root", fmt::format("cifar10: '{}' lacks {}; {}", o.root,
-                                                           join(missing), data_hint(o.root)));
+    capabilities.files.problems.emplace_back(
+        "root",
+        fmt::format("cifar10: '{}' lacks {}; {}", o.root, join(missing), data_hint(o.root)));
   return capabilities;
 }
 

@@ -8,7 +8,7 @@
 
 #include <torch/types.h>
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

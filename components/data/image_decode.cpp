@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

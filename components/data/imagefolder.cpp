@@ -215,12 +215,12 @@ void register_imagefolder(Registry& registry) {
         // folders.
         const fs::path root(o.root);
         std::error_code ec;
-        Capabilities capabilities;
+        DatasetCapabilities capabilities;
         for (const std::string& problem : folder_problems(o))
-          capabilities.problems.emplace_back(
+          capabilities.files.problems.emplace_back(
               o.val_fraction > 0 && fs::is_directory(root / "val", ec) ? "val_fraction" : "root",
               problem);
-        if (!capabilities.problems.empty()) return capabilities;
+        if (!capabilities.files.problems.empty()) return capabilities;
         for (const auto& entry : fs::directory_iterator(root / "train", ec)) {
           if (!entry.is_directory()) continue;
           ++capabilities.num_classes;
@@ -228,7 +228,7 @@ void register_imagefolder(Registry& registry) {
           const fs::path val = root / "val" / entry.path().filename();
           if (o.val_fraction == 0 && (!fs::is_directory(val, ec) ||
                                       fs::directory_iterator(val, ec) == fs::directory_iterator()))
-            capabilities.notes.push_back(fmt::format(
+            capabilities.files.notes.push_back(fmt::format(
                 "imagefolder: class '{}' has no images in {}: the validation figures do not "
                 "measure it (add some there, or remove val/ and set dataset.val_fraction)",
                 entry.path().filename().string(), (root / "val").string()));

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

@@ -31,24 +31,25 @@ std::string layout_hint(const std::string& root) {
 
 // What validation can know without tokenising: two classes, the vocabulary's size (its lines), the
 // longest sequence, and whether the root's four folders and the vocabulary file are there.
-Capabilities describe_imdb(const ImdbOptions& o) {
-  Capabilities capabilities{
+DatasetCapabilities describe_imdb(const ImdbOptions& o) {
+  DatasetCapabilities capabilities{
       .num_classes = 2, .max_length = o.max_length, .varying_shapes = o.padding == "dynamic"};
   std::error_code ec;
   if (!fs::is_directory(o.root, ec)) {
-    capabilities.problems.emplace_back(
+    capabilities.files.problems.emplace_back(
         "root", fmt::format("imdb: no such folder '{}'; {}", o.root, layout_hint(o.root)));
   } else {
     std::vector<std::string> missing;
     for (const char* folder : {"train/pos", "train/neg", "test/pos", "test/neg"})
       if (!fs::is_directory(fs::path(o.root) / folder, ec)) missing.push_back(folder);
     if (!missing.empty())
-      capabilities.problems.emplace_back("root", fmt::format("imdb: '{}' lacks {}; {}", o.root,
-                                                             join(missing), layout_hint(o.root)));
+      capabilities.files.problems.emplace_back(
+          "root",
+          fmt::format("imdb: '{}' lacks {}; {}", o.root, join(missing), layout_hint(o.root)));
   }
   std::ifstream vocab(o.vocab);
   if (!vocab || fs::is_directory(o.vocab, ec)) {
-    capabilities.problems.emplace_back(
+    capabilities.files.problems.emplace_back(
         "vocab", fmt::format("imdb: cannot read the vocabulary '{}'; dataset.vocab must be the "
                              "model's vocab.txt (one WordPiece token a line)",
                              o.vocab));
@@ -112,17 +113,6 @@ std::string cache_key(const WordPieceTokenizer& tokenizer, int64_t max_length, s
                      bytes);
 }
 
-void write_cache(const std::string& path, const std::string& key, const TokenizedTexts& texts,
-                 const DataContext& context) {
-  try {
-    write_token_cache(path, key, texts);
-  } catch (const std::exception& e) {
-    // A read-only data folder only costs the next run the tokenisation again.
-    if (context.log)
-      context.log(fmt::format("imdb: cannot write the token cache {}: {}", path, e.what()));
-  }
-}
-
 }  // namespace
 
 void register_imdb(Registry& registry) {
@@ -145,10 +135,7 @@ void register_imdb(Registry& registry) {
       ComponentKind::dataset, "imdb",
       "IMDB reviews (aclImdb), tokenised for BERT; the reference studies' split", options,
       [](const ImdbOptions& o, const DataContext& context) {
-        if (context.max_positions > 0 && o.max_length > context.max_positions)
-          throw UserError(
-              fmt::format("imdb: max_length {} is longer than the model's max_positions {}",
-                          o.max_length, context.max_positions));
+        context.check_sequence_fits("imdb", "dataset.max_length", o.max_length);
         WordPieceTokenizer tokenizer = WordPieceTokenizer::from_vocab_file(o.vocab);
         uint64_t bytes = 0;
         std::vector<Review> reviews = list_reviews(o.root, bytes);
@@ -157,52 +144,27 @@ void register_imdb(Registry& registry) {
           throw UserError(fmt::format(
               "imdb: train_size {} + val_size {} leave no test reviews: {} holds {} reviews",
               o.train_size, o.val_size, o.root, n));
-        const std::string key = cache_key(tokenizer, o.max_length, reviews.size(), bytes);
-        const std::string cache_path =
-            (fs::path(o.root) / ".trainyard-cache" /
-             fmt::format("imdb-{}-{}.safetensors", tokenizer.vocab_hash(), o.max_length))
-                .string();
-        std::string damage;
-        std::optional<TokenizedTexts> texts =
-            o.cache ? read_token_cache(cache_path, key, tokenizer.vocab_size(), 2, &damage)
-                    : std::nullopt;
-        if (texts && texts->size() != n) {  // the splits below index every review
-          damage = fmt::format("{} holds {} reviews, not {}", cache_path, texts->size(), n);
-          texts.reset();
-        }
-        if (!damage.empty() && context.log)
-          context.log(fmt::format("imdb: ignoring a damaged cache ({}); tokenising again", damage));
-        if (texts) {
-          if (context.log)
-            context.log(fmt::format("imdb: {} reviews from the token cache {}", n, cache_path));
-        } else {
-          if (context.log)
-            context.log(
-                fmt::format("imdb: tokenising {} reviews (max_length {})", n, o.max_length));
-          std::vector<int64_t> labels;
-          for (const Review& review : reviews) labels.push_back(review.label);
-          texts = tokenize_texts(
-              labels, [&](size_t i) { return read_text(reviews[i].path); }, tokenizer,
-              o.max_length);
-          if (o.cache) write_cache(cache_path, key, *texts, context);
-        }
-        auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));
-        std::vector<int64_t> order = numpy_permutation(1, n);
+        TextCorpus corpus{.dataset = "imdb",
+                          .unit = "reviews",
+                          .text_of = [&](size_t i) { return read_text(reviews[i].path); },
+                          .num_classes = 2};
+        for (const Review& review : reviews) corpus.labels.push_back(review.label);
+        const TokenCacheFile cache{
+            .enabled = o.cache,
+            .path = (fs::path(o.root) / ".trainyard-cache" /
+                     fmt::format("imdb-{}-{}.safetensors", tokenizer.vocab_hash(), o.max_length))
+                        .string(),
+            .key = cache_key(tokenizer, o.max_length, reviews.size(), bytes)};
+        auto texts = tokenize_corpus(corpus, tokenizer, o.max_length, cache, context);
+        const std::vector<int64_t> order = numpy_permutation(1, n);
         auto slice = [&](int64_t begin, int64_t end) {
           return std::vector<int64_t>(order.begin() + begin, order.begin() + end);
         };
-        const bool dynamic = o.padding == "dynamic";
-        DataSplits splits;
-        splits.train = std::make_shared<TextDataset>(shared, slice(0, o.train_size), o.max_length,
-                                                     dynamic, tokenizer.pad_id());
-        splits.validation =
-            std::make_shared<TextDataset>(shared, slice(o.train_size, o.train_size + o.val_size),
-                                          o.max_length, dynamic, tokenizer.pad_id());
-        splits.test = std::make_shared<TextDataset>(shared, slice(o.train_size + o.val_size, n),
-                                                    o.max_length, dynamic, tokenizer.pad_id());
-        splits.num_classes = 2;
-        splits.vocab_size = tokenizer.vocab_size();
-        return splits;
+        return text_splits(std::move(texts),
+                           {.train = slice(0, o.train_size),
+                            .validation = slice(o.train_size, o.train_size + o.val_size),
+                            .test = slice(o.train_size + o.val_size, n)},
+                           o.max_length, o.padding == "dynamic", tokenizer, 2);
       },
       describe_imdb);
 }

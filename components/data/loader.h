@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

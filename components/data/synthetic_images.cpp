@@ -71,7 +71,9 @@ void register_synthetic_images(Registry& registry) {
             image_transform({side, "none", "none"}, false);
         return splits;
       },
-      [](const SyntheticImagesOptions& o) { return Capabilities{.num_classes = o.num_classes}; });
+      [](const SyntheticImagesOptions& o) {
+        return DatasetCapabilities{.num_classes = o.num_classes};
+      });
 }
 
 }  // namespace trainyard

@@ -3,7 +3,7 @@
 // so the quickstart and the tests train for real without downloads.
 #pragma once
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

@@ -59,10 +59,7 @@ void register_synthetic_text(Registry& registry) {
       ComponentKind::dataset, "synthetic-text",
       "deterministic token sequences with class signal tokens, for quick runs and tests", options,
       [](const SyntheticTextOptions& o, const DataContext& context) {
-        if (context.max_positions > 0 && o.max_length > context.max_positions)
-          throw UserError("dataset 'synthetic-text': max_length " + std::to_string(o.max_length) +
-                          " is longer than the model's max_positions " +
-                          std::to_string(context.max_positions));
+        context.check_sequence_fits("synthetic-text", "dataset.max_length", o.max_length);
         const bool dynamic = o.padding == "dynamic";
         const auto seed = static_cast<uint64_t>(o.seed) * 3;
         DataSplits splits;
@@ -79,10 +76,10 @@ void register_synthetic_text(Registry& registry) {
         return splits;
       },
       [](const SyntheticTextOptions& o) {
-        return Capabilities{.num_classes = o.num_classes,
-                            .vocab_size = o.vocab_size,
-                            .max_length = o.max_length,
-                            .varying_shapes = o.padding == "dynamic"};
+        return DatasetCapabilities{.num_classes = o.num_classes,
+                                   .vocab_size = o.vocab_size,
+                                   .max_length = o.max_length,
+                                   .varying_shapes = o.padding == "dynamic"};
       });
 }
 

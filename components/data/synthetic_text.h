@@ -3,7 +3,7 @@
 // benchmarks train on text without downloads or a tokenizer.
 #pragma once
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

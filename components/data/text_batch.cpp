@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <random>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "components/text/wordpiece.h"
 
@@ -76,6 +79,57 @@ TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
   TokenizedTexts texts;
   for (size_t i = 0; i < count; ++i) texts.add(parts[i % workers][i / workers], labels[i]);
   return texts;
+}
+
+std::shared_ptr<const TokenizedTexts> tokenize_corpus(const TextCorpus& corpus,
+                                                      const WordPieceTokenizer& tokenizer,
+                                                      int64_t max_length,
+                                                      const TokenCacheFile& cache,
+                                                      const DataContext& context) {
+  auto log = [&](const std::string& line) {
+    if (context.log) context.log(fmt::format("{}: {}", corpus.dataset, line));
+  };
+  const auto n = static_cast<int64_t>(corpus.labels.size());
+  std::string damage;
+  std::optional<TokenizedTexts> texts =
+      cache.enabled ? read_token_cache(cache.path, cache.key, tokenizer.vocab_size(),
+                                       corpus.num_classes, &damage)
+                    : std::nullopt;
+  if (texts && texts->size() != n) {  // the splits index every text
+    damage = fmt::format("{} holds {} {}, not {}", cache.path, texts->size(), corpus.unit, n);
+    texts.reset();
+  }
+  if (!damage.empty()) log(fmt::format("ignoring a damaged cache ({}); tokenising again", damage));
+  if (texts) {
+    log(fmt::format("{} {} from the token cache {}", n, corpus.unit, cache.path));
+  } else {
+    log(fmt::format("tokenising {} {} (max_length {})", n, corpus.unit, max_length));
+    texts = tokenize_texts(corpus.labels, corpus.text_of, tokenizer, max_length);
+    if (cache.enabled) {
+      try {
+        write_token_cache(cache.path, cache.key, *texts);
+      } catch (const std::exception& e) {
+        log(fmt::format("cannot write the token cache {}: {}", cache.path, e.what()));
+      }
+    }
+  }
+  return std::make_shared<const TokenizedTexts>(std::move(*texts));
+}
+
+DataSplits text_splits(std::shared_ptr<const TokenizedTexts> texts, SplitIndices indices,
+                       int64_t max_length, bool dynamic_padding,
+                       const WordPieceTokenizer& tokenizer, int64_t num_classes) {
+  auto split = [&](std::vector<int64_t> chosen) {
+    return std::make_shared<TextDataset>(texts, std::move(chosen), max_length, dynamic_padding,
+                                         tokenizer.pad_id());
+  };
+  DataSplits splits;
+  splits.train = split(std::move(indices.train));
+  splits.validation = split(std::move(indices.validation));
+  splits.test = split(std::move(indices.test));
+  splits.num_classes = num_classes;
+  splits.vocab_size = tokenizer.vocab_size();
+  return splits;
 }
 
 std::vector<int64_t> numpy_permutation(uint32_t seed, int64_t n) {

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "common/text.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

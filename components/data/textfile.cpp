@@ -197,18 +197,19 @@ TextFilesSummary summarise_files_once(const TextFileOptions& o) {
   return known.emplace(key, std::move(summary)).first->second;
 }
 
-Capabilities describe_textfile(const TextFileOptions& o) {
-  Capabilities capabilities{.max_length = o.max_length, .varying_shapes = o.padding == "dynamic"};
+DatasetCapabilities describe_textfile(const TextFileOptions& o) {
+  DatasetCapabilities capabilities{.max_length = o.max_length,
+                                   .varying_shapes = o.padding == "dynamic"};
   const TextFilesSummary files = summarise_files_once(o);
   if (files.problem.empty()) {
     capabilities.num_classes = files.num_classes;
-    capabilities.notes.push_back(files.note);
+    capabilities.files.notes.push_back(files.note);
   } else {
-    capabilities.problems.emplace_back(files.option, files.problem);
+    capabilities.files.problems.emplace_back(files.option, files.problem);
   }
   std::error_code ec;
   if (!fs::is_regular_file(o.vocab, ec)) {
-    capabilities.problems.emplace_back(
+    capabilities.files.problems.emplace_back(
         "vocab", fmt::format("textfile: cannot read the vocabulary '{}'; dataset.vocab must be "
                              "the model's vocab.txt (one WordPiece token a line) or its "
                              "tokenizer.json",
@@ -218,7 +219,7 @@ Capabilities describe_textfile(const TextFileOptions& o) {
   try {
     capabilities.vocab_size = WordPieceTokenizer::from_file(o.vocab).vocab_size();
   } catch (const UserError& e) {
-    capabilities.problems.emplace_back("vocab", e.what());
+    capabilities.files.problems.emplace_back("vocab", e.what());
   }
   return capabilities;
 }
@@ -292,10 +293,7 @@ void register_textfile(Registry& registry) {
       "your texts from CSV, TSV or JSON Lines files (text and label fields), tokenised for BERT",
       options,
       [](const TextFileOptions& o, const DataContext& context) {
-        if (context.max_positions > 0 && o.max_length > context.max_positions)
-          throw UserError(
-              fmt::format("textfile: max_length {} is longer than the model's max_positions {}",
-                          o.max_length, context.max_positions));
+        context.check_sequence_fits("textfile", "dataset.max_length", o.max_length);
         std::shared_ptr<const TextFiles> files;
         try {
           files = std::make_shared<const TextFiles>(read_files(o));
@@ -303,56 +301,22 @@ void register_textfile(Registry& registry) {
           throw UserError(e.what());
         }
         WordPieceTokenizer tokenizer = WordPieceTokenizer::from_file(o.vocab);
-        const auto n = static_cast<int64_t>(files->records.size());
+        const TextCorpus corpus{.dataset = "textfile",
+                                .unit = "texts",
+                                .labels = files->classes,
+                                .text_of = [&](size_t i) { return files->records[i].text; },
+                                .num_classes = files->labels.num_classes()};
         const std::string key = cache_key(o, *files, tokenizer);
-        const std::string cache_path =
-            (fs::path(files->files[0].path).parent_path() / ".trainyard-cache" /
-             fmt::format("textfile-{}.safetensors", stable_hash(key).substr(0, 16)))
-                .string();
-        std::string damage;
-        std::optional<TokenizedTexts> texts =
-            o.cache ? read_token_cache(cache_path, key, tokenizer.vocab_size(),
-                                       files->labels.num_classes(), &damage)
-                    : std::nullopt;
-        if (texts && texts->size() != n) {
-          damage = fmt::format("{} holds {} texts, not {}", cache_path, texts->size(), n);
-          texts.reset();
-        }
-        if (!damage.empty() && context.log)
-          context.log(
-              fmt::format("textfile: ignoring a damaged cache ({}); tokenising again", damage));
-        if (texts) {
-          if (context.log)
-            context.log(fmt::format("textfile: {} texts from the token cache {}", n, cache_path));
-        } else {
-          if (context.log)
-            context.log(
-                fmt::format("textfile: tokenising {} texts (max_length {})", n, o.max_length));
-          texts = tokenize_texts(
-              files->classes, [&](size_t i) { return files->records[i].text; }, tokenizer,
-              o.max_length);
-          if (o.cache) {
-            try {
-              write_token_cache(cache_path, key, *texts);
-            } catch (const std::exception& e) {
-              // A read-only data folder only costs the next run the tokenisation again.
-              if (context.log)
-                context.log(fmt::format("textfile: cannot write the token cache {}: {}", cache_path,
-                                        e.what()));
-            }
-          }
-        }
-        auto shared = std::make_shared<const TokenizedTexts>(std::move(*texts));
-        const bool dynamic = o.padding == "dynamic";
-        DataSplits splits;
-        splits.train = std::make_shared<TextDataset>(shared, files->train, o.max_length, dynamic,
-                                                     tokenizer.pad_id());
-        splits.validation = std::make_shared<TextDataset>(shared, files->validation, o.max_length,
-                                                          dynamic, tokenizer.pad_id());
-        splits.test = std::make_shared<TextDataset>(shared, files->test, o.max_length, dynamic,
-                                                    tokenizer.pad_id());
-        splits.num_classes = files->labels.num_classes();
-        splits.vocab_size = tokenizer.vocab_size();
+        const TokenCacheFile cache{
+            .enabled = o.cache,
+            .path = (fs::path(files->files[0].path).parent_path() / ".trainyard-cache" /
+                     fmt::format("textfile-{}.safetensors", stable_hash(key).substr(0, 16)))
+                        .string(),
+            .key = key};
+        DataSplits splits = text_splits(
+            tokenize_corpus(corpus, tokenizer, o.max_length, cache, context),
+            {.train = files->train, .validation = files->validation, .test = files->test},
+            o.max_length, o.padding == "dynamic", tokenizer, files->labels.num_classes());
         splits.details = {{"dataset_classes", class_mapping(files->labels)},
                           {"dataset_split", files->split}};
         return splits;

@@ -13,7 +13,7 @@
 
 #include <string>
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

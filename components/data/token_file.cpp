@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "common/files.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "components/weights/safetensors.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

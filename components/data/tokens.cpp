@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <torch/types.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "components/data/token_file.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 
@@ -49,14 +49,14 @@ struct TokensOptions {
   int64_t test_size = 0;
 };
 
-Capabilities describe_tokens(const TokensOptions& o) {
-  Capabilities capabilities{.max_length = o.seq_len, .task = "causal-lm"};
+DatasetCapabilities describe_tokens(const TokensOptions& o) {
+  DatasetCapabilities capabilities{.max_length = o.seq_len, .task = Task::causal_lm};
   for (const auto& [key, path] :
        {std::pair<const char*, std::string>{"train", o.train}, {"val", o.val}, {"test", o.test}}) {
     if (path.empty()) continue;
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {
-      capabilities.problems.emplace_back(
+      capabilities.files.problems.emplace_back(
           key, fmt::format("tokens: no such file '{}'; make token files with llm.c's or nanoGPT's "
                            "preparation scripts (docs/language-models.md)",
                            path));
@@ -68,12 +68,12 @@ Capabilities describe_tokens(const TokensOptions& o) {
     try {
       TokenFile file(path, token_file_format(o.format));
       if (windows_of(file.size(), o.seq_len, 0) == 0)
-        capabilities.problems.emplace_back(
+        capabilities.files.problems.emplace_back(
             key, fmt::format("tokens: {}: {} tokens hold no window of seq_len + 1 = {} tokens; use "
                              "a longer file or a shorter dataset.seq_len",
                              path, file.size(), o.seq_len + 1));
     } catch (const UserError& e) {
-      capabilities.problems.emplace_back(key, e.what());
+      capabilities.files.problems.emplace_back(key, e.what());
     }
   }
   return capabilities;
@@ -163,11 +163,7 @@ void register_tokens(Registry& registry) {
       "memory-mapped",
       options,
       [](const TokensOptions& o, const DataContext& context) {
-        if (context.max_positions > 0 && o.seq_len > context.max_positions)
-          throw UserError(
-              fmt::format("tokens: seq_len {} is longer than the model's max_positions {}; lower "
-                          "dataset.seq_len or raise model.max_positions",
-                          o.seq_len, context.max_positions));
+        context.check_sequence_fits("tokens", "dataset.seq_len", o.seq_len);
         const TokenFile::Format format = token_file_format(o.format);
         auto open = [&](const std::string& path) {
           return std::make_shared<const TokenFile>(path, format);
@@ -213,10 +209,7 @@ void register_synthetic_tokens(Registry& registry) {
       "causal-lm runs and tests",
       options,
       [](const SyntheticTokensOptions& o, const DataContext& context) {
-        if (context.max_positions > 0 && o.seq_len > context.max_positions)
-          throw UserError(fmt::format(
-              "synthetic-tokens: seq_len {} is longer than the model's max_positions {}", o.seq_len,
-              context.max_positions));
+        context.check_sequence_fits("synthetic-tokens", "dataset.seq_len", o.seq_len);
         const auto seed = static_cast<uint64_t>(o.seed) * 4;
         auto split = [&](int64_t windows, uint64_t walk_seed) {
           auto tokens = std::make_shared<const std::vector<int64_t>>(
@@ -235,8 +228,8 @@ void register_synthetic_tokens(Registry& registry) {
         return splits;
       },
       [](const SyntheticTokensOptions& o) {
-        return Capabilities{
-            .vocab_size = o.vocab_size, .max_length = o.seq_len, .task = "causal-lm"};
+        return DatasetCapabilities{
+            .vocab_size = o.vocab_size, .max_length = o.seq_len, .task = Task::causal_lm};
       });
 }
 

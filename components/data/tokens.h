@@ -8,7 +8,7 @@
 
 #include <functional>
 
-#include "components/data/dataset.h"
+#include "trainyard/dataset.h"
 
 namespace trainyard {
 

@@ -233,9 +233,9 @@ void register_distilbert(Registry& registry) {
         return std::make_shared<DistilBertClassifier>(o);
       },
       [](const DistilBertOptions& o) {
-        return Capabilities{.max_positions = o.max_positions,
-                            .num_classes = o.num_classes,
-                            .vocab_size = o.vocab_size};
+        return ModelCapabilities{.max_positions = o.max_positions,
+                                 .num_classes = o.num_classes,
+                                 .vocab_size = o.vocab_size};
       });
 }
 

@@ -5,7 +5,7 @@
 // output_layer_norm}, pre_classifier, classifier. The defaults are distilbert-base-uncased.
 #pragma once
 
-#include "components/models/model.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 

@@ -209,8 +209,8 @@ void register_gpt2(Registry& registry) {
         return std::make_shared<Gpt2LMHead>(o);
       },
       [](const Gpt2Options& o) {
-        return Capabilities{
-            .max_positions = o.max_positions, .vocab_size = o.vocab_size, .task = "causal-lm"};
+        return ModelCapabilities{
+            .max_positions = o.max_positions, .vocab_size = o.vocab_size, .task = Task::causal_lm};
       });
 }
 

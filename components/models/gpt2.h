@@ -6,7 +6,7 @@
 // the 124M model's.
 #pragma once
 
-#include "components/models/model.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 

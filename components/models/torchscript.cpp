@@ -186,8 +186,8 @@ std::string trial_shape(const TorchScriptOptions& o) {
                                            std::min<int64_t>(8, o.max_positions));
 }
 
-Capabilities check_archive(const TorchScriptOptions& o) {
-  Capabilities capabilities{
+ModelCapabilities check_archive(const TorchScriptOptions& o) {
+  ModelCapabilities capabilities{
       .image_size = o.input == "images" ? o.image_size : 0,
       .max_positions = o.input == "tokens" ? o.max_positions : 0,
       .num_classes = o.num_classes,
@@ -196,7 +196,8 @@ Capabilities check_archive(const TorchScriptOptions& o) {
           "runs next (control flow on tensor values included), which one captured graph would "
           "freeze: use runtime.compile: none with model torchscript"};
   auto problem = [&](const std::string& what) {
-    capabilities.problems.emplace_back("file", fmt::format("model.file '{}': {}", o.file, what));
+    capabilities.files.problems.emplace_back("file",
+                                             fmt::format("model.file '{}': {}", o.file, what));
     return capabilities;
   };
   std::error_code ec;
@@ -206,7 +207,7 @@ Capabilities check_archive(const TorchScriptOptions& o) {
   try {
     module = load_archive(o.file);
   } catch (const UserError& e) {
-    capabilities.problems.emplace_back("file", e.what());
+    capabilities.files.problems.emplace_back("file", e.what());
     return capabilities;
   }
   if (const std::string wrong = check_signature(module, o.input); !wrong.empty())
@@ -241,7 +242,7 @@ Capabilities check_archive(const TorchScriptOptions& o) {
         "a trial forward of {} returned {} {}; the forward must return logits [batch, classes]",
         trial_shape(o), c10::toString(logits.scalar_type()), fmt::join(logits.sizes(), "x")));
   if (o.num_classes > 0 && logits.size(1) != o.num_classes) {
-    capabilities.problems.emplace_back(
+    capabilities.files.problems.emplace_back(
         "num_classes",
         fmt::format("model.num_classes is {} but '{}' returns {} logits per sample on a trial "
                     "batch; set model.num_classes: {} (or 0: what the module returns)",
@@ -254,11 +255,11 @@ Capabilities check_archive(const TorchScriptOptions& o) {
 
 // Validation asks for capabilities once per run, and a sweep has many runs of one archive: each
 // archive is loaded and tried once per process, for as long as its size and time stay the same.
-Capabilities describe_torchscript(const TorchScriptOptions& o) {
+ModelCapabilities describe_torchscript(const TorchScriptOptions& o) {
   const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}\n{}", o.file, o.input, o.image_size,
                                       o.max_positions, o.num_classes, file_state(o.file));
   static std::mutex mutex;
-  static std::map<std::string, Capabilities> known;
+  static std::map<std::string, ModelCapabilities> known;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(key);
   if (it == known.end()) it = known.emplace(key, check_archive(o)).first;
@@ -380,8 +381,8 @@ void register_torchscript(Registry& registry) {
       ComponentKind::model, "torchscript",
       "a network defined in Python and scripted (torch.jit.script, then torch.jit.save)", options,
       [](const TorchScriptOptions& o, const ModelContext& context) -> ModelPtr {
-        const Capabilities checked = describe_torchscript(o);
-        if (!checked.problems.empty()) throw UserError(checked.problems.front().second);
+        const ModelCapabilities checked = describe_torchscript(o);
+        if (!checked.files.problems.empty()) throw UserError(checked.files.problems.front().second);
         if (context.num_classes != checked.num_classes)
           throw UserError(fmt::format(
               "model 'torchscript': '{}' returns {} logits per sample but the dataset has {} "

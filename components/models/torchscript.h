@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "components/models/model.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 

@@ -251,7 +251,7 @@ void register_vit(Registry& registry) {
         return std::make_shared<VisionTransformer>(o);
       },
       [](const VitOptions& o) {
-        return Capabilities{.image_size = o.image_size, .num_classes = o.num_classes};
+        return ModelCapabilities{.image_size = o.image_size, .num_classes = o.num_classes};
       });
 }
 

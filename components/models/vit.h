@@ -4,7 +4,7 @@
 // heads.head. The defaults are vit_b_16.
 #pragma once
 
-#include "components/models/model.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 

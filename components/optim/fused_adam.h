@@ -11,7 +11,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 
-#include "components/optim/optimizers.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 

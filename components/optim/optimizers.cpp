@@ -1,4 +1,4 @@
-#include "components/optim/optimizers.h"
+#include "trainyard/optimizers.h"
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "components/optim/fused_adam.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 
@@ -57,8 +57,8 @@ OptionSet<Opts> adam_family_options() {
 
 // The fused kernel (FusedAdam) keeps its step and learning rate on the device.
 template <class Opts>
-Capabilities fused_capabilities(const Opts& o) {
-  return Capabilities{.steps_on_device = o.fused};
+OptimizerCapabilities fused_capabilities(const Opts& o) {
+  return OptimizerCapabilities{.steps_on_device = o.fused};
 }
 
 torch::Tensor step_tensor(int64_t step) { return torch::tensor(static_cast<float>(step)); }

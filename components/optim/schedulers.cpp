@@ -1,4 +1,4 @@
-#include "components/optim/schedulers.h"
+#include "trainyard/schedulers.h"
 
 #include <algorithm>
 #include <cmath>

@@ -49,6 +49,10 @@ void register_precisions(Registry& registry) {
         ComponentKind::precision, name, help, OptionSet<NoOptions>(),
         [=](const NoOptions&, const PrecisionContext&) {
           return std::make_shared<const Precision>(name, param_dtype, autocast_dtype, loss_scaling);
+        },
+        [=](const NoOptions&) {
+          return PrecisionCapabilities{.loss_scaling = loss_scaling,
+                                       .float16_state = param_dtype == c10::ScalarType::Half};
         });
   };
   using c10::ScalarType;

@@ -11,7 +11,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
-#include "components/registry.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

@@ -136,7 +136,7 @@ void register_ddp(Registry& registry) {
         return std::make_shared<DistributedDataParallel>(o, context);
       },
       [](const auto&) {
-        return Capabilities{.multi_process = true, .agrees_on_micro_batch = true};
+        return StrategyCapabilities{.multi_process = true, .agrees_on_micro_batch = true};
       });
 }
 

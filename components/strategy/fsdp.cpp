@@ -17,9 +17,9 @@
 
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include "components/optim/optimizers.h"
 #include "components/strategy/distributed.h"
 #include "components/strategy/flat_parameters.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 
@@ -258,7 +258,10 @@ void register_fsdp(Registry& registry) {
       [](const FsdpOptions& o, const StrategyContext& context) -> StrategyPtr {
         return std::make_shared<FullyShardedDataParallel>(o, context);
       },
-      [](const auto&) { return Capabilities{.multi_process = true}; });
+      [](const auto&) {
+        return StrategyCapabilities{
+            .multi_process = true, .shards_gradients = true, .shards_parameters = true};
+      });
 }
 
 }  // namespace trainyard

@@ -2,9 +2,9 @@
 // `single` strategy.
 #include <ATen/ATen.h>
 
-#include "components/optim/optimizers.h"
 #include "components/strategy/place_model.h"
 #include "components/strategy/strategy.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 

@@ -16,9 +16,9 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "components/models/model.h"
-#include "components/optim/optimizers.h"
-#include "components/registry.h"
+#include "trainyard/model.h"
+#include "trainyard/optimizers.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

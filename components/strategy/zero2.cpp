@@ -6,9 +6,9 @@
 // updates its chunks in place, and an all-gather brings every rank the others' updated chunks.
 #include <fmt/format.h>
 
-#include "components/optim/optimizers.h"
 #include "components/strategy/distributed.h"
 #include "components/strategy/flat_parameters.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 
@@ -144,7 +144,8 @@ void register_zero2(Registry& registry) {
         return std::make_shared<ZeroStage2>(o, context);
       },
       [](const auto&) {
-        return Capabilities{.multi_process = true, .agrees_on_micro_batch = true};
+        return StrategyCapabilities{
+            .multi_process = true, .agrees_on_micro_batch = true, .shards_gradients = true};
       });
 }
 

@@ -12,8 +12,8 @@
 #include <unicode/utf8.h>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "common/text.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

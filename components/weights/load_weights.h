@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "components/models/model.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 

@@ -9,11 +9,11 @@
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
-#include "common/error.h"
 #include "common/metrics.h"
 #include "common/text.h"
 #include "runner/cli/options.h"
 #include "runner/slurm.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "runner/config/experiment.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

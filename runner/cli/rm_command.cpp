@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
-#include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
 #include "db/store.h"
@@ -19,6 +18,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/engine/engine.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

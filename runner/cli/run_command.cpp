@@ -167,21 +167,35 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
 
 }  // namespace
 
-int run_command(const std::vector<std::string>& args) {
-  po::options_description options = command_options("trainyard run FILE... [options]");
+namespace {
+
+// What `trainyard run` was asked to do, from its command line.
+struct RunRequest {
   std::vector<std::string> files;
   std::string db_path;
   std::vector<std::string> overrides, plugins;
+  RunSelection selection;
   NodeSpec node;
   BatchPolicy policy;
-  std::string on_failure = "continue", time_limit, device_memory;
-  int64_t max_runs;
-  add_override_option(options, overrides);
-  add_plugin_option(options, plugins);
-  add_database_option(options, db_path);
-  add_max_runs_option(options, max_runs);
-  RunSelection selection;
-  add_selection_options(options, selection);
+  int64_t max_runs = 0;
+  std::optional<double> limit_seconds;  // --time-limit, in seconds
+  std::string time_limit;               // ... as written
+  std::optional<double> device_bytes;   // --device-memory
+  bool force = false, dry_run = false, verbose = false;
+};
+
+// Reads and checks the command line; nothing when it asked for --help.
+std::optional<RunRequest> parse_run_request(const std::vector<std::string>& args) {
+  po::options_description options = command_options("trainyard run FILE... [options]");
+  RunRequest request;
+  std::string on_failure = "continue", device_memory;
+  add_override_option(options, request.overrides);
+  add_plugin_option(options, request.plugins);
+  add_database_option(options, request.db_path);
+  add_max_runs_option(options, request.max_runs);
+  add_selection_options(options, request.selection);
+  NodeSpec& node = request.node;
+  BatchPolicy& policy = request.policy;
   options.add_options()("force", "rerun runs whose config already completed")(
       "retries", po::value(&policy.retries),
       "try a run again, from its checkpoint, up to N times when it failed in a transient way (a "
@@ -190,7 +204,7 @@ int run_command(const std::vector<std::string>& args) {
       "on-failure", po::value(&on_failure),
       "continue (default): a failed run is recorded and the batch goes on; stop: no new run "
       "starts after one failed")(
-      "time-limit", po::value(&time_limit),
+      "time-limit", po::value(&request.time_limit),
       "stop the batch in time, e.g. 9h or 1h30m: the running run checkpoints and is marked "
       "interrupted, runs not started are listed as such; `trainyard run` again continues")(
       "dry-run",
@@ -210,12 +224,16 @@ int run_command(const std::vector<std::string>& args) {
       "port on node 0 where ranks meet; run i of the batch uses master-port + i (required with "
       "--nnodes > 1)");
   po::options_description arguments;
-  arguments.add_options()("file", po::value(&files)->composing(), "experiment files");
+  arguments.add_options()("file", po::value(&request.files)->composing(), "experiment files");
   po::positional_options_description positional;
   positional.add("file", -1);
   po::variables_map vm;
-  if (!parse_command_line(args, options, positional, vm, arguments)) return kExitOk;
-  if (files.empty())
+  if (!parse_command_line(args, options, positional, vm, arguments)) return std::nullopt;
+  request.force = vm.count("force") > 0;
+  request.dry_run = vm.count("dry-run") > 0;
+  request.verbose = vm.count("verbose") > 0;
+
+  if (request.files.empty())
     throw UserError(
         "run: name one or more experiment files, e.g. trainyard run experiments/quickstart.yaml "
         "(or a glob: experiments/*.yaml)");
@@ -230,94 +248,62 @@ int run_command(const std::vector<std::string>& args) {
   if (on_failure != "continue" && on_failure != "stop")
     throw UserError(fmt::format("run: --on-failure is continue or stop, not '{}'", on_failure));
   policy.stop_on_failure = on_failure == "stop";
-  std::optional<double> limit_seconds;
-  if (!time_limit.empty()) {
-    limit_seconds = parse_duration(time_limit);
-    if (!limit_seconds)
+  if (!request.time_limit.empty()) {
+    request.limit_seconds = parse_duration(request.time_limit);
+    if (!request.limit_seconds)
       throw UserError(
           fmt::format("run: --time-limit '{}' is not a duration; write it as 9h, 90m, 1h30m or 45s",
-                      time_limit));
-    if (*limit_seconds <= 0)
+                      request.time_limit));
+    if (*request.limit_seconds <= 0)
       throw UserError(fmt::format(
           "run: --time-limit '{}' leaves no time to train; give a duration over 0, e.g. 45s",
-          time_limit));
+          request.time_limit));
   }
-  if (vm.count("verbose") && !vm.count("dry-run"))
+  if (request.verbose && !request.dry_run)
     throw UserError("run: --verbose goes with --dry-run (it prints every run's whole config)");
-  std::optional<double> device_bytes;
-  if (!device_memory.empty()) {
-    if (!vm.count("dry-run"))
-      throw UserError("run: --device-memory goes with --dry-run (it checks the forecast)");
-    device_bytes = parse_bytes(device_memory);
-    if (!device_bytes)
-      throw UserError(
-          fmt::format("run: --device-memory '{}' is not a size; write it as 80GiB, 24GB or 512MiB",
-                      device_memory));
-  }
+  if (!device_memory.empty() && !request.dry_run)
+    throw UserError("run: --device-memory goes with --dry-run (it checks the forecast)");
+  request.device_bytes = device_memory_option("run", device_memory);
   if (node.multi_node() && (node.master_port < 1 || node.master_port > 65535))
     throw UserError(
         "run: a multi-node run needs --master-port P (a free port on node 0, the same on every "
         "node)");
+  check_max_runs("run", request.max_runs);
+  return request;
+}
 
-  // Validation of every file comes first and writes nothing: a bad file leaves the database
-  // untouched and runs nothing of the batch.
-  check_max_runs("run", max_runs);
-  for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
-  std::vector<Experiment> experiments = load_batch(files, overrides, plugin_loader(), max_runs);
-  print_notes(experiments);
-  select_runs(experiments, selection);
-  for (const Experiment& experiment : experiments)
-    check_weights_fit(experiment.runs, plugin_loader().registry());
-  policy.selection = selection.describe();
-  if (vm.count("dry-run")) {
-    for (size_t i = 0; i < experiments.size(); ++i) {
-      if (i > 0) fmt::print("\n");
-      print_dry_run(experiments[i], db_path, vm.count("verbose") > 0, device_bytes);
-    }
-    return kExitOk;
-  }
-
-  fs::path db(db_path);
-  if (db.has_parent_path()) fs::create_directories(db.parent_path());
-  // Only node 0 records the runs; other nodes keep their bookkeeping in memory, and their logs.
-  // The database first: a file that is not one is refused before a lock file is made beside it.
-  Store store(node.node_rank == 0 ? db_path : ":memory:");
-  std::optional<BatchLock> lock;
-  if (node.node_rank == 0) lock.emplace(db_path);  // one batch per database
-  if (node.multi_node())
-    fmt::print(stderr, "node {} of {} (ranks meet at {}:{}){}\n", node.node_rank, node.nnodes,
-               node.master_addr, node.master_port,
-               node.node_rank == 0 ? "" : "; node 0 records the runs");
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  const std::string log_dir = log_dir_of(db_path);
-  // --time-limit: when it passes, the batch stops as on Ctrl-C, and says why.
-  std::atomic<bool> time_limit_reached{false};
-  std::jthread time_keeper;
-  if (limit_seconds) {
-    policy.time_limit = time_limit;
-    policy.time_limit_reached = &time_limit_reached;
+// --time-limit: a thread that, when the limit passes, stops the batch as Ctrl-C does and notes
+// why. Destroying it (the batch ended first) wakes and ends the thread.
+class TimeKeeper {
+ public:
+  explicit TimeKeeper(double seconds) {
     const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(*limit_seconds * 1000));
-    time_keeper = std::jthread([deadline, &time_limit_reached](std::stop_token stop) {
+                          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    thread_ = std::jthread([deadline, this](std::stop_token stop) {
       std::mutex mutex;
       std::condition_variable_any wake;
       std::unique_lock lock(mutex);
       wake.wait_until(lock, stop, deadline, [] { return false; });
       if (stop.stop_requested()) return;  // the batch ended first
-      time_limit_reached.store(true);
+      reached_.store(true);
       g_stop_requested.store(true);
     });
   }
-  Controller controller(store, plugin_loader().registry(), log_dir, g_stop_requested, node, policy);
-  BatchSummary summary = controller.run_batch(experiments, vm.count("force") > 0);
-  summary.at_time_limit = time_limit_reached.load();
+  const std::atomic<bool>& reached() const { return reached_; }
 
+ private:
+  std::atomic<bool> reached_{false};
+  std::jthread thread_;  // last: it stops and joins before reached_ goes
+};
+
+// The batch's last lines: what happened to its runs, the verdicts, and where to look next.
+void print_batch_ending(const RunRequest& request, const std::vector<Experiment>& experiments,
+                        const BatchSummary& summary, Store& store, const std::string& log_dir) {
   std::vector<std::string> names;
   for (const auto& experiment : experiments) names.push_back(experiment.name);
   std::string ending;
-  if (time_limit_reached.load())
-    ending = fmt::format(", stopped at --time-limit {}", time_limit);
+  if (summary.at_time_limit)
+    ending = fmt::format(", stopped at --time-limit {}", request.time_limit);
   else if (summary.interrupted)
     ending = ", interrupted";
   else if (summary.stopped_on_failure)
@@ -337,17 +323,78 @@ int run_command(const std::vector<std::string>& args) {
     fmt::print(stderr,
                "nothing ran: every run was skipped, as this machine cannot run it (exit {})\n",
                kExitNothingRan);
+  const NodeSpec& node = request.node;
   if (node.node_rank == 0) print_verdicts(store, experiments);
-  if (node.node_rank > 0)
+  if (node.node_rank > 0) {
     fmt::print("logs: {}\n", fs::absolute(log_dir).string());
-  else {
-    // The report reads the files as this batch did: with its --set (data elsewhere, say).
-    std::string sets;
-    for (const auto& text : overrides) sets += " --set " + shell_quote(text);
-    fmt::print("database: {}\nlogs: {}\nnext: trainyard report --db {}{} -o report.html\n",
-               fs::absolute(db_path).string(), fs::absolute(log_dir).string(), db_path, sets);
+    return;
   }
+  // The report reads the files as this batch did: with its --set (data elsewhere, say).
+  std::string sets;
+  for (const auto& text : request.overrides) sets += " --set " + shell_quote(text);
+  fmt::print("database: {}\nlogs: {}\nnext: trainyard report --db {}{} -o report.html\n",
+             fs::absolute(request.db_path).string(), fs::absolute(log_dir).string(),
+             request.db_path, sets);
+}
+
+// Trains the validated batch into the database: the lock, the signals and the time limit around
+// the controller's run_batch.
+int train_batch(RunRequest& request, const std::vector<Experiment>& experiments) {
+  const NodeSpec& node = request.node;
+  const std::string& db_path = request.db_path;
+  fs::path db(db_path);
+  if (db.has_parent_path()) fs::create_directories(db.parent_path());
+  // Only node 0 records the runs; other nodes keep their bookkeeping in memory, and their logs.
+  // The database first: a file that is not one is refused before a lock file is made beside it.
+  Store store(node.node_rank == 0 ? db_path : ":memory:");
+  std::optional<BatchLock> lock;
+  if (node.node_rank == 0) lock.emplace(db_path);  // one batch per database
+  if (node.multi_node())
+    fmt::print(stderr, "node {} of {} (ranks meet at {}:{}){}\n", node.node_rank, node.nnodes,
+               node.master_addr, node.master_port,
+               node.node_rank == 0 ? "" : "; node 0 records the runs");
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  const std::string log_dir = log_dir_of(db_path);
+  std::optional<TimeKeeper> time_keeper;
+  if (request.limit_seconds) {
+    time_keeper.emplace(*request.limit_seconds);
+    request.policy.time_limit = request.time_limit;
+    request.policy.time_limit_reached = &time_keeper->reached();
+  }
+  Controller controller(store, plugin_loader().registry(), log_dir, g_stop_requested, node,
+                        request.policy);
+  BatchSummary summary = controller.run_batch(experiments, request.force);
+  summary.at_time_limit = time_keeper && time_keeper->reached().load();
+  time_keeper.reset();  // the batch is over: no limit can stop it now
+  print_batch_ending(request, experiments, summary, store, log_dir);
   return summary.exit_code();
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args) {
+  std::optional<RunRequest> request = parse_run_request(args);
+  if (!request) return kExitOk;  // --help
+
+  // Validation of every file comes first and writes nothing: a bad file leaves the database
+  // untouched and runs nothing of the batch.
+  for (const auto& plugin : request->plugins) plugin_loader().add_command_line_plugin(plugin);
+  std::vector<Experiment> experiments =
+      load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
+  print_notes(experiments);
+  select_runs(experiments, request->selection);
+  for (const Experiment& experiment : experiments)
+    check_weights_fit(experiment.runs, plugin_loader().registry());
+  request->policy.selection = request->selection.describe();
+  if (request->dry_run) {
+    for (size_t i = 0; i < experiments.size(); ++i) {
+      if (i > 0) fmt::print("\n");
+      print_dry_run(experiments[i], request->db_path, request->verbose, request->device_bytes);
+    }
+    return kExitOk;
+  }
+  return train_batch(*request, experiments);
 }
 
 }  // namespace trainyard

@@ -9,13 +9,13 @@
 #include <boost/program_options.hpp>
 
 #include "common/clock.h"
-#include "common/error.h"
 #include "common/files.h"
 #include "common/process.h"
 #include "common/text.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/slurm.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

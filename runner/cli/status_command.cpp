@@ -11,12 +11,12 @@
 #include <boost/program_options.hpp>
 
 #include "common/clock.h"
-#include "common/error.h"
 #include "common/text.h"
 #include "db/store.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/slurm.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -18,10 +18,10 @@
 #include "common/text.h"
 #include "components/builtin.h"
 #include "runner/batch_lock.h"
+#include "runner/batch_records.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/cli/slurm_tasks.h"
-#include "runner/controller.h"
 #include "runner/engine/engine.h"
 #include "runner/run_plan.h"
 #include "runner/slurm.h"
@@ -125,8 +125,8 @@ std::optional<SubmitRequest> parse_submit_request(const std::vector<std::string>
 TaskShape shape_of(const RunSpec& run, const SlurmOptions& options) {
   TaskShape shape;
   shape.ranks_per_node = static_cast<int>(run.runtime.devices);
-  shape.cuda = run.runtime.accelerator == "cuda" ||
-               (run.runtime.accelerator == "auto" && options.gpus_per_node > 0);
+  shape.cuda = run.runtime.accelerator == Accelerator::cuda ||
+               (run.runtime.accelerator == Accelerator::automatic && options.gpus_per_node > 0);
   shape.nodes = run.strategy.capabilities.multi_process ? options.nodes : 1;
   if (shape.cuda && options.gpus_per_node > 0 && shape.ranks_per_node > options.gpus_per_node)
     throw UserError(fmt::format(

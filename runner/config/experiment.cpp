@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/fingerprint.h"
+#include "common/metrics.h"
 #include "common/text.h"
 #include "runner/config/layering.h"
 #include "runner/config/lightning_names.h"
@@ -291,9 +292,9 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       translate_lightning_names(repeat_tree, notes, found);
       ConfigTree resolved = with_plugins(
           plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
-      for (const ComponentChoice* choice : {&run.model, &run.dataset})
-        notes.insert(notes.end(), choice->capabilities.notes.begin(),
-                     choice->capabilities.notes.end());
+      for (const FileChecks* files :
+           {&run.model.capabilities.files, &run.dataset.capabilities.files})
+        notes.insert(notes.end(), files->notes.begin(), files->notes.end());
       for (const auto& note : notes)
         if (std::find(experiment.notes.begin(), experiment.notes.end(), note) ==
             experiment.notes.end())
@@ -314,17 +315,16 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
   }
   variant_problems.report(variants.size(), diagnostics);
 
-  // A language model has no accuracy to reach.
-  if (experiment.report.target_metric == "val_acc")
+  // A task without accuracy has none to reach.
+  if (experiment.report.target_metric == metric::kValAcc)
     for (const auto& run : experiment.runs)
-      if (run.model.capabilities.task == "causal-lm") {
+      if (const TaskTraits& task = traits(run.model.capabilities.task); !task.has_accuracy) {
         const ConfigValue* value = tree.find("report.target.metric");
         diagnostics.error(
             value ? value->origin : file_origin(file),
-            fmt::format("'report.target.metric' val_acc: variant '{}' trains a causal language "
-                        "model (model {}), which has no accuracy; use val_loss (a perplexity of "
-                        "P is a val_loss of ln P)",
-                        run.variant, run.model.name));
+            fmt::format("'report.target.metric' val_acc: variant '{}' trains {} (model {}), which "
+                        "has no accuracy; use val_loss (a perplexity of P is a val_loss of ln P)",
+                        run.variant, task.a_one, run.model.name));
         break;
       }
 

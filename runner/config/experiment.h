@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "components/plugin_loader.h"
-#include "components/registry.h"
 #include "reports/report_options.h"
 #include "runner/config/run_spec.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "components/registry.h"
-#include "config/config_tree.h"
-#include "config/diagnostics.h"
+#include "trainyard/config_tree.h"
+#include "trainyard/diagnostics.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

@@ -2,8 +2,8 @@
 // registry (built-in components and loaded plugins).
 #pragma once
 
-#include "components/registry.h"
 #include "config/differences.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

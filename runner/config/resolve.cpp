@@ -1,6 +1,7 @@
 #include "runner/config/resolve.h"
 
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -26,9 +27,20 @@ void collect_data_paths(const std::vector<OptionInfo>& infos, const std::string&
   }
 }
 
+// The problems with the files a component's options name (a model's or a dataset's), as errors
+// where the option is written.
+void report_file_problems(const FileChecks& files, const ConfigTree& tree, const std::string& path,
+                          const Origin& origin, Diagnostics& diagnostics) {
+  for (const auto& [key, problem] : files.problems) {
+    const ConfigValue* written = tree.find(path + "." + key);
+    diagnostics.error(written ? written->origin : origin, problem);
+  }
+}
+
 // Resolves one component section of `tree` into `choice`, adding its options to `resolved`.
+template <class Caps>
 void resolve_component(const ConfigTree& tree, const ComponentSection& section,
-                       const Registry& registry, const Origin& fallback, ComponentChoice& choice,
+                       const Registry& registry, const Origin& fallback, Chosen<Caps>& choice,
                        ConfigTree& resolved, RunSpec& run, Diagnostics& diagnostics) {
   std::string path = section.path;
   ConfigTree options = tree.subtree(path);
@@ -61,12 +73,10 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
   const size_t before = diagnostics.size();
   choice.options = entry->resolve(options, path, origin, section.reserved, diagnostics);
   if (diagnostics.size() == before) {
-    choice.capabilities = entry->capabilities(choice.options);
+    choice.capabilities = std::get<Caps>(entry->capabilities(choice.options));
     // Files the options name that are missing or incomplete: known now, not one failed run later.
-    for (const auto& [key, problem] : choice.capabilities.problems) {
-      const ConfigValue* written = tree.find(path + "." + key);
-      diagnostics.error(written ? written->origin : origin, problem);
-    }
+    if constexpr (requires { choice.capabilities.files; })
+      report_file_problems(choice.capabilities.files, tree, path, origin, diagnostics);
   }
   resolved.set(path + ".name", {YAML::Node(choice.name), origin, origin});
   for (const auto& [key, value] : choice.options.entries()) resolved.set(path + "." + key, value);
@@ -86,7 +96,7 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
   auto refuse = [&](const char* key, const std::string& why) {
     diagnostics.error(origin_of_key(tree, key, fallback), "runtime.compile: cuda-graphs " + why);
   };
-  if (run.runtime.accelerator == "cpu")
+  if (run.runtime.accelerator == Accelerator::cpu)
     refuse("runtime.accelerator", "needs runtime.accelerator: cuda (or auto)");
   if (run.strategy.capabilities.multi_process)
     refuse("runtime.strategy.name",
@@ -109,11 +119,19 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
                        run.dataset.name));
 }
 
+// What is wrong with `key` naming val_acc in `run`, when its model's task has no accuracy.
+std::optional<std::string> without_accuracy(const RunSpec& run, const char* key) {
+  const TaskTraits& task = traits(run.model.capabilities.task);
+  if (task.has_accuracy) return std::nullopt;
+  return fmt::format("'{}' val_acc: model {} is {}, which has no accuracy; use val_loss", key,
+                     run.model.name, task.a_one);
+}
+
 // The model against its dataset and weights, as far as they are known without building them.
 void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const Origin& fallback,
                               Diagnostics& diagnostics) {
-  const Capabilities& model = run.model.capabilities;
-  const Capabilities& data = run.dataset.capabilities;
+  const ModelCapabilities& model = run.model.capabilities;
+  const DatasetCapabilities& data = run.dataset.capabilities;
   if (model.num_classes > 0 && data.num_classes > 0 && model.num_classes != data.num_classes)
     diagnostics.error(
         origin_of_key(tree, "model.num_classes", fallback),
@@ -136,29 +154,15 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
   // A token dataset's length is its seq_len; a text dataset's, max_length.
   const char* length_key =
       run.dataset.options.find("seq_len") ? "dataset.seq_len" : "dataset.max_length";
-  if (model.max_positions > 0 && data.max_length > model.max_positions)
-    diagnostics.error(origin_of_key(tree, length_key, fallback),
-                      fmt::format("{} {} is longer than the model's max_positions {}; "
-                                  "lower {} or raise model.max_positions",
-                                  length_key, data.max_length, model.max_positions, length_key));
+  if (const std::string problem =
+          sequence_beyond_model(length_key, data.max_length, model.max_positions);
+      !problem.empty())
+    diagnostics.error(origin_of_key(tree, length_key, fallback), problem);
   // What the model is trained for and what the dataset's batches are for must agree.
-  auto task_name = [](const std::string& task) {
-    return task.empty() ? std::string("classification") : task;
-  };
-  auto refuse_unknown = [&](const char* key, const char* kind, const std::string& name,
-                            const std::string& task) {
-    if (!task.empty() && task != "causal-lm")
-      diagnostics.error(origin_of_key(tree, key, fallback),
-                        fmt::format("{} {} declares task '{}', which trainyard does not know; the "
-                                    "tasks are classification (\"\") and causal-lm",
-                                    kind, name, task));
-  };
-  refuse_unknown("model.name", "model", run.model.name, model.task);
-  refuse_unknown("dataset.name", "dataset", run.dataset.name, data.task);
-  if (task_name(model.task) != task_name(data.task))
+  if (model.task != data.task)
     diagnostics.error(
         origin_of_key(tree, "dataset.name", fallback),
-        model.task == "causal-lm"
+        model.task == Task::causal_lm
             ? fmt::format("model {} is a causal language model, but dataset {} yields labelled "
                           "samples for classification; use a token dataset (tokens, or "
                           "synthetic-tokens for a quick run)",
@@ -166,18 +170,13 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
             : fmt::format("dataset {} yields token windows for a causal language model, but "
                           "model {} classifies; use model gpt2, or a classification dataset",
                           run.dataset.name, run.model.name));
-  if (model.task == "causal-lm") {
-    if (run.train.monitor == "val_acc" && run.train.checkpoint != "last")
-      diagnostics.error(origin_of_key(tree, "train.monitor", fallback),
-                        fmt::format("'train.monitor' val_acc: model {} is a causal language "
-                                    "model, which has no accuracy; use val_loss",
-                                    run.model.name));
-    if (run.train.early_stop_patience > 0 && run.train.early_stop_metric == "val_acc")
-      diagnostics.error(origin_of_key(tree, "train.early_stop.metric", fallback),
-                        fmt::format("'train.early_stop.metric' val_acc: model {} is a causal "
-                                    "language model, which has no accuracy; use val_loss",
-                                    run.model.name));
-  }
+  // What a run watches must be a figure its task has.
+  if (run.train.monitor == Monitor::val_acc && run.train.checkpoint != TestedWeights::last)
+    if (auto problem = without_accuracy(run, "train.monitor"))
+      diagnostics.error(origin_of_key(tree, "train.monitor", fallback), *problem);
+  if (run.train.early_stop_patience > 0 && run.train.early_stop_metric == Monitor::val_acc)
+    if (auto problem = without_accuracy(run, "train.early_stop.metric"))
+      diagnostics.error(origin_of_key(tree, "train.early_stop.metric", fallback), *problem);
   std::error_code ec;
   const std::string& weights = run.weights.weights;
   if (weights.empty()) return;
@@ -228,36 +227,36 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
   const ConfigValue* eps = run.optimizer.options.find("eps");
   double eps_value = 0;
   std::string expected;
-  if (run.runtime.precision == "16-true" && eps && decode_value(eps->node, eps_value, expected) &&
+  if (run.precision.float16_state && eps && decode_value(eps->node, eps_value, expected) &&
       eps_value < 6e-8) {
     const ConfigValue* written = tree.find("train.optimizer.eps");
     diagnostics.error(
         written ? written->origin : origin_of_key(tree, "runtime.precision", fallback),
-        fmt::format("precision 16-true keeps optimizer state in float16, where "
+        fmt::format("precision {} keeps optimizer state in float16, where "
                     "train.optimizer.eps {} rounds to 0 and {} divides by zero; set "
                     "train.optimizer.eps: 1.0e-4 or use 16-mixed",
-                    eps_value, run.optimizer.name));
+                    run.runtime.precision, eps_value, run.optimizer.name));
   }
-  if (run.runtime.compile == "cuda-graphs")
+  if (run.runtime.compile == Compile::cuda_graphs)
     check_cuda_graphs(run, tree, origin_of_key(tree, "runtime.compile", fallback), optimizer_ok,
                       diagnostics);
-  if (run.runtime.sync_debug != "off" && run.runtime.accelerator == "cpu")
+  if (run.runtime.sync_debug != SyncDebug::off && run.runtime.accelerator == Accelerator::cpu)
     diagnostics.error(
         origin_of_key(tree, "runtime.sync_debug", fallback),
         "runtime.sync_debug checks CUDA's host synchronisations, and runtime.accelerator is cpu; "
         "set runtime.sync_debug: off or runtime.accelerator: cuda");
   // Without a fused optimizer the loss scaler's overflow flag is read on the host to skip a step
   // (as torch.amp.GradScaler does): one synchronisation per step, which `error` would fail at.
-  if (run.runtime.sync_debug == "error" && run.runtime.precision == "16-mixed" && optimizer_ok &&
+  if (run.runtime.sync_debug == SyncDebug::error && run.precision.loss_scaling && optimizer_ok &&
       !run.optimizer.capabilities.steps_on_device)
     diagnostics.error(
         origin_of_key(tree, "runtime.sync_debug", fallback),
         fmt::format("runtime.sync_debug: error fails at a training step's first host "
-                    "synchronisation, and with precision 16-mixed optimizer {} reads the loss "
+                    "synchronisation, and with precision {} optimizer {} reads the loss "
                     "scaler's overflow flag on the host every step (only the fused adam and adamw "
                     "skip an overflowed step on the device); use adam or adamw with fused: true, "
                     "or runtime.sync_debug: warn to see each synchronisation",
-                    run.optimizer.name));
+                    run.runtime.precision, run.optimizer.name));
   if (run.train.micro_batch_auto() && run.strategy.capabilities.multi_process &&
       !run.strategy.capabilities.agrees_on_micro_batch)
     diagnostics.error(
@@ -268,7 +267,7 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
                     "gathers: use ddp or zero2 with auto, or set a number (micro_batch_size: 8 — "
                     "the step stays the same)",
                     run.strategy.name));
-  const int64_t micro = run.train.micro_batch_fixed();
+  const int64_t micro = run.train.micro_batch_size.samples;
   if (micro > run.train.batch_size)
     diagnostics.error(origin_of_key(tree, "train.micro_batch_size", fallback),
                       fmt::format("'train.micro_batch_size' {} is more than train.batch_size {}: "
@@ -315,9 +314,13 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   resolved.merge(runtime_option_set().encode(run.runtime, "runtime", fallback));
   resolve_component(tree, strategy, registry, fallback, run.strategy, resolved, run, diagnostics);
   const bool runtime_ok = diagnostics.size() == before_runtime;
-  if (runtime_ok)
-    lookup_component(registry, ComponentKind::precision, run.runtime.precision, "runtime.precision",
-                     origin_of_key(tree, "runtime.precision", fallback), diagnostics);
+  if (runtime_ok) {
+    const ComponentEntry* precision = lookup_component(
+        registry, ComponentKind::precision, run.runtime.precision, "runtime.precision",
+        origin_of_key(tree, "runtime.precision", fallback), diagnostics);
+    if (precision)
+      run.precision = std::get<PrecisionCapabilities>(precision->capabilities(ConfigTree()));
+  }
   check_combinations(run, tree, fallback, runtime_ok, optimizer_ok, diagnostics);
   return resolved;
 }

@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "components/registry.h"
-#include "config/config_tree.h"
-#include "config/diagnostics.h"
 #include "runner/config/run_spec.h"
+#include "trainyard/config_tree.h"
+#include "trainyard/diagnostics.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

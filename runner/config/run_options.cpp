@@ -40,12 +40,10 @@ const OptionSet<TrainOptions>& train_option_set() {
         .add("clip_grad_norm", &TrainOptions::clip_grad_norm,
              "clip the global gradient norm to this value; 0 = off", at_least(0))
         .add("checkpoint", &TrainOptions::checkpoint,
-             "weights used for the test: the best validation epoch's, or the last epoch's",
-             one_of({"best", "last"}))
+             "weights used for the test: the best validation epoch's, or the last epoch's")
         .add("monitor", &TrainOptions::monitor,
              "train.checkpoint: best keeps the epoch with the lowest val_loss, or the highest "
-             "val_acc; on a tie, the later epoch",
-             one_of({"val_loss", "val_acc"}))
+             "val_acc; on a tie, the later epoch")
         .add("log_every", &TrainOptions::log_every, "optimizer steps between progress lines",
              at_least(1))
         .add("micro_batch_size", &TrainOptions::micro_batch_size,
@@ -78,7 +76,7 @@ const OptionSet<TrainOptions>& train_option_set() {
              "overnight at well under 1% of the time",
              at_least(0))
         .add("early_stop.metric", &TrainOptions::early_stop_metric,
-             "train.early_stop: the validation figure watched", one_of({"val_loss", "val_acc"}))
+             "train.early_stop: the validation figure watched")
         .add("early_stop.patience", &TrainOptions::early_stop_patience,
              "train.early_stop: stop after this many epochs without improvement; 0 = off",
              at_least(0))
@@ -88,11 +86,11 @@ const OptionSet<TrainOptions>& train_option_set() {
              "a training-state folder (train.save_state) to continue from; its epochs count toward "
              "train.epochs")
         .check([](const TrainOptions& o) -> std::optional<std::string> {
-          if (o.micro_batch_fixed() < 0)
+          if (!o.micro_batch_size.valid())
             return fmt::format(
                 "micro_batch_size '{}' is neither a number of samples ≥ 1 nor auto; write e.g. "
                 "micro_batch_size: 8, or auto, or leave it out for whole batches",
-                o.micro_batch_size);
+                o.micro_batch_size.written);
           return std::nullopt;
         });
     return s;
@@ -104,8 +102,7 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
   static const OptionSet<RuntimeOptions> set = [] {
     OptionSet<RuntimeOptions> s;
     s.add("accelerator", &RuntimeOptions::accelerator,
-          "where to train: cpu, cuda (Lightning's gpu), or auto (cuda when a GPU is present)",
-          one_of({"cpu", "cuda", "auto"}))
+          "where to train: cpu, cuda (Lightning's gpu), or auto (cuda when a GPU is present)")
         .add("devices", &RuntimeOptions::devices,
              "devices (processes) per node; auto or -1: every device of the accelerator here",
              at_least(1))
@@ -129,25 +126,32 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              at_least(1))
         .add("compile", &RuntimeOptions::compile,
              "none, or cuda-graphs: the whole training step captured once into a CUDA graph and "
-             "replayed",
-             one_of({"none", "cuda-graphs"}))
+             "replayed")
         .add("sync_debug", &RuntimeOptions::sync_debug,
              "CUDA: warn about, or fail the run on, any host synchronisation inside a training "
              "step (as "
-             "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed",
-             one_of({"off", "warn", "error"}));
+             "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed");
     return s;
   }();
   return set;
 }
 
-int64_t TrainOptions::micro_batch_fixed() const {
-  if (micro_batch_size.empty() || micro_batch_auto()) return 0;
+bool decode_value(const YAML::Node& node, MicroBatchSize& out, std::string& expected) {
+  if (!decode_value(node, out.written, expected)) {
+    expected = "a number of samples, auto, or nothing";
+    return false;
+  }
+  out.automatic = out.written == "auto";
+  out.samples = 0;
+  if (out.written.empty() || out.automatic) return true;
   int64_t samples = 0;
-  const char* end = micro_batch_size.data() + micro_batch_size.size();
-  const auto [at, error] = std::from_chars(micro_batch_size.data(), end, samples);
-  return error == std::errc() && at == end && samples >= 1 ? samples : -1;
+  const char* end = out.written.data() + out.written.size();
+  const auto [at, error] = std::from_chars(out.written.data(), end, samples);
+  out.samples = error == std::errc() && at == end && samples >= 1 ? samples : -1;  // -1: invalid
+  return true;
 }
+
+YAML::Node encode_value(const MicroBatchSize& value) { return encode_value(value.written); }
 
 namespace {
 

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "components/plugin_loader.h"
-#include "components/registry.h"
-#include "config/options.h"
+#include "trainyard/options.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 
@@ -20,22 +22,78 @@ struct WeightsOptions {
   bool strict = true;   // false: load what fits, list what did not, go on
 };
 
+// runtime.accelerator: where to train (Lightning's gpu is cuda); auto: cuda when a GPU is present.
+enum class Accelerator { automatic, cpu, cuda };
+template <>
+struct OptionWords<Accelerator> {
+  static constexpr std::pair<const char*, Accelerator> words[] = {
+      {"cpu", Accelerator::cpu}, {"cuda", Accelerator::cuda}, {"auto", Accelerator::automatic}};
+};
+
+// train.checkpoint: the weights the test uses — the best validation epoch's, or the last epoch's.
+enum class TestedWeights { best, last };
+template <>
+struct OptionWords<TestedWeights> {
+  static constexpr std::pair<const char*, TestedWeights> words[] = {{"best", TestedWeights::best},
+                                                                    {"last", TestedWeights::last}};
+};
+
+// train.monitor and train.early_stop.metric: the validation figure watched.
+enum class Monitor { val_loss, val_acc };
+template <>
+struct OptionWords<Monitor> {
+  static constexpr std::pair<const char*, Monitor> words[] = {{"val_loss", Monitor::val_loss},
+                                                              {"val_acc", Monitor::val_acc}};
+};
+
+// runtime.compile: none, or the whole training step captured into a CUDA graph once and replayed.
+enum class Compile { none, cuda_graphs };
+template <>
+struct OptionWords<Compile> {
+  static constexpr std::pair<const char*, Compile> words[] = {
+      {"none", Compile::none}, {"cuda-graphs", Compile::cuda_graphs}};
+};
+
+// runtime.sync_debug: host synchronisations inside training steps (CUDA) pass, warn, or fail.
+enum class SyncDebug { off, warn, error };
+template <>
+struct OptionWords<SyncDebug> {
+  static constexpr std::pair<const char*, SyncDebug> words[] = {
+      {"off", SyncDebug::off}, {"warn", SyncDebug::warn}, {"error", SyncDebug::error}};
+};
+
+// train.micro_batch_size: each loader batch split into micro-batches (the optimizer step the same)
+// — of a number of samples, or auto: whole at first and halved at each out-of-memory, the step run
+// again. Written as a number, "auto", or left out (whole batches).
+struct MicroBatchSize {
+  bool automatic = false;
+  int64_t samples = 0;  // a fixed size; 0: none (whole batches, or auto)
+  std::string written;  // as the config writes it: "", "auto", "8"
+  bool whole() const { return !automatic && samples == 0; }
+  bool valid() const { return written.empty() || automatic || samples >= 1; }
+};
+bool decode_value(const YAML::Node& node, MicroBatchSize& out, std::string& expected);
+YAML::Node encode_value(const MicroBatchSize& value);
+inline std::optional<std::string> check_rule(const Rule&, const MicroBatchSize&) {
+  return std::nullopt;  // train_option_set's check says what is wrong with it
+}
+template <>
+inline const char* type_name<MicroBatchSize>() {
+  return "string";
+}
+
 struct TrainOptions {
   int64_t epochs = 3;
   int64_t batch_size = 16;      // per device
   int64_t eval_batch_size = 0;  // 0: same as batch_size
   int64_t seed = 123;
   int64_t grad_accum = 1;  // loader batches per optimizer step
-  // Each loader batch split into micro-batches of this many samples (the step is the same):
-  // "" = the whole batch, a number, or "auto" (halved at each out-of-memory, the step run again).
-  std::string micro_batch_size;
-  bool micro_batch_auto() const { return micro_batch_size == "auto"; }
-  // The micro-batch a number sets; 0 for "" and auto, -1 when it is neither (validation says so).
-  int64_t micro_batch_fixed() const;
-  double clip_grad_norm = 0.0;      // 0: no clipping
-  std::string checkpoint = "best";  // which weights the test uses: best validation, or last
+  MicroBatchSize micro_batch_size;
+  bool micro_batch_auto() const { return micro_batch_size.automatic; }
+  double clip_grad_norm = 0.0;                     // 0: no clipping
+  TestedWeights checkpoint = TestedWeights::best;  // which weights the test uses
   // What "best" means: the lowest val_loss, or the highest val_acc; a tie keeps the later epoch.
-  std::string monitor = "val_loss";
+  Monitor monitor = Monitor::val_loss;
   int64_t log_every = 50;           // steps between progress lines
   int64_t val_every_steps = 0;      // also validate inside epochs every N optimizer steps; 0: off
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
@@ -50,13 +108,13 @@ struct TrainOptions {
   double checkpoint_every_minutes = 10;
   // train.early_stop: stop when `metric` has not improved by min_delta for `patience` epochs;
   // patience 0: off.
-  std::string early_stop_metric = "val_loss";
+  Monitor early_stop_metric = Monitor::val_loss;
   int64_t early_stop_patience = 0;
   double early_stop_min_delta = 0;
 };
 
 struct RuntimeOptions {
-  std::string accelerator = "auto";  // cpu, cuda, or auto (cuda when a GPU is present)
+  Accelerator accelerator = Accelerator::automatic;
   int64_t devices = 1;
   std::string precision = "32-true";
   int64_t threads = 0;                       // intra-op CPU threads; 0: LibTorch's default
@@ -64,9 +122,8 @@ struct RuntimeOptions {
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop
   int64_t timeout_s = 600;   // a rendezvous or collective that takes longer fails the run
-  std::string compile = "none";  // none, or cuda-graphs: the training step captured once, replayed
-  std::string sync_debug =
-      "off";  // off, warn, error: host synchronisations inside training steps (CUDA)
+  Compile compile = Compile::none;
+  SyncDebug sync_debug = SyncDebug::off;
 };
 
 const OptionSet<WeightsOptions>& weights_option_set();
@@ -77,13 +134,14 @@ const OptionSet<RuntimeOptions>& runtime_option_set();
 struct RunSpec {
   std::string variant;  // "default" when the experiment has no sweep
   int64_t repeat = 0;   // sweep.repeats: the variant's r-th run, trained with seed train.seed + r
-  ComponentChoice model;
+  Chosen<ModelCapabilities> model;
   WeightsOptions weights;   // of the model
   Origin weights_origin{};  // where model.weights is written, for what validation finds in it
-  ComponentChoice dataset;
-  ComponentChoice optimizer;
-  ComponentChoice scheduler;
-  ComponentChoice strategy;  // runtime.strategy
+  Chosen<DatasetCapabilities> dataset;
+  Chosen<OptimizerCapabilities> optimizer;
+  Chosen<SchedulerCapabilities> scheduler;
+  Chosen<StrategyCapabilities> strategy;  // runtime.strategy
+  PrecisionCapabilities precision{};      // runtime.precision's
   TrainOptions train;
   RuntimeOptions runtime;
   std::vector<PluginRef> plugins;  // the libraries its components may come from (`plugins:`)

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config_tree.h"
-#include "config/diagnostics.h"
+#include "trainyard/config_tree.h"
+#include "trainyard/diagnostics.h"
 
 namespace trainyard {
 

@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "components/models/model.h"
 #include "components/weights/load_weights.h"
-#include "config/diagnostics.h"
 #include "runner/engine/engine.h"
+#include "trainyard/diagnostics.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 
@@ -21,8 +21,8 @@ void check_weights_fit(const std::vector<RunSpec>& runs, const Registry& registr
     if (!checked.insert({model, run.weights.weights}).second) continue;
     // The dataset's figures as the run will know them; what a dataset cannot say before it is
     // read (imdb's vocabulary, a plugin's classes) is taken as the model's own.
-    const Capabilities& data = run.dataset.capabilities;
-    const Capabilities& own = run.model.capabilities;
+    const DatasetCapabilities& data = run.dataset.capabilities;
+    const ModelCapabilities& own = run.model.capabilities;
     const int64_t vocab_size = data.vocab_size > 0 ? data.vocab_size : own.vocab_size;
     const int64_t num_classes = data.num_classes > 0 ? data.num_classes : own.num_classes;
     try {

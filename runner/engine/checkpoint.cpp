@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "common/files.h"
-#include "components/optim/optimizers.h"
 #include "components/weights/load_weights.h"
 #include "runner/engine/engine.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 

@@ -26,11 +26,11 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "components/models/model.h"
 #include "components/precision/loss_scaler.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
 #include "runner/engine/trainer_state.h"
+#include "trainyard/model.h"
 
 namespace trainyard {
 

@@ -9,9 +9,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 
-#include "common/error.h"
 #include "components/device/cuda_module.h"
 #include "runner/engine/sync_debug.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -23,7 +23,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "components/batch.h"
+#include "trainyard/batch.h"
 
 namespace trainyard {
 

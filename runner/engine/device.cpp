@@ -36,13 +36,14 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
   // CUDA is asked of LibTorch only once its CUDA module is loaded (cuda_module.h); a CPU run, and
   // `auto` on a machine without a driver, never load it.
   std::string not_loaded;
-  const bool cuda =
-      wants_cuda(runtime.accelerator) && cuda_module(&not_loaded) && torch::cuda::is_available();
+  const bool cuda = wants_cuda(option_word(runtime.accelerator)) && cuda_module(&not_loaded) &&
+                    torch::cuda::is_available();
   DeviceInfo info;
-  info.type = runtime.accelerator == "auto" ? (cuda ? "cuda" : "cpu") : runtime.accelerator;
+  const bool automatic = runtime.accelerator == Accelerator::automatic;
+  info.type = automatic ? (cuda ? "cuda" : "cpu") : option_word(runtime.accelerator);
   // `auto` on a machine whose driver has a device, but without LibTorch's CUDA side: said, not
   // trained on the CPU without a word.
-  if (runtime.accelerator == "auto" && !not_loaded.empty()) {
+  if (automatic && !not_loaded.empty()) {
     info.type = "cuda";
     info.name = "CUDA";
     info.unavailable_reason =
@@ -67,7 +68,7 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
     info.memory_bytes = cuda_device_memory_bytes().value_or(0);
     return info;
   }
-  if (runtime.compile == "cuda-graphs")
+  if (runtime.compile == Compile::cuda_graphs)
     info.unavailable_reason =
         "runtime.compile: cuda-graphs needs a CUDA device; this machine has none";
   // Not the threads: the controller resolves the device too, and the threads are the worker's

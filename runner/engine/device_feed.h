@@ -15,7 +15,7 @@
 #include <c10/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "components/batch.h"
+#include "trainyard/batch.h"
 
 namespace trainyard {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "components/registry.h"
 #include "runner/config/run_spec.h"
+#include "trainyard/registry.h"
 
 namespace trainyard {
 

@@ -16,12 +16,12 @@
 #include "common/metrics.h"
 #include "common/text.h"
 #include "components/data/loader.h"
-#include "components/models/model.h"
-#include "components/optim/optimizers.h"
 #include "components/precision/precision.h"
 #include "components/strategy/place_model.h"
 #include "runner/engine/engine.h"
 #include "runner/engine/task.h"
+#include "trainyard/model.h"
+#include "trainyard/optimizers.h"
 
 namespace trainyard {
 
@@ -68,7 +68,7 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   MemoryForecast forecast;
   const TrainOptions& train = run.train;
   const int64_t micro =
-      train.micro_batch_fixed() > 0 ? train.micro_batch_fixed() : train.batch_size;
+      train.micro_batch_size.samples > 0 ? train.micro_batch_size.samples : train.batch_size;
   forecast.micro_batch = micro;
   std::string why;
   at::set_num_threads(intra_op_threads(run.runtime, why));
@@ -103,7 +103,7 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   place_model(*model, torch::kCPU, precision->param_dtype());
   model->train();
   OptimizerPtr optimizer = build_optimizer(registry, run.optimizer, model->parameters());
-  const Task task(run.model.capabilities.task);
+  const TrainingTask task(run.model.capabilities.task);
   auto step = [&](int64_t samples) {
     Batch part = batch.slice(0, samples);
     if (!precision->autocast() && part.inputs.is_floating_point())
@@ -126,13 +126,13 @@ MemoryForecast forecast_memory(const RunSpec& run, const Registry& registry) {
   forecast.optimizer_state = optimizer->state_bytes();
   forecast.whole_parameters = forecast.parameters;
   forecast.whole_gradients_and_state = forecast.gradients + forecast.optimizer_state;
-  // What a rank keeps under its strategy: zero2 shards gradients and optimizer state, fsdp the
-  // parameters too (each 1/N, padding aside); a plugin's strategy is taken as keeping them whole.
-  if (run.strategy.name == "zero2" || run.strategy.name == "fsdp") {
+  // What a rank keeps under its strategy, as its capabilities say: zero2 shards gradients and
+  // optimizer state, fsdp the parameters too (each 1/N, padding aside).
+  if (run.strategy.capabilities.shards_gradients) {
     forecast.gradients /= world;
     forecast.optimizer_state /= world;
   }
-  if (run.strategy.name == "fsdp") forecast.parameters /= world;
+  if (run.strategy.capabilities.shards_parameters) forecast.parameters /= world;
 
   forecast.baseline = status_bytes("VmRSS");
   auto reporter = std::make_shared<PeakTensorBytes>();

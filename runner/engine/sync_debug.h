@@ -7,6 +7,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/types.h>
 
+#include "runner/config/run_spec.h"
+
 namespace trainyard {
 
 // What LibTorch's check says when it refuses a synchronising operation
@@ -26,9 +28,10 @@ class SyncDebugGuard {
   SyncDebugGuard(const SyncDebugGuard&) = delete;
   SyncDebugGuard& operator=(const SyncDebugGuard&) = delete;
 
-  static c10::cuda::SyncDebugMode mode(const std::string& option, const torch::Device& device) {
-    if (!device.is_cuda() || option == "off") return c10::cuda::SyncDebugMode::L_DISABLED;
-    return option == "warn" ? c10::cuda::SyncDebugMode::L_WARN : c10::cuda::SyncDebugMode::L_ERROR;
+  static c10::cuda::SyncDebugMode mode(SyncDebug option, const torch::Device& device) {
+    if (!device.is_cuda() || option == SyncDebug::off) return c10::cuda::SyncDebugMode::L_DISABLED;
+    return option == SyncDebug::warn ? c10::cuda::SyncDebugMode::L_WARN
+                                     : c10::cuda::SyncDebugMode::L_ERROR;
   }
 
  private:

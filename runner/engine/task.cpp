@@ -4,7 +4,7 @@
 
 namespace trainyard {
 
-torch::Tensor Task::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
+torch::Tensor TrainingTask::loss(const torch::Tensor& logits, const torch::Tensor& targets) const {
   const torch::Tensor scores = logits.to(torch::kFloat);
   if (!language_model_) return torch::nn::functional::cross_entropy(scores, targets);
   // Every position predicts the next token: [B x T, vocab] against [B x T].
@@ -12,7 +12,8 @@ torch::Tensor Task::loss(const torch::Tensor& logits, const torch::Tensor& targe
                                               targets.reshape({-1}));
 }
 
-torch::Tensor Task::correct(const torch::Tensor& logits, const torch::Tensor& targets) const {
+torch::Tensor TrainingTask::correct(const torch::Tensor& logits,
+                                    const torch::Tensor& targets) const {
   if (language_model_) return {};
   return logits.detach().argmax(1).eq(targets).sum();
 }

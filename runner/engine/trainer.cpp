@@ -7,47 +7,53 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "runner/engine/checkpoint.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 
 namespace {
 
-// A split's quality figure under the run's task: accuracy (classification), or perplexity — the
-// exponential of the mean loss per token — for a language model; under the given keys.
-void add_quality(const Task& task, const SplitResult& split, const char* accuracy_key,
-                 const char* perplexity_key, MetricValues& values) {
-  if (task.language_model())
-    values[perplexity_key] = std::exp(split.loss);
-  else
-    values[accuracy_key] = split.accuracy;
+// Which split a quality figure is of: an epoch's training, a validation, the test.
+enum class Split { train, val, test };
+
+// A split's quality figure under the run's task (its traits): accuracy (classification), or
+// perplexity — the exponential of the mean loss per token — for a language model.
+void add_quality(const TrainingTask& task, Split split, const SplitResult& result,
+                 MetricValues& values) {
+  const TaskTraits& traits = task.traits();
+  const char* key = split == Split::train ? traits.train_quality
+                    : split == Split::val ? traits.val_quality
+                                          : traits.test_quality;
+  values[key] = traits.has_accuracy ? result.accuracy : std::exp(result.loss);
 }
 
 // "loss 0.6931 acc 50.00%", or "loss 3.2189 ppl 25.00" for a language model.
-std::string describe(const Task& task, const SplitResult& split) {
-  if (task.language_model())
+std::string describe(const TrainingTask& task, const SplitResult& split) {
+  if (!task.traits().has_accuracy)
     return fmt::format("loss {:.4f} ppl {:.2f}", split.loss, std::exp(split.loss));
   return fmt::format("loss {:.4f} acc {:.2f}%", split.loss, 100 * split.accuracy);
 }
 
+// The metric key of a watched figure (train.monitor, train.early_stop.metric): its word.
+const char* metric_of(Monitor monitor) { return option_word(monitor); }
+
 // The figure train.monitor names, of an epoch's recorded figures; NaN when it has none.
-double monitored_figure(const std::string& monitor, const TrainerState& progress, int64_t epoch) {
+double monitored_figure(Monitor monitor, const TrainerState& progress, int64_t epoch) {
   const auto figures = progress.epochs.find(epoch);
   if (figures == progress.epochs.end()) return std::nan("");
-  const auto value = figures->second.find(monitor);  // "val_loss", "val_acc": metric names
+  const auto value = figures->second.find(metric_of(monitor));
   return value == figures->second.end() ? std::nan("") : value->second;
 }
 
 // train.monitor: whether the epoch just validated is kept over the one kept so far
 // (progress.best_epoch). The first epoch is; a number beats a NaN (a diverged epoch); a tie goes to
 // the later epoch, whose weights trained longer.
-bool is_kept_over(const std::string& monitor, const SplitResult& val,
-                  const TrainerState& progress) {
+bool is_kept_over(Monitor monitor, const SplitResult& val, const TrainerState& progress) {
   if (progress.best_epoch == 0) return true;
   const double kept = monitored_figure(monitor, progress, progress.best_epoch);
-  const bool loss = monitor == metric::kValLoss;
+  const bool loss = monitor == Monitor::val_loss;
   const double value = loss ? val.loss : val.accuracy;
   if (std::isnan(value)) return std::isnan(kept);
   if (std::isnan(kept)) return true;
@@ -56,12 +62,13 @@ bool is_kept_over(const std::string& monitor, const SplitResult& val,
 
 // Why the tested weights are those of progress.best_epoch: for the log and the run's details.
 std::string kept_epoch_reason(const TrainOptions& train, const TrainerState& progress) {
-  if (train.checkpoint == "last") return "the last epoch trained (train.checkpoint: last)";
+  if (train.checkpoint == TestedWeights::last)
+    return "the last epoch trained (train.checkpoint: last)";
   const double value = monitored_figure(train.monitor, progress, progress.best_epoch);
-  const std::string figure = train.monitor == metric::kValLoss
+  const std::string figure = train.monitor == Monitor::val_loss
                                  ? fmt::format("lowest val loss {:.4f}", value)
                                  : fmt::format("highest val acc {:.2f}%", 100 * value);
-  return figure + " (train.monitor: " + train.monitor + "; a tie keeps the later epoch)";
+  return figure + " (train.monitor: " + metric_of(train.monitor) + "; a tie keeps the later epoch)";
 }
 
 }  // namespace
@@ -260,7 +267,7 @@ void Trainer::record_validation(const SplitResult& val, double seconds) {
   MetricValues values = {{metric::kValLoss, val.loss},
                          {metric::kValSeconds, seconds},
                          {metric::kElapsedSeconds, train_seconds()}};
-  add_quality(task_, val, metric::kValAcc, metric::kValPerplexity, values);
+  add_quality(task_, Split::val, val, values);
   context_.observer.on_step(step_, values);
 }
 
@@ -269,11 +276,11 @@ void Trainer::record_validation(const SplitResult& val, double seconds) {
 void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResult& train,
                            const SplitResult& val) {
   const TrainOptions& options = run_.train;
-  if (!task_.language_model())
+  if (task_.traits().has_accuracy)
     progress_.best_val_acc = std::max(progress_.best_val_acc, val.accuracy);
   if (is_kept_over(options.monitor, val, progress_)) {
     progress_.best_epoch = epoch + 1;
-    if (options.checkpoint == "best" && epoch + 1 < options.epochs)
+    if (options.checkpoint == TestedWeights::best && epoch + 1 < options.epochs)
       best_weights_ = snapshot_weights();
     else
       best_weights_.clear();  // the live weights are the best
@@ -284,8 +291,8 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
                          {metric::kEpochSeconds, epoch_seconds},
                          {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
                          {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
-  add_quality(task_, train, metric::kTrainAcc, metric::kTrainPerplexity, values);
-  add_quality(task_, val, metric::kValAcc, metric::kValPerplexity, values);
+  add_quality(task_, Split::train, train, values);
+  add_quality(task_, Split::val, val, values);
   log("epoch {}/{} done in {}: train {} | val {}", epoch + 1, options.epochs,
       format_duration(epoch_seconds), describe(task_, train), describe(task_, val));
   // Recorded before the checkpoint: a run killed between the two trains the epoch again and
@@ -309,7 +316,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
 void Trainer::watch_for_early_stop(const SplitResult& val) {
   const TrainOptions& options = run_.train;
   if (options.early_stop_patience == 0) return;
-  const bool loss = options.early_stop_metric == "val_loss";
+  const bool loss = options.early_stop_metric == Monitor::val_loss;
   const double value = loss ? val.loss : val.accuracy;
   const bool first = std::isnan(progress_.best_monitored);
   const bool improved =
@@ -323,8 +330,9 @@ void Trainer::watch_for_early_stop(const SplitResult& val) {
   if (++progress_.epochs_without_improvement < options.early_stop_patience) return;
   const std::string reason = fmt::format(
       "early stop after epoch {} of {}: {} did not improve by more than {} for {} (best {:.4f})",
-      progress_.epoch + 1, options.epochs, options.early_stop_metric, options.early_stop_min_delta,
-      plural(options.early_stop_patience, "epoch"), progress_.best_monitored);
+      progress_.epoch + 1, options.epochs, metric_of(options.early_stop_metric),
+      options.early_stop_min_delta, plural(options.early_stop_patience, "epoch"),
+      progress_.best_monitored);
   log("{}", reason);
   context_.observer.on_setup({{"end_reason", reason}});
 }
@@ -333,7 +341,7 @@ MetricValues Trainer::finish(double train_seconds) {
   if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
   if (forward_dtype_)
     context_.observer.on_setup({{"forward_dtype", c10::toString(*forward_dtype_)}});
-  if (!run_.train.micro_batch_size.empty())  // the report's run details
+  if (!run_.train.micro_batch_size.whole())  // the report's run details
     context_.observer.on_setup(
         {{"micro_batch",
           fmt::format("{} of {}{}", micro_batch_size(), run_.train.batch_size,
@@ -352,7 +360,7 @@ MetricValues Trainer::finish(double train_seconds) {
   const double test_seconds = seconds_since(test_start);
   log("test {} ({}); training time {}", describe(task_, test), format_duration(test_seconds),
       format_duration(train_seconds));
-  const std::string verdict = task_.language_model()
+  const std::string verdict = !task_.traits().has_accuracy
                                   ? ""
                                   : chance_verdict(test.accuracy, data_.num_classes,
                                                    static_cast<int64_t>(data_.test->size()));
@@ -365,7 +373,7 @@ MetricValues Trainer::finish(double train_seconds) {
 
 // train.checkpoint: best tests the best validation epoch's weights; last, the last epoch's.
 void Trainer::restore_best_weights() {
-  if (run_.train.checkpoint == "last") {
+  if (run_.train.checkpoint == TestedWeights::last) {
     progress_.best_epoch = progress_.epoch;  // the last trained (early stopping may end it sooner)
     return;
   }
@@ -398,14 +406,14 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
       {metric::kOptimizerStateBytes, state.optimizer_state},
       {metric::kSteps, static_cast<double>(step_)},
       {metric::kSkippedSteps, static_cast<double>(scaler_ ? scaler_->skipped_steps() : 0)}};
-  add_quality(task_, test, metric::kTestAcc, metric::kTestPerplexity, metrics);
+  add_quality(task_, Split::test, test, metrics);
   // A run that trained no epoch (train.epochs: 0, or resumed with none left) only tested: it has
   // no training time (nor a speedup), and a best epoch only if its weights came from one.
   // A run continuing after an interruption counts the epochs it trained before, too.
   if (progress_.epoch > (continuing_ ? 0 : start_epoch_))
     metrics[metric::kTrainSeconds] = train_seconds;
   if (progress_.best_epoch > 0) {
-    if (!task_.language_model()) metrics[metric::kBestValAcc] = progress_.best_val_acc;
+    if (task_.traits().has_accuracy) metrics[metric::kBestValAcc] = progress_.best_val_acc;
     metrics[metric::kBestEpoch] = static_cast<double>(progress_.best_epoch);
   }
   // float32 products run on TF32 tensor cores unless runtime.matmul_precision is highest.
@@ -417,7 +425,7 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
     metrics[metric::kTokensPerSecond] =
         metrics[metric::kSamplesPerSecond] * static_cast<double>(tokens_per_sample_);
   meter_.record_memory(metrics);
-  if (!run_.train.micro_batch_size.empty()) {  // train.micro_batch_size: where it ended
+  if (!run_.train.micro_batch_size.whole()) {  // train.micro_batch_size: where it ended
     metrics[metric::kMicroBatchSize] = static_cast<double>(micro_batch_size());
     metrics[metric::kOomEvents] = static_cast<double>(oom_events_);
     metrics[metric::kOomSeconds] = oom_seconds_;

@@ -25,11 +25,7 @@
 #include <torch/types.h>
 
 #include "common/metrics.h"
-#include "components/batch.h"
 #include "components/data/loader.h"
-#include "components/models/model.h"
-#include "components/optim/optimizers.h"
-#include "components/optim/schedulers.h"
 #include "components/precision/loss_scaler.h"
 #include "components/precision/precision.h"
 #include "components/strategy/strategy.h"
@@ -41,6 +37,10 @@
 #include "runner/engine/sync_debug.h"
 #include "runner/engine/task.h"
 #include "runner/engine/trainer_state.h"
+#include "trainyard/batch.h"
+#include "trainyard/model.h"
+#include "trainyard/optimizers.h"
+#include "trainyard/schedulers.h"
 
 namespace trainyard {
 
@@ -72,7 +72,7 @@ struct SplitResult {
 // synchronisation inside the loop. The loss is summed over what the task's mean is over (samples,
 // or a language model's tokens: `units`).
 struct Accumulator {
-  Accumulator(const torch::Device& device, const Task& task)
+  Accumulator(const torch::Device& device, const TrainingTask& task)
       : task(task),
         loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device))),
         correct(torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
@@ -90,7 +90,7 @@ struct Accumulator {
                 ? std::nan("")
                 : static_cast<double>(correct.item<int64_t>()) / static_cast<double>(samples)};
   }
-  const Task& task;
+  const TrainingTask& task;
   torch::Tensor loss_sum, correct;
   int64_t samples = 0;
   int64_t units = 0;  // what loss_sum is over: samples, or tokens
@@ -269,7 +269,7 @@ class Trainer {
   // The run as configured, and where it reports.
   const RunSpec& run_;
   const RunContext& context_;
-  const Task task_;  // the model's: what the step's loss is and what the figures are
+  const TrainingTask task_;  // the model's: what the step's loss is and what the figures are
 
   // Components, built once by build().
   torch::Device device_{torch::kCPU};

@@ -7,12 +7,12 @@
 #include <ATen/Parallel.h>
 #include <torch/utils.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "components/device/cuda_module.h"
 #include "components/weights/load_weights.h"
 #include "runner/engine/checkpoint.h"
 #include "runner/engine/trainer.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 
@@ -31,7 +31,8 @@ void Trainer::build() {
 }
 
 DeviceInfo Trainer::setup_device() {
-  load_cuda_if_wanted(run_.runtime.accelerator);  // before anything asks LibTorch about CUDA
+  // Before anything asks LibTorch about CUDA.
+  load_cuda_if_wanted(option_word(run_.runtime.accelerator));
   std::string threads_why;
   at::set_num_threads(intra_op_threads(run_.runtime, threads_why));
   progress_.intra_op_threads = at::get_num_threads();  // recorded: a continued run uses it again
@@ -157,6 +158,7 @@ void Trainer::setup_optimization() {
   // Every rank's device counts in the run's device-hours (reports' cost), over all nodes.
   attributes["ranks"] = std::to_string(strategy_->world_size());
   attributes["device_type"] = device_.type() == torch::kCUDA ? "cuda" : "cpu";
+  attributes["task"] = to_string(run_.model.capabilities.task);  // what the report's columns are
   attributes["reduce_dtype"] =
       c10::toString(strategy_->reduce_dtype());  // the strategy may reduce in another
   attributes.merge(strategy_->attributes());
@@ -175,7 +177,7 @@ void Trainer::setup_optimization() {
         plural(progress_.epoch, "epoch"), plural(progress_.step, "optimizer step"),
         progress_.strategy, plural(progress_.world_size, "rank"));
     // The resumed weights are the best so far: keep a copy, as the uninterrupted run would have.
-    if (train.checkpoint == "best" && best_weights_.empty() &&
+    if (train.checkpoint == TestedWeights::best && best_weights_.empty() &&
         progress_.best_epoch == progress_.epoch && progress_.epoch < train.epochs)
       best_weights_ = snapshot_weights();
   }
@@ -184,7 +186,7 @@ void Trainer::setup_optimization() {
   progress_.batch_size = train.batch_size;
   // The same run continuing starts at the micro-batch it had come down to.
   micro_batch_ = train.micro_batch_auto() && continuing_ ? progress_.micro_batch_size
-                                                         : train.micro_batch_fixed();
+                                                         : train.micro_batch_size.samples;
   if (micro_batch_ >= train.batch_size) micro_batch_ = 0;
   progress_.micro_batch_size = train.micro_batch_auto() ? micro_batch_ : 0;
   if (continuing_) {
@@ -199,7 +201,7 @@ void Trainer::setup_optimization() {
 
 void Trainer::setup_cuda_graph() {
   sync_debug_ = SyncDebugGuard::mode(run_.runtime.sync_debug, device_);
-  if (run_.runtime.compile != "cuda-graphs") return;
+  if (run_.runtime.compile != Compile::cuda_graphs) return;
   // Validation ensured a CUDA device, one process, whole steps and an optimizer stepping on the
   // device.
   DeviceStepping* on_device = device_stepping(optimizer_->libtorch());

@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "runner/engine/checkpoint.h"
 #include "runner/engine/trainer.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
 #include "common/json_numbers.h"
 #include "components/weights/safetensors.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

@@ -15,9 +15,9 @@
 #include <fmt/ranges.h>
 #include <torch/cuda.h>
 
-#include "common/error.h"
 #include "common/text.h"
 #include "runner/engine/trainer.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 

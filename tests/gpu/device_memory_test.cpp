@@ -19,7 +19,7 @@ TEST(DeviceMemoryTest, ACudaRunKnowsTheSmallestDevicesMemory) {
     const auto bytes = static_cast<double>(at::cuda::getDeviceProperties(i)->totalGlobalMem);
     smallest = i == 0 ? bytes : std::min(smallest, bytes);
   }
-  const DeviceInfo device = resolve_device({.accelerator = "cuda"});
+  const DeviceInfo device = resolve_device({.accelerator = Accelerator::cuda});
   ASSERT_TRUE(device.unavailable_reason.empty()) << device.unavailable_reason;
   EXPECT_EQ(device.memory_bytes, smallest);
 }

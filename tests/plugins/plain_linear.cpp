@@ -1,6 +1,6 @@
 // A model that declares neither blocks() nor training_flops: fsdp shards it as one unit (and says
 // so), and its runs have no TFLOP/s or MFU figures rather than zeros.
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 
 #include <torch/nn/modules/linear.h>
 
@@ -32,7 +32,7 @@ void register_plain(Registry& registry) {
         return std::make_shared<PlainLinear>(o);
       },
       [](const PlainOptions& o) {
-        return Capabilities{.image_size = o.image_size, .num_classes = o.num_classes};
+        return ModelCapabilities{.image_size = o.image_size, .num_classes = o.num_classes};
       });
 }
 }  // namespace

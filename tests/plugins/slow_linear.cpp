@@ -1,7 +1,7 @@
 // A linear model whose every forward takes at least `step_ms`: a run whose length tests set in
 // wall-clock time, the same on a fast machine and a slow one (a batch's --time-limit must pass
 // while it trains, after its first checkpoint).
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 
 #include <chrono>
 #include <thread>
@@ -41,7 +41,7 @@ void register_slow(Registry& registry) {
         return std::make_shared<SlowLinear>(o);
       },
       [](const SlowOptions& o) {
-        return Capabilities{.image_size = o.image_size, .num_classes = o.num_classes};
+        return ModelCapabilities{.image_size = o.image_size, .num_classes = o.num_classes};
       });
 }
 }  // namespace

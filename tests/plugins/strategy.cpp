@@ -1,5 +1,5 @@
 // Registers a strategy, which a plugin may not (its interface is not part of the public API).
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 namespace {
 struct NoOptions {};
 void register_strategy(trainyard::Registry& registry) {

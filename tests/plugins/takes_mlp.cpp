@@ -1,6 +1,6 @@
 // Registers an optimizer under a free name, and a model named as another plugin's (or, with
 // -DNAME=vit, a built-in's) is.
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 #ifndef NAME
 #define NAME "mlp"
 #endif

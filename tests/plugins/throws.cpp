@@ -1,4 +1,4 @@
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 void register_nothing(trainyard::Registry&) {
   throw std::runtime_error("the weights this plugin needs are not installed");
 }

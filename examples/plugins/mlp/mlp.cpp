@@ -1,6 +1,6 @@
 // The smallest complete model plugin: a two-layer perceptron over flattened images. Copy this
 // folder to start your own (docs/plugins.md).
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 
 #include <torch/nn/modules/linear.h>
 
@@ -45,7 +45,7 @@ void register_mlp(Registry& registry) {
       ComponentKind::model, "mlp", "two-layer perceptron (example plugin)", options,
       [](const MlpOptions& o, const ModelContext&) -> ModelPtr { return std::make_shared<Mlp>(o); },
       [](const MlpOptions& o) {
-        return Capabilities{.image_size = o.image_size, .num_classes = o.num_classes};
+        return ModelCapabilities{.image_size = o.image_size, .num_classes = o.num_classes};
       });
 }
 

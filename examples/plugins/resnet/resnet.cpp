@@ -7,7 +7,7 @@
 // stem: imagenet is torchvision's (7x7 convolution, stride 2, then max pooling); stem: cifar is the
 // usual change for 32x32 images (3x3 convolution, stride 1, no pooling), whose conv1 has another
 // shape than a torchvision checkpoint's.
-#include "components/plugin.h"
+#include <trainyard/plugin.h>
 
 #include <cmath>
 
@@ -217,7 +217,7 @@ void register_resnets(Registry& registry) {
           return std::make_shared<ResNet>(a, o);
         },
         [](const ResNetOptions& o) {
-          return Capabilities{.image_size = o.image_size, .num_classes = o.num_classes};
+          return ModelCapabilities{.image_size = o.image_size, .num_classes = o.num_classes};
         });
   }
 }

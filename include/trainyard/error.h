@@ -6,6 +6,9 @@
 #include <stdexcept>
 #include <string>
 
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
+
 namespace trainyard {
 
 // Exit codes of the `trainyard` executable.
@@ -51,3 +54,4 @@ struct Failure {
 Failure failure_of(const std::exception_ptr& error);
 
 }  // namespace trainyard
+#pragma GCC visibility pop

@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
+#include "trainyard/error.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -54,3 +57,4 @@ class ConfigError : public UserError {
 };
 
 }  // namespace trainyard
+#pragma GCC visibility pop

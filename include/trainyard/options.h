@@ -19,8 +19,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "config/config_tree.h"
-#include "config/diagnostics.h"
+#include "trainyard/config_tree.h"
+#include "trainyard/diagnostics.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -146,11 +149,99 @@ bool report_mapping_for_value(const ConfigTree& section, const std::string& key,
                               const std::string& name, const std::string& expected,
                               Diagnostics& diagnostics);
 
+// An option whose value is one word of a fixed set, read once into an enum E: specialise
+// OptionWords<E> with `words`, its (word, value) pairs in the order `trainyard list` shows them.
+// The config keeps the word; the code compares the enum.
+//
+//   enum class Checkpoint { best, last };
+//   template <> struct OptionWords<Checkpoint> {
+//     static constexpr std::pair<const char*, Checkpoint> words[] = {{"best", Checkpoint::best},
+//                                                                     {"last", Checkpoint::last}};
+//   };
+template <class E>
+struct OptionWords;
+
+// The word of `value` ("?" for a value its table lacks).
+template <class E>
+const char* option_word(E value) {
+  for (const auto& [word, v] : OptionWords<E>::words)
+    if (v == value) return word;
+  return "?";
+}
+
 template <class Opts>
 class OptionSet {
  public:
   template <class T>
   OptionSet& add(std::string key, T Opts::*member, std::string help, Rule rule = {}) {
+    if constexpr (std::is_enum_v<T>)
+      return add_words(std::move(key), member, std::move(help), std::move(rule));
+    else
+      return add_value(std::move(key), member, std::move(help), std::move(rule));
+  }
+
+  // A check across options ("image_size must be a multiple of patch_size"): returns the problem,
+  // or nullopt. Runs after the options decoded cleanly.
+  OptionSet& check(std::function<std::optional<std::string>(const Opts&)> check) {
+    checks_.push_back(std::move(check));
+    return *this;
+  }
+
+  // Decodes `section` (keys relative to `prefix`) into an Opts, starting from the defaults.
+  // Keys in `ignore` (and below them) belong to someone else and are skipped.
+  Opts decode(const ConfigTree& section, const std::string& prefix, const std::string& where,
+              const Origin& section_origin, Diagnostics& diagnostics,
+              const std::vector<std::string>& ignore = {}) const;
+
+  // Every option of `opts`, for the resolved config.
+  ConfigTree encode(const Opts& opts, const std::string& prefix, const Origin& origin) const {
+    ConfigTree tree;
+    for (const auto& field : fields_)
+      tree.set(prefix.empty() ? field.info.key : prefix + "." + field.info.key,
+               {field.encode(opts), origin, origin});
+    return tree;
+  }
+
+  std::vector<OptionInfo> describe() const {
+    std::vector<OptionInfo> infos;
+    for (const auto& field : fields_) infos.push_back(field.info);
+    return infos;
+  }
+
+ private:
+  // An enum option: a string whose rule is its words, kept in the config as its word.
+  template <class E>
+  OptionSet& add_words(std::string key, E Opts::*member, std::string help, Rule rule) {
+    for (const auto& [word, value] : OptionWords<E>::words) rule.choices.push_back(word);
+    Field field;
+    field.info = {key, "string", "", rule.describe(), std::move(help), rule.names_data};
+    field.required = rule.required;
+    field.expected = "a string";
+    field.decode = [member, rule](Opts& opts, const ConfigValue& value, const std::string& name,
+                                  Diagnostics& diagnostics) {
+      std::string expected, word;
+      if (!decode_value(value.node, word, expected)) {
+        diagnostics.error(value.origin, "'" + name + "' must be " + expected + ", got " +
+                                            describe_yaml_value(value.node));
+        return;
+      }
+      if (auto problem = check_rule(rule, word)) {
+        diagnostics.error(value.origin, "'" + name + "' " + *problem);
+        return;
+      }
+      for (const auto& [known, e] : OptionWords<E>::words)
+        if (word == known) opts.*member = e;
+    };
+    field.encode = [member](const Opts& opts) {
+      return encode_value(std::string(option_word(opts.*member)));
+    };
+    if (!rule.required) field.info.default_value = option_word(Opts{}.*member);
+    fields_.push_back(std::move(field));
+    return *this;
+  }
+
+  template <class T>
+  OptionSet& add_value(std::string key, T Opts::*member, std::string help, Rule rule) {
     Field field;
     field.info = {key, type_name<T>(), "", rule.describe(), std::move(help), rule.names_data};
     field.required = rule.required;
@@ -189,63 +280,6 @@ class OptionSet {
     return *this;
   }
 
-  // A check across options ("image_size must be a multiple of patch_size"): returns the problem,
-  // or nullopt. Runs after the options decoded cleanly.
-  OptionSet& check(std::function<std::optional<std::string>(const Opts&)> check) {
-    checks_.push_back(std::move(check));
-    return *this;
-  }
-
-  // Decodes `section` (keys relative to `prefix`) into an Opts, starting from the defaults.
-  // Keys in `ignore` (and below them) belong to someone else and are skipped.
-  Opts decode(const ConfigTree& section, const std::string& prefix, const std::string& where,
-              const Origin& section_origin, Diagnostics& diagnostics,
-              const std::vector<std::string>& ignore = {}) const {
-    Opts opts{};
-    const size_t errors_before = diagnostics.size();
-    std::vector<std::string> known = ignore;
-    for (const auto& field : fields_) known.push_back(field.info.key);
-    report_unknown_keys(section, known, prefix, where, diagnostics);
-    for (const auto& field : fields_) {
-      const ConfigValue* value = section.find(field.info.key);
-      std::string name = prefix.empty() ? field.info.key : prefix + "." + field.info.key;
-      if (report_mapping_for_value(section, field.info.key, name, field.expected, diagnostics))
-        continue;
-      if (value == nullptr || value->node.IsNull()) {
-        if (field.required)
-          diagnostics.error(value ? value->origin : section_origin,
-                            "missing required key '" + name + "' for " + where);
-        else if (value)
-          diagnostics.error(value->origin, "'" + name +
-                                               "' has no value; remove the key to use "
-                                               "the default (" +
-                                               field.info.default_value + ")");
-        continue;
-      }
-      field.decode(opts, *value, name, diagnostics);
-    }
-    if (diagnostics.size() == errors_before)
-      for (const auto& check : checks_)
-        if (auto problem = check(opts)) diagnostics.error(section_origin, where + ": " + *problem);
-    return opts;
-  }
-
-  // Every option of `opts`, for the resolved config.
-  ConfigTree encode(const Opts& opts, const std::string& prefix, const Origin& origin) const {
-    ConfigTree tree;
-    for (const auto& field : fields_)
-      tree.set(prefix.empty() ? field.info.key : prefix + "." + field.info.key,
-               {field.encode(opts), origin, origin});
-    return tree;
-  }
-
-  std::vector<OptionInfo> describe() const {
-    std::vector<OptionInfo> infos;
-    for (const auto& field : fields_) infos.push_back(field.info);
-    return infos;
-  }
-
- private:
   struct Field {
     OptionInfo info;
     bool required = false;
@@ -258,4 +292,39 @@ class OptionSet {
   std::vector<std::function<std::optional<std::string>(const Opts&)>> checks_;
 };
 
+template <class Opts>
+Opts OptionSet<Opts>::decode(const ConfigTree& section, const std::string& prefix,
+                             const std::string& where, const Origin& section_origin,
+                             Diagnostics& diagnostics,
+                             const std::vector<std::string>& ignore) const {
+  Opts opts{};
+  const size_t errors_before = diagnostics.size();
+  std::vector<std::string> known = ignore;
+  for (const auto& field : fields_) known.push_back(field.info.key);
+  report_unknown_keys(section, known, prefix, where, diagnostics);
+  for (const auto& field : fields_) {
+    const ConfigValue* value = section.find(field.info.key);
+    std::string name = prefix.empty() ? field.info.key : prefix + "." + field.info.key;
+    if (report_mapping_for_value(section, field.info.key, name, field.expected, diagnostics))
+      continue;
+    if (value == nullptr || value->node.IsNull()) {
+      if (field.required)
+        diagnostics.error(value ? value->origin : section_origin,
+                          "missing required key '" + name + "' for " + where);
+      else if (value)
+        diagnostics.error(value->origin, "'" + name +
+                                             "' has no value; remove the key to use "
+                                             "the default (" +
+                                             field.info.default_value + ")");
+      continue;
+    }
+    field.decode(opts, *value, name, diagnostics);
+  }
+  if (diagnostics.size() == errors_before)
+    for (const auto& check : checks_)
+      if (auto problem = check(opts)) diagnostics.error(section_origin, where + ": " + *problem);
+  return opts;
+}
+
 }  // namespace trainyard
+#pragma GCC visibility pop

@@ -11,7 +11,10 @@
 
 #include <torch/optim/optimizer.h>
 
-#include "components/registry.h"
+#include "trainyard/registry.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -79,3 +82,4 @@ void require_state(const ParameterState& state, std::initializer_list<const char
 double base_learning_rate(const ConfigTree& optimizer_options);
 
 }  // namespace trainyard
+#pragma GCC visibility pop

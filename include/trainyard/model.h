@@ -9,8 +9,11 @@
 
 #include <torch/nn/module.h>
 
-#include "components/batch.h"
-#include "components/registry.h"
+#include "trainyard/batch.h"
+#include "trainyard/registry.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -84,3 +87,4 @@ inline ModelPtr build_model(const Registry& registry, const ComponentChoice& cho
 int64_t count_parameters(const torch::nn::Module& module);
 
 }  // namespace trainyard
+#pragma GCC visibility pop

@@ -3,6 +3,9 @@
 
 #include <torch/types.h>
 
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
+
 namespace trainyard {
 
 struct Batch {
@@ -31,3 +34,4 @@ struct Batch {
 };
 
 }  // namespace trainyard
+#pragma GCC visibility pop

@@ -6,7 +6,10 @@
 #include <functional>
 #include <memory>
 
-#include "components/registry.h"
+#include "trainyard/registry.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -26,3 +29,4 @@ inline LrSchedule build_schedule(const Registry& registry, const ComponentChoice
 void register_schedulers(Registry& registry);
 
 }  // namespace trainyard
+#pragma GCC visibility pop

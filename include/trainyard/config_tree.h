@@ -13,7 +13,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "config/diagnostics.h"
+#include "trainyard/diagnostics.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -93,3 +96,4 @@ void report_duplicate_keys(const YAML::Node& node, const std::string& file,
 bool key_is_under(std::string_view key, std::string_view prefix);
 
 }  // namespace trainyard
+#pragma GCC visibility pop

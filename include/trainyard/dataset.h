@@ -8,8 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "components/batch.h"
-#include "components/registry.h"
+#include "trainyard/batch.h"
+#include "trainyard/error.h"
+#include "trainyard/registry.h"
+
+// Exported by trainyard-engine to the plugins it loads (the rest of trainyard is hidden).
+#pragma GCC visibility push(default)
 
 namespace trainyard {
 
@@ -51,6 +55,15 @@ struct DataContext {
   int64_t max_positions = 0;  // the model's longest sequence; 0 when the model has none
   int64_t vocab_size = 0;     // the model's token embeddings; 0 when the model has none
   std::function<void(const std::string&)> log{};  // progress worth a line in the run's log
+
+  // Refuses, as dataset `dataset`, samples of `length` tokens (option `key`) this model cannot
+  // read (sequence_beyond_model, registry.h).
+  void check_sequence_fits(const std::string& dataset, const std::string& key,
+                           int64_t length) const {
+    if (const std::string problem = sequence_beyond_model(key, length, max_positions);
+        !problem.empty())
+      throw UserError(dataset + ": " + problem);
+  }
 };
 
 inline DataSplits build_dataset(const Registry& registry, const ComponentChoice& choice,
@@ -81,3 +94,4 @@ class Subset : public Dataset {
 std::vector<int64_t> index_range(int64_t begin, int64_t end);
 
 }  // namespace trainyard
+#pragma GCC visibility pop
