@@ -167,12 +167,20 @@ double idle_cpus(std::chrono::milliseconds window) {
   return any ? idle : -1;
 }
 
+int machine_cpu_threads(int ranks, std::string& why) {
+  ranks = std::max(ranks, 1);
+  const int cpus = usable_cpus();
+  why = "runtime.threads 0: " + std::to_string(cpus) + " usable CPUs / " + std::to_string(ranks) +
+        (ranks == 1 ? " rank" : " ranks");
+  return std::max(1, cpus / ranks);
+}
+
 int idle_cpu_threads(int ranks, std::string& why) {
   ranks = std::max(ranks, 1);
   const int cpus = usable_cpus();
   const double idle = idle_cpus(std::chrono::milliseconds(200));
   const int free = idle < 0 ? cpus : std::clamp(static_cast<int>(std::lround(idle)), 1, cpus);
-  why = "runtime.threads 0: " + std::to_string(free) + " of " + std::to_string(cpus) +
+  why = "runtime.threads idle: " + std::to_string(free) + " of " + std::to_string(cpus) +
         " usable CPUs idle, / " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
   return std::max(1, free / ranks);
 }

@@ -37,10 +37,17 @@ int usable_cpus();
 // /proc/stat's per-CPU counts): the others are busy with other processes. -1 when unknown.
 double idle_cpus(std::chrono::milliseconds window);
 
-// runtime.threads 0: intra-op threads for each of `ranks` processes starting now — the usable CPUs
-// idle over 200 ms, shared among them, at least 1. A thread more than there are free cores waits
-// at every parallel region's barrier for one another process holds: steps then take up to twice
-// as long, erratically (bench/results/threads-cpu-2026-12-03.md). `why` says how it was chosen.
+// runtime.threads 0, the default: intra-op threads for each of `ranks` processes of this node —
+// the usable CPUs shared among them, at least 1. It asks the machine and this process's allowance,
+// never their momentary load, so one file on one machine computes the same figures run after run.
+// `why` says how it was chosen.
+int machine_cpu_threads(int ranks, std::string& why);
+
+// runtime.threads idle: intra-op threads for each of `ranks` processes starting now — the usable
+// CPUs idle over 200 ms, shared among them, at least 1. A thread more than there are free cores
+// waits at every parallel region's barrier for one another process holds: steps then take up to
+// twice as long, erratically (bench/results/threads-cpu-2026-12-03.md). `why` says how it was
+// chosen.
 int idle_cpu_threads(int ranks, std::string& why);
 
 // True when process `pid` of this host exists (also when it is another user's).

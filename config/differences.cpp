@@ -1,5 +1,9 @@
 #include "config/differences.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
 namespace trainyard {
 
 namespace {
@@ -33,15 +37,60 @@ bool at_renamed_components_default(const std::string& key, const std::string& va
   return value_default && *value_default == value;
 }
 
+// An integer setting of `config`, when it has one.
+std::optional<int64_t> integer_of(const FlatConfig& config, const std::string& key) {
+  const auto it = config.find(key);
+  if (it == config.end()) return std::nullopt;
+  try {
+    size_t used = 0;
+    const int64_t value = std::stoll(it->second, &used);
+    return used == it->second.size() ? std::optional(value) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// `config` with the settings a user reasons with that no key holds: the global batch (devices ×
+// batch × gradient accumulation: the samples of one optimizer step) and, where the dataset says
+// its training size, the optimizer steps of an epoch.
+FlatConfig with_derived_settings(FlatConfig config) {
+  const auto batch = integer_of(config, "train.batch_size");
+  const auto devices = integer_of(config, "runtime.devices");
+  const auto accumulation = integer_of(config, "train.grad_accum");
+  if (!batch || !devices || *batch < 1 || *devices < 1) return config;
+  const int64_t per_step = *devices * *batch,
+                global = per_step * std::max<int64_t>(accumulation.value_or(1), 1);
+  config["derived.global_batch"] = std::to_string(global);
+  const auto samples = integer_of(config, "dataset.train_size");
+  const auto limit = integer_of(config, "train.limit_train_batches");
+  if (samples && *samples > 0) {
+    // As the loader and trainer count them: each rank's share, whole batches only, a last
+    // partial accumulation still stepping.
+    int64_t batches = *samples / *devices / *batch;
+    if (limit && *limit > 0) batches = std::min(batches, *limit);
+    const int64_t accumulate = std::max<int64_t>(accumulation.value_or(1), 1);
+    config["derived.optimizer_steps_per_epoch"] =
+        std::to_string((batches + accumulate - 1) / accumulate);
+  }
+  return config;
+}
+
 }  // namespace
 
-std::vector<ConfigDifference> config_differences(const FlatConfig& mine, const FlatConfig& base,
+std::vector<ConfigDifference> config_differences(const FlatConfig& mine_written,
+                                                 const FlatConfig& base_written,
                                                  const OptionDefault& option_default) {
+  const FlatConfig mine = with_derived_settings(mine_written);
+  const FlatConfig base = with_derived_settings(base_written);
   std::map<std::string, ConfigDifference> found;  // sorted by key
   for (const auto& [key, value] : mine) {
     const auto it = base.find(key);
     if (it != base.end() && it->second == value) continue;
-    if (at_renamed_components_default(key, value, mine, base, option_default)) continue;
+    // An option the baseline's component does not have, at the new component's default: the name
+    // says that difference. One both have differs whatever its value's origin (adamw's default
+    // weight_decay against adam's).
+    if (it == base.end() && at_renamed_components_default(key, value, mine, base, option_default))
+      continue;
     found[key] = it == base.end() ? ConfigDifference{key, value, "", true, false}
                                   : ConfigDifference{key, value, it->second, true, true};
   }

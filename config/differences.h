@@ -22,11 +22,13 @@ struct ConfigDifference {
 using OptionDefault = std::function<std::optional<std::string>(
     const std::string& section, const std::string& name, const std::string& option)>;
 
-// The keys whose values differ, and those only one side has. Under a component the two name
-// differently (runtime.strategy.name: ddp against single) an option at its own component's
-// default is left out — the name says that difference, and the options the user did not set are
-// that component's own — when `option_default` knows the default; otherwise it is shown. Sorted
-// by key.
+// The keys whose values differ, and those only one side has, with the settings derived from them
+// that a user reasons with ("derived.global_batch": devices × batch × grad_accum;
+// "derived.optimizer_steps_per_epoch" where the dataset says its train_size). A value that is a
+// default differs as any other. Under a component the two name differently (runtime.strategy.name:
+// ddp against single) an option that only the new component has is left out at its default — the
+// name says that difference — when `option_default` knows the default; otherwise it is shown.
+// Sorted by key.
 std::vector<ConfigDifference> config_differences(const std::map<std::string, std::string>& mine,
                                                  const std::map<std::string, std::string>& base,
                                                  const OptionDefault& option_default = {});

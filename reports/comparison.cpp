@@ -41,22 +41,43 @@ std::string target_text(const ReportOptions& options) {
              : fmt::format("val_acc ≥ {:.1f}%", 100 * options.target_value);
 }
 
-// Welch's t-test of `row`'s times (`key`: training time or time-to-target) against `base`'s, on
-// their logarithms (so the difference is minus the log of the speedup); nullopt without two
-// positive times on each side.
-std::optional<WelchTest> log_time_test(const VariantRow& base, const VariantRow& row,
-                                       const char* key) {
-  auto logs = [&](const VariantRow& r) {
-    std::vector<double> out;
-    auto it = r.samples.find(key);
-    if (it == r.samples.end()) return out;
-    for (double t : it->second) {
-      if (!(t > 0)) return std::vector<double>{};  // a run that trained nothing: no ratio
-      out.push_back(std::log(t));
-    }
-    return out;
+// The test of `row`'s figure `key` against `base`'s — on their logarithms when `log` (times,
+// whose difference is then a ratio; nothing when a time is not positive) — at `level`: paired by
+// round when both sides ran every run behind the figure in rounds of a batch (sweep.order:
+// interleaved) and share two rounds or more, so that what drifted between rounds cancels; Welch's
+// otherwise. `paired` says which.
+std::optional<WelchTest> compare_runs(const VariantRow& base, const VariantRow& row,
+                                      const std::string& key, bool log, double level,
+                                      bool* paired = nullptr) {
+  if (paired) *paired = false;
+  auto value = [&](double x) { return log ? std::log(x) : x; };
+  auto usable = [&](const std::vector<double>& values) {
+    return std::all_of(values.begin(), values.end(), [&](double x) { return !log || x > 0; });
   };
-  return welch_t_test(logs(base), logs(row));
+  const std::vector<double> mine = samples_of(row, key), theirs = samples_of(base, key);
+  if (!usable(mine) || !usable(theirs)) return std::nullopt;
+  auto rounds = [&](const VariantRow& r, size_t n) {
+    auto it = r.by_round.find(key);
+    return it != r.by_round.end() && it->second.size() == n ? &it->second : nullptr;
+  };
+  const auto* my_rounds = rounds(row, mine.size());
+  const auto* their_rounds = rounds(base, theirs.size());
+  if (my_rounds && their_rounds) {
+    std::vector<double> a, b;
+    for (const auto& [round, x] : *their_rounds)
+      if (auto it = my_rounds->find(round); it != my_rounds->end()) {
+        a.push_back(value(x));
+        b.push_back(value(it->second));
+      }
+    if (a.size() >= 2) {
+      if (paired) *paired = true;
+      return paired_t_test(a, b, level);
+    }
+  }
+  std::vector<double> a, b;
+  for (double x : theirs) a.push_back(value(x));
+  for (double x : mine) b.push_back(value(x));
+  return welch_t_test(a, b, level);
 }
 
 // A difference with its sign, "+1.2" or "-0.4", at `decimals`; one that rounds to zero reads
@@ -73,10 +94,11 @@ std::string counts(int64_t mine, int64_t base) { return fmt::format("n={}/{}", m
 
 // The claim that `row` trains (`key` training time) or reaches report.target (`key`
 // time-to-target) `estimate` times as fast as `base`: the ratio of their times' geometric means —
-// Welch's test on the logarithms of the times, so a difference is a ratio — with its 95% interval
-// when `tested` (each side has two runs or more); nullopt without a positive time on each side.
+// compare_runs' test on the logarithms of the times, so a difference is a ratio — with its
+// interval at `level` when `tested` (each side has two runs or more); nullopt without a positive
+// time on each side.
 std::optional<Claim> speed_claim(const VariantRow& base, const VariantRow& row, const char* key,
-                                 bool tested, int64_t n, int64_t base_n) {
+                                 bool tested, int64_t n, int64_t base_n, double level) {
   auto logs = [&](const VariantRow& r) {
     std::vector<double> out;
     for (double t : samples_of(r, key)) {
@@ -95,12 +117,15 @@ std::optional<Claim> speed_claim(const VariantRow& base, const VariantRow& row, 
   };
   claim.estimate = &row == &base ? 1.0 : std::exp(mean(theirs) - mean(mine));
   if (!tested || &row == &base) return claim;
-  if (const auto test = welch_t_test(theirs, mine)) {
+  bool paired = false;
+  if (const auto test = compare_runs(base, row, key, /*log=*/true, level, &paired)) {
     // mean(log mine) - mean(log base) = -log(speedup): the interval's ends swap.
     claim.estimate = std::exp(-test->difference);
     claim.low = std::exp(-test->high);
     claim.high = std::exp(-test->low);
     claim.tested = true;
+    claim.paired = paired;
+    claim.level = level;
     claim.beyond_noise = test->significant();
   }
   return claim;
@@ -119,7 +144,9 @@ std::string speed_part(const Claim& claim, const std::string& what) {
                        r >= 1 ? "faster" : "slower");
   };
   if (!claim.tested) return speed(claim.estimate, false);
-  const std::string n = counts(claim.n, claim.base_n);
+  const std::string n =
+      counts(claim.n, claim.base_n) + (claim.paired ? ", paired by round" : "") +
+      (claim.level > kVerdictLevel ? fmt::format(", {:.3g}% each", 100 * claim.level) : "");
   const double center = claim.estimate, low = claim.low, high = claim.high;
   // A slowdown's interval reads as its headline does: how many times slower.
   const double shown_low = center >= 1 ? low : 1 / high, shown_high = center >= 1 ? high : 1 / low;
@@ -180,8 +207,8 @@ std::string baseline_verdict(const VariantRow& base, const ReportOptions& option
 // more runs of each, Welch's t-test at 95% says whether times (on their logarithm: a ratio) and
 // accuracy differ beyond the repeats' noise; with fewer, the verdict says the spread is unknown and
 // claims nothing about noise.
-std::string verdict_of(const VariantRow& row, const VariantRow& base,
-                       const ReportOptions& options) {
+std::string verdict_of(const VariantRow& row, const VariantRow& base, const ReportOptions& options,
+                       double level) {
   if (&row == &base) return baseline_verdict(base, options);
   if (row.completed == 0) return not_compared(row);
   if (base.completed == 0) return "the baseline did not complete: nothing to compare";
@@ -208,7 +235,8 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
   }
   const auto mine_acc = samples(row, metric::kTestAcc), base_acc = samples(base, metric::kTestAcc);
   if (!mine_acc.empty() && !base_acc.empty()) {
-    const auto test = tested ? welch_t_test(base_acc, mine_acc) : std::nullopt;
+    const auto test =
+        tested ? compare_runs(base, row, metric::kTestAcc, false, level) : std::nullopt;
     if (!test) {
       parts.push_back(fmt::format(
           "test accuracy {} pt",
@@ -230,7 +258,8 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
   if (row.metrics.count(metric::kTestPerplexity) && base.metrics.count(metric::kTestPerplexity) &&
       !mine_loss.empty() && !base_loss.empty()) {
     auto percent = [](double log_ratio) { return 100 * (std::exp(log_ratio) - 1); };
-    const auto test = tested ? welch_t_test(base_loss, mine_loss) : std::nullopt;
+    const auto test =
+        tested ? compare_runs(base, row, metric::kTestLoss, false, level) : std::nullopt;
     if (!test)
       parts.push_back(fmt::format("test perplexity {}%",
                                   signed_text(100 * (row.metrics.at(metric::kTestPerplexity) /
@@ -268,12 +297,29 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base,
   return verdict;
 }
 
+// How `row`'s quality is worse than the baseline's beyond noise, at `level`: "-50.0 pt test
+// accuracy", "+12.0% test perplexity"; "" when it is not (or cannot be told).
+std::string quality_loss(const VariantRow& base, const VariantRow& row, double level) {
+  if (const auto test = compare_runs(base, row, metric::kTestAcc, false, level);
+      test && test->significant() && test->difference < 0)
+    return fmt::format("{:+.1f} pt test accuracy", 100 * test->difference);
+  if (row.metrics.count(metric::kTestPerplexity))
+    if (const auto test = compare_runs(base, row, metric::kTestLoss, false, level);
+        test && test->significant() && test->difference > 0)
+      return fmt::format("{:+.1f}% test perplexity", 100 * (std::exp(test->difference) - 1));
+  return "";
+}
+
 // The experiment's answer from the verdicts: the variant that reaches report.target soonest (or
-// without a target, trains fastest) beyond noise.
-std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
+// without a target, trains fastest) beyond noise — never one whose quality is worse beyond noise,
+// which the answer names as a trade ("bs128: 1.41× faster but -50.0 pt test accuracy — not a
+// win").
+std::string answer_of(const ExperimentReport& section, const VariantRow& base, double level) {
   const bool target = section.options.has_target();
   const char* key = target ? metric::kTargetSpeedup : metric::kSpeedup;
   auto runs = [&](const VariantRow& row) { return target ? row.target_reached : row.completed; };
+  if (section.rows.size() < 2)
+    return "one variant: nothing to compare it with (sweep.variants adds others)";
   if (base.completed == 0)
     return fmt::format("{} did not complete: nothing to compare", base.variant);
   if (target && base.target_reached == 0)
@@ -281,6 +327,10 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
                        target_text(section.options));
   const VariantRow* fastest = nullptr;
   double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
+  // The fastest of those that paid for their speed in quality, and what they paid.
+  const VariantRow* traded = nullptr;
+  double traded_speedup = 0;
+  std::string traded_loss;
   bool untested = false;
   for (const auto& row : section.rows) {
     if (&row == &base || runs(row) == 0) continue;
@@ -293,17 +343,35 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
     const auto claim = row.claims.find(key);
     if (claim == row.claims.end() || !claim->second.beyond_noise || !(claim->second.estimate > 1))
       continue;  // not faster beyond noise
+    if (const std::string loss = quality_loss(base, row, level); !loss.empty()) {
+      if (claim->second.estimate > traded_speedup) {
+        traded = &row;
+        traded_speedup = claim->second.estimate;
+        traded_loss = loss;
+      }
+      continue;
+    }
     if (claim->second.estimate > fastest_speedup) {
       fastest = &row;
       fastest_speedup = claim->second.estimate;
     }
   }
   const std::string what = target ? "to " + target_text(section.options) : "";
+  // A faster variant that lost quality is named as what it is, after the answer.
+  const std::string trade =
+      traded && (!fastest || traded_speedup > fastest_speedup)
+          ? fmt::format("{}{}: {:.2f}× {} but {} — not a win", fastest ? "; " : "", traded->variant,
+                        traded_speedup, target ? "sooner" : "faster", traded_loss)
+          : "";
   if (fastest)
-    return target ? fmt::format("fastest {} beyond noise: {}, {:.2f}× sooner than {}", what,
-                                fastest->variant, fastest_speedup, base.variant)
-                  : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
-                                fastest->variant, fastest_speedup, base.variant);
+    return (target ? fmt::format("fastest {} beyond noise: {}, {:.2f}× sooner than {}", what,
+                                 fastest->variant, fastest_speedup, base.variant)
+                   : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
+                                 fastest->variant, fastest_speedup, base.variant)) +
+           trade;
+  if (traded)
+    return fmt::format("no variant is faster{} than {} beyond noise without losing quality; {}",
+                       target ? " to target" : "", base.variant, trade);
   if (untested) {
     if (!target) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
     // "Check the target" only where a completed run missed it.
@@ -322,13 +390,13 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base) {
 // row's claim and figure `ratio_key` (its estimate, with its interval as the figure's range): the
 // one number the verdict, the table, the bars, the CSV and the terminal show for it.
 void speed_over_baseline(ExperimentReport& section, const VariantRow& baseline, const char* key,
-                         const char* ratio_key) {
+                         const char* ratio_key, double level) {
   const bool to_target = std::string(key) == metric::kTimeToTarget;
   auto runs = [&](const VariantRow& row) { return to_target ? row.target_reached : row.completed; };
   for (auto& row : section.rows) {
     if (row.completed == 0 || baseline.completed == 0) continue;
     const auto claim = speed_claim(baseline, row, key, runs(row) >= 2 && runs(baseline) >= 2,
-                                   runs(row), runs(baseline));
+                                   runs(row), runs(baseline), level);
     if (!claim) continue;
     row.claims[ratio_key] = *claim;
     row.metrics[ratio_key] = claim->estimate;
@@ -353,7 +421,8 @@ bool dominated_by_runtime(const VariantRow& row, const MetricInfo& info) {
 // The best completed value of `key` across rows — only when it differs from the next best beyond
 // the noise of their repeats, by the verdicts' test (Welch's t-test at 95%, on log time for times
 // and speedups): one run of either, and nothing is marked.
-std::optional<double> best_value(const ExperimentReport& section, const MetricInfo& info) {
+std::optional<double> best_value(const ExperimentReport& section, const MetricInfo& info,
+                                 double level) {
   if (info.better == Better::neither) return std::nullopt;
   std::vector<std::pair<double, const VariantRow*>> values;
   for (const auto& row : section.rows) {
@@ -370,19 +439,18 @@ std::optional<double> best_value(const ExperimentReport& section, const MetricIn
   const bool to_target = info.key == metric::kTargetSpeedup || info.key == metric::kTimeToTarget;
   const bool timed = to_target || info.key == metric::kSpeedup || info.key == metric::kTrainSeconds;
   const char* time_key = to_target ? metric::kTimeToTarget : metric::kTrainSeconds;
-  const auto test = timed ? log_time_test(*values[1].second, *values[0].second, time_key)
-                          : welch_t_test(samples_of(*values[1].second, info.key),
-                                         samples_of(*values[0].second, info.key));
+  const auto test =
+      compare_runs(*values[1].second, *values[0].second, timed ? time_key : info.key, timed, level);
   if (!test || !test->significant()) return std::nullopt;
   return values[0].first;
 }
 
 // Each shown column's best value, marked on the rows that hold it (VariantRow::best).
-void mark_the_best(ExperimentReport& section) {
+void mark_the_best(ExperimentReport& section, double level) {
   for (const auto& key : section.options.metrics) {
     const MetricInfo* info = find_metric(key);
     if (info == nullptr) continue;
-    const auto best = best_value(section, *info);
+    const auto best = best_value(section, *info, level);
     if (!best) continue;
     for (auto& row : section.rows) {
       auto it = row.metrics.find(key);
@@ -401,14 +469,17 @@ void compare_with_baseline(ExperimentReport& section) {
   const VariantRow* baseline = nullptr;
   for (const auto& row : section.rows)
     if (row.variant == section.baseline) baseline = &row;
+  // Every variant is compared with the baseline: the family's tests are wrong together at most 5%
+  // of the time (family_level).
+  const double level = family_level(section.rows.empty() ? 1 : section.rows.size() - 1);
   if (baseline) {
-    speed_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup);
+    speed_over_baseline(section, *baseline, metric::kTrainSeconds, metric::kSpeedup, level);
     if (section.options.has_target())
-      speed_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup);
-    for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline, section.options);
-    section.answer = answer_of(section, *baseline);
+      speed_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup, level);
+    for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline, section.options, level);
+    section.answer = answer_of(section, *baseline, level);
   }
-  mark_the_best(section);
+  mark_the_best(section, level);
 }
 
 }  // namespace trainyard

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,9 +51,11 @@ std::vector<Validation> validations(const RepeatRun& run);
 struct Claim {
   // A speedup: the baseline's time over the variant's, as the ratio of their geometric means.
   double estimate = 0;
-  double low = 0, high = 0;   // its 95% interval, when tested
-  bool tested = false;        // Welch's test ran: two runs or more on each side
-  bool beyond_noise = false;  // the test rejects "no difference" at 5%
+  double low = 0, high = 0;   // its interval at `level`, when tested
+  bool tested = false;        // the test ran: two runs or more on each side
+  bool paired = false;        // by round (sweep.order: interleaved), else Welch's
+  double level = 0.95;        // 95%, or Bonferroni's share of it with more variants
+  bool beyond_noise = false;  // the test rejects "no difference" at 1 - level
   int64_t n = 0, base_n = 0;  // the runs behind it, of the variant and of the baseline
 };
 
@@ -62,8 +65,8 @@ bool is_speedup(const std::string& key);
 // What the results tables' ranges are, in one sentence under each table.
 inline constexpr const char* kTableLegend =
     "Each figure is the median of a variant's completed runs, with their least and greatest; a "
-    "speedup is the verdict's estimate (the ratio of geometric means of the times), with its 95% "
-    "interval.";
+    "speedup is the verdict's estimate (the ratio of geometric means of the times), with its "
+    "interval (95% for the family of variants: Bonferroni).";
 
 struct VariantRow {
   std::string variant;
@@ -92,6 +95,9 @@ struct VariantRow {
   std::map<std::string, Claim> claims{};
   // Each completed repeat's final figures, by key (what the verdict's test reads).
   std::map<std::string, std::vector<double>> samples{};
+  // The same figures by the round of the batch each run trained in (its "round" attribute:
+  // sweep.order interleaved), for the runs that recorded one: what the paired test compares.
+  std::map<std::string, std::map<int64_t, double>> by_round{};
   // The answer for this variant against the baseline, in one line: "2.90× faster (2.70–3.10×,
   // n=5/5), test accuracy −0.2 pt (within noise), peak memory −41%" (reports/statistics.h's
   // test decides "within noise"); "baseline"; or why there is nothing to compare.
@@ -159,6 +165,10 @@ struct CurrentVariant {
 };
 struct CurrentExperiment {
   std::vector<CurrentVariant> variants{};
+  // The file's `report:` section as it reads now (with --set report.*): what the report follows,
+  // so that a baseline or target changed in the morning re-renders without running again. None:
+  // the settings recorded when the experiment last ran.
+  std::optional<ReportOptions> report{};
   std::string problem{};  // why the file could not be read ("no such file ..."), else ""
   // The components' option defaults (the registry's), which "differs from the baseline in" leaves
   // out under a swapped component; none known: every differing option is shown.

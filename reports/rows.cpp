@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -150,9 +151,13 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
   for (size_t i = 0; i < runs.size(); ++i) {
     if (runs[i]->status != RunStatus::completed) continue;
     completed_repeats.push_back(&row.repeats[i]);
+    const auto attributes = store.attributes(runs[i]->id);
+    const auto round = attributes.find("round");
     for (const auto& [key, value] :
-         run_figures(store, *runs[i], row.repeats[i], store.attributes(runs[i]->id), options))
+         run_figures(store, *runs[i], row.repeats[i], attributes, options)) {
       values[key].push_back(value);
+      if (round != attributes.end()) row.by_round[key][std::atoll(round->second.c_str())] = value;
+    }
   }
   row.completed = static_cast<int64_t>(completed.size());
   row.samples = values;
@@ -404,11 +409,10 @@ Report build_report(Store& store, const std::string& experiment_name,
   for (const auto& experiment : experiments) {
     ExperimentReport section;
     section.experiment = experiment;
-    section.options = stored_report_options(experiment);
-    with_answer_columns(section.options);
-
     const std::vector<RunRecord> runs = store.runs(experiment.name);
     const CurrentExperiment now = current ? current(experiment) : CurrentExperiment{};
+    section.options = now.report ? *now.report : stored_report_options(experiment);
+    with_answer_columns(section.options);
     if (current && now.problem.empty()) {
       choose_current_runs(store, runs, now, section);
     } else {

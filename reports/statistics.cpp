@@ -101,6 +101,33 @@ std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::v
   return test;
 }
 
+std::optional<WelchTest> paired_t_test(const std::vector<double>& a, const std::vector<double>& b,
+                                       double level) {
+  if (a.size() != b.size() || a.size() < 2) return std::nullopt;
+  std::vector<double> differences;
+  for (size_t i = 0; i < a.size(); ++i) differences.push_back(b[i] - a[i]);
+  const double mean = mean_of(differences);
+  const double se =
+      std::sqrt(variance_of(differences, mean) / static_cast<double>(differences.size()));
+  WelchTest test;
+  test.difference = mean;
+  test.dof = static_cast<double>(differences.size() - 1);
+  if (se == 0) {  // every pair differs alike: the difference is all there is
+    test.low = test.high = mean;
+    test.p_value = mean == 0 ? 1 : 0;
+    return test;
+  }
+  test.p_value = 2 * student_t_cdf(-std::abs(mean / se), test.dof);
+  const double margin = student_t_quantile(0.5 + level / 2, test.dof) * se;
+  test.low = mean - margin;
+  test.high = mean + margin;
+  return test;
+}
+
+double family_level(size_t comparisons) {
+  return 1 - (1 - kVerdictLevel) / static_cast<double>(std::max<size_t>(comparisons, 1));
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();

@@ -27,6 +27,19 @@ struct WelchTest {
 std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::vector<double>& b,
                                       double level = kVerdictLevel);
 
+// The paired t-test of b against a, pair i being (a[i], b[i]): Student's t on the differences
+// b[i] - a[i], n - 1 degrees of freedom (scipy.stats.ttest_rel), in the same figures as Welch's.
+// What the report uses when the two sides ran in the same rounds of a batch (sweep.order:
+// interleaved): a drift between rounds falls on both runs of a pair and cancels. nullopt without
+// two pairs.
+std::optional<WelchTest> paired_t_test(const std::vector<double>& a, const std::vector<double>& b,
+                                       double level = kVerdictLevel);
+
+// The level of each of `comparisons` tests that together are wrong at most 1 - kVerdictLevel of
+// the time (Bonferroni): with three variants against a baseline, each is tested at 1 - 0.05/2.
+// Their intervals are at the same level, so an interval and its verdict always agree.
+double family_level(size_t comparisons);
+
 // The median of a non-empty list (the mean of the middle two when their number is even).
 double median(std::vector<double> values);
 

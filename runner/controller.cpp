@@ -1,7 +1,9 @@
 #include "runner/controller.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -101,10 +103,16 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
   // Kept in step with what planning writes: two runs of one config (a sweep over a key outside
   // the hash) must not both continue the same interrupted run.
   std::map<std::string, ConfigHistory> histories = read_histories(store_, experiment);
-  for (size_t i = 0; i < experiment.runs.size(); ++i) {
+  // sweep.order: interleaved trains the repeats in rounds (Experiment::run_order).
+  const std::vector<size_t> order = experiment.run_order();
+  const bool rounds = experiment.interleaved && experiment.runs.size() > 1 &&
+                      std::any_of(experiment.runs.begin(), experiment.runs.end(),
+                                  [](const RunSpec& run) { return run.repeat > 0; });
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];  // the run's place in the file, by variant then repeat
     const RunSpec& run = experiment.runs[i];
     const std::string name = experiment.name + "/" + run.variant;
-    const int ordinal = first_ordinal + static_cast<int>(i);
+    const int ordinal = first_ordinal + static_cast<int>(k);
     ConfigHistory& history = histories[run.config_hash];
     PlanContext context{
         .scheduler = Scheduler::this_machine, .force = force, .multi_node = node_.multi_node()};
@@ -155,9 +163,13 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
                          false, ordinal});
         break;
     }
-    if (!policy_.selection.empty() &&
-        (plan.fate == RunFate::starts || plan.fate == RunFate::continues))
+    if (plan.fate != RunFate::starts && plan.fate != RunFate::continues) continue;
+    if (!policy_.selection.empty())
       store_.record_attributes(queue.back().run_id, {{"selected by", policy_.selection}});
+    // The round it trains in: the report compares the variants' runs of one round with each other
+    // (reports/comparison.cpp), so that what drifts between rounds cancels out.
+    if (rounds)
+      store_.record_attributes(queue.back().run_id, {{"round", std::to_string(run.repeat + 1)}});
   }
 }
 

@@ -76,12 +76,12 @@ struct Rank {
 };
 
 // Starts rank `r`: its output goes to its log file, its reports to the pipe on fd 3.
-// runtime.threads 0, for every rank of this node alike: the count the run recorded in the
-// checkpoint it continues from (so that it computes what it would have), else the CPUs idle now,
+// The ranks' intra-op threads, for every rank of this node alike: runtime.threads' count; else the
+// count the run recorded in the checkpoint it continues from (so that it computes what it would
+// have); else the machine's usable CPUs (runtime.threads 0), or with idle the CPUs idle now,
 // measured before any rank starts (a rank measuring beside its starting siblings would count them).
-// A run with runtime.threads set needs none (its ranks read runtime.threads themselves).
 std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
-  if (spec.threads > 0) return {static_cast<int>(spec.threads), "runtime.threads"};
+  if (spec.threads.count > 0) return {static_cast<int>(spec.threads.count), "runtime.threads"};
   if (!spec.continue_from.empty()) {
     std::ifstream file(spec.continue_from + "/trainer_state.json");
     const nlohmann::json state = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
@@ -91,7 +91,8 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
               "runtime.threads 0: as the run chose when it started"};
   }
   std::string why;
-  const int threads = idle_cpu_threads(spec.devices, why);
+  const int threads = spec.threads.idle ? idle_cpu_threads(spec.devices, why)
+                                        : machine_cpu_threads(spec.devices, why);
   return {threads, why};
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "db/store.h"
+#include "runner/config/run_spec.h"
 #include "runner/engine/engine.h"
 #include "runner/nodes.h"
 
@@ -26,9 +27,10 @@ struct LaunchSpec {
   int devices = 1;    // ranks on this node
   NodeSpec node;      // this node's place; ranks are node_rank * devices + local rank
   int port = 0;       // MASTER_PORT; 0: a free port (one node only)
-  // runtime.threads: when set, the ranks use it and the launcher measures nothing; 0 (or not
-  // known to the caller): the launcher chooses the ranks' threads (default_threads in the .cpp).
-  int64_t threads = 0;
+  // runtime.threads: a count the ranks use, or 0 (also when the caller does not know the run's:
+  // a Slurm task) chosen by the machine, or idle, measured once for all ranks (default_threads in
+  // the .cpp).
+  ThreadCount threads{};
   // Between SIGTERM and SIGKILL: long enough for one process to write its checkpoint.
   int grace_seconds = 15;
   // The run's own checkpoint to continue from after an interruption (RunContext::continue_from);

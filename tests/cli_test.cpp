@@ -6,6 +6,11 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -287,6 +292,18 @@ dataset: {name: imagefolder, root: /nowhere/photos}
   EXPECT_NE(result.output.find("\n1 error"), std::string::npos) << result.output;
 }
 
+// Two files of one batch that give one name: validate refuses them, as run does.
+TEST_F(CliTest, ValidateRefusesTwoFilesOfOneName) {
+  const std::string text = read_file(source("experiments/quickstart.yaml"));
+  const std::string a = dir.write("a.yaml", text), b = dir.write("b.yaml", text);
+  const Result validate = trainyard("validate " + a + " " + b);
+  EXPECT_EQ(validate.exit_code, 2) << validate.output;
+  EXPECT_NE(validate.output.find("error: " + b + ": experiment name 'quickstart' is also " + a +
+                                 "'s; their runs would mix in one report"),
+            std::string::npos)
+      << validate.output;
+}
+
 TEST_F(CliTest, ValidateCatchesEveryStaticMistakeAtOnce) {
   const std::string file = dir.write("mistakes.yaml", R"(
 name: mistakes
@@ -402,6 +419,148 @@ sweep:
             std::string::npos)
       << ddp.output;
   EXPECT_EQ(ddp.output.find("backend"), std::string::npos) << ddp.output;
+}
+
+// A variant that swaps the optimizer keeps the file's learning rate (adamw's own default is 20x
+// smaller) and drops, with a note from validate and the dry run, what adamw does not declare.
+TEST_F(CliTest, SwappingTheOptimizerKeepsTheFilesLearningRateAndSaysWhatItDrops) {
+  const std::string file = dir.write("swap.yaml", R"(
+name: swap
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 32, val_size: 16, test_size: 16, num_classes: 4}
+train:
+  epochs: 1
+  batch_size: 16
+  optimizer: {name: sgd, lr: 1.0e-3, momentum: 0.9}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  variants:
+    - name: sgd
+    - name: adamw
+      set: {train.optimizer.name: adamw}
+)");
+  const std::string note = "variant 'adamw': train.optimizer.momentum: 0.9 (written for sgd at " +
+                           file + ":8:48) is dropped: optimizer 'adamw' has no option 'momentum'";
+  Result validate = trainyard("validate " + file);
+  EXPECT_EQ(validate.exit_code, 0) << validate.output;
+  EXPECT_NE(validate.output.find(note), std::string::npos) << validate.output;
+  Result dry = trainyard("run " + file + " --dry-run --verbose");
+  EXPECT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find(note), std::string::npos) << dry.output;
+  const size_t adamw = dry.output.find("--- run 2/2: adamw");
+  ASSERT_NE(adamw, std::string::npos) << dry.output;
+  EXPECT_NE(dry.output.find("lr: 0.001", adamw), std::string::npos) << dry.output;
+  EXPECT_EQ(dry.output.find("momentum", adamw), std::string::npos) << dry.output;
+
+  // The dry run's differences are the effective settings, defaults included, and what follows
+  // from them: on two ddp ranks with adamw, the global batch doubles, an epoch has half the steps,
+  // and adamw's weight decay (its default) differs from sgd's; the kept learning rate does not.
+  std::string text = read_file(file);
+  text.replace(text.find("set: {train.optimizer.name: adamw}"), 34,
+               "set: {train.optimizer.name: adamw, runtime.strategy: ddp, runtime.devices: 2}");
+  const Result ddp = trainyard("run " + dir.write("swap_ddp.yaml", text) + " --dry-run");
+  EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
+  for (const char* line :
+       {"  derived.global_batch: 32 (baseline: 16)\n",
+        "  derived.optimizer_steps_per_epoch: 1 (baseline: 2)\n",
+        "  runtime.devices: 2 (baseline: 1)\n", "  runtime.strategy.name: ddp (baseline: single)\n",
+        "  train.optimizer.name: adamw (baseline: sgd)\n",
+        "  train.optimizer.weight_decay: 0.01 (baseline: 0.0)\n"})
+    EXPECT_NE(ddp.output.find(line), std::string::npos) << line << ddp.output;
+  EXPECT_EQ(ddp.output.find("  train.optimizer.lr:"), std::string::npos) << ddp.output;
+}
+
+// runtime.threads 0 (the default) asks the machine, not its momentary load: one file run again on
+// one machine while other processes keep its CPUs busy chooses the same threads and computes the
+// same figures. runtime.threads: idle is the load-adaptive choice, recorded as such.
+TEST_F(CliTest, TheSameFileGivesTheSameFiguresWhateverElseRuns) {
+  const std::string file = dir.write("threads.yaml", R"(
+name: threads
+model: {name: vit, image_size: 16, patch_size: 4, depth: 2, width: 32, heads: 2, mlp_dim: 64, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4, image_size: 16}
+train: {epochs: 1, batch_size: 16}
+runtime: {accelerator: cpu}
+)");
+  auto figures = [&](const std::string& db) {
+    Store store(db);
+    const int64_t id = store.runs("threads").at(0).id;
+    return std::pair{store.final_metrics(id), store.attributes(id).at("threads")};
+  };
+  ASSERT_EQ(trainyard("run " + file + " --db " + (dir.path() / "quiet.db").string()).exit_code, 0);
+  // Every CPU of this machine kept busy by another process while the second run starts and trains.
+  std::vector<pid_t> busy;
+  for (int i = 0; i < 2 * static_cast<int>(std::thread::hardware_concurrency()); ++i)
+    if (const pid_t pid = fork(); pid == 0) {
+      for (volatile uint64_t n = 0;; n = n + 1) {
+      }
+    } else {
+      busy.push_back(pid);
+    }
+  const Result loaded = trainyard("run " + file + " --db " + (dir.path() / "busy.db").string());
+  const Result idle = trainyard("run " + file + " --set runtime.threads=idle --db " +
+                                (dir.path() / "idle.db").string());
+  for (pid_t pid : busy) kill(pid, SIGKILL);
+  for (pid_t pid : busy) waitpid(pid, nullptr, 0);
+  ASSERT_EQ(loaded.exit_code, 0) << loaded.output;
+  ASSERT_EQ(idle.exit_code, 0) << idle.output;
+  const auto [quiet_figures, quiet_threads] = figures((dir.path() / "quiet.db").string());
+  const auto [busy_figures, busy_threads] = figures((dir.path() / "busy.db").string());
+  EXPECT_EQ(busy_threads, quiet_threads);
+  EXPECT_NE(quiet_threads.find("runtime.threads 0: "), std::string::npos) << quiet_threads;
+  for (const char* key : {"test_loss", "test_acc", "best_val_acc"})
+    EXPECT_EQ(busy_figures.at(key), quiet_figures.at(key)) << key;
+  EXPECT_NE(figures((dir.path() / "idle.db").string()).second.find("runtime.threads idle: "),
+            std::string::npos);
+  // A count of threads below zero, or a word it does not know, is refused with the three forms.
+  for (const char* bad : {"-2", "lots"}) {
+    const Result refused = trainyard("validate " + file + " --set runtime.threads=" + bad);
+    EXPECT_EQ(refused.exit_code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("0 (every usable CPU"), std::string::npos) << refused.output;
+  }
+}
+
+// An A/A batch: three variants that differ in nothing but their names, three repeats each, run for
+// real in rounds. The report must claim no difference beyond noise. Its tests are wrong together
+// at most 5% of the time by design, so a batch that claims one is run once more: this fails when
+// both do (at most 0.25% of the time by chance).
+TEST_F(CliTest, AnAABatchClaimsNothingBeyondNoise) {
+  const std::string file = dir.write("aa.yaml", R"(
+name: aa
+model: {name: vit, image_size: 16, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 16, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 64, val_size: 16, test_size: 16, num_classes: 4, image_size: 16}
+train: {epochs: 1, batch_size: 16}
+runtime: {accelerator: cpu, threads: 1}
+sweep:
+  repeats: 3
+  variants:
+    - name: first
+    - name: second
+    - name: third
+)");
+  // Neither faster (the answer) nor slower (a verdict's "× slower (low–high×, ...)") beyond noise.
+  auto claims_nothing = [](const std::string& report) {
+    return report.find("no variant is faster than first beyond noise") != std::string::npos &&
+           report.find("× slower (") == std::string::npos;
+  };
+  std::string report;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const std::string db = (dir.path() / fmt::format("aa{}.db", attempt)).string();
+    const Result run = trainyard("run " + file + " --db " + db);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const std::string md = (dir.path() / "aa.md").string();
+    ASSERT_EQ(trainyard("report --db " + db + " -o " + md).exit_code, 0);
+    report = read_file(md);
+    ASSERT_NE(report.find("paired by round"), std::string::npos) << report;
+    if (claims_nothing(report)) break;
+  }
+  EXPECT_TRUE(claims_nothing(report)) << report;
+  // The report follows the file's report: section as it is now, and --set report.*.
+  const std::string again = (dir.path() / "again.md").string();
+  ASSERT_EQ(trainyard("report --db " + (dir.path() / "aa0.db").string() +
+                      " --set report.baseline=third -o " + again)
+                .exit_code,
+            0);
+  EXPECT_NE(read_file(again).find("- **third** — baseline"), std::string::npos) << read_file(again);
 }
 
 // The data and weights as files on disk (the data empty: validation looks for it, it does not read

@@ -321,6 +321,14 @@ TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
       << tabs.items()[0].message;
 }
 
+// `{root: ${DATA}/x}`: yaml-cpp's "end of map flow not found" gains what to write instead.
+TEST_F(ConfigTest, AVariableInAFlowMappingSaysToQuoteIt) {
+  std::string text = kValid;
+  text.replace(text.find("  root: /data\n"), 14, "  root: /data\n  extra: {path: ${HOME}/x}\n");
+  const Diagnostics d = errors(text);
+  EXPECT_TRUE(has(d, "quote the value (root: \"${VAR}/data\")")) << d.format();
+}
+
 TEST_F(ConfigTest, MissingAndUnreadableFiles) {
   try {
     load_experiment((dir.path() / "absent.yaml").string(), {}, registry);
@@ -431,14 +439,56 @@ TEST_F(ConfigTest, SetOverridesWinAndNameThemselvesInErrors) {
   EXPECT_NE(d.format().find("--set train.epochs=-1: error:"), std::string::npos);
 }
 
-TEST_F(ConfigTest, NamingAnotherComponentReplacesTheSection) {
-  Experiment e = load(kValid, {"train.optimizer={name: sgd}"});
+// A layer that names another component keeps the options the file set that the new one declares
+// (Lightning's CLI keeps the init_args a new class_path accepts) and drops the others, each with a
+// note naming it, its value and where it was written.
+TEST_F(ConfigTest, SwappingAComponentKeepsWhatStillAppliesAndSaysWhatItDrops) {
+  std::string text = kValid;
+  text.replace(text.find("{name: adam, lr: 0.01}"), 22,
+               "{name: adamw, lr: 0.01, weight_decay: 0.1}");
+  text += R"(sweep:
+  variants:
+    - name: adamw
+    - name: adam
+      set: {train.optimizer.name: adam}
+)";
+  Experiment e = load(text);
+  ASSERT_EQ(e.runs.size(), 2u);
+  const RunSpec& adam = e.runs[1];
+  EXPECT_EQ(adam.optimizer.name, "adam");
+  EXPECT_EQ(adam.optimizer.options.find("lr")->node.Scalar(), "0.01");  // the file's, not 0.1
+  EXPECT_EQ(adam.optimizer.options.find("weight_decay"), nullptr);
+  // Both are said: what is kept (its value from the file) and what is dropped.
+  ASSERT_EQ(e.notes.size(), 2u);
+  EXPECT_NE(e.notes[0].find("variant 'adam': train.optimizer.lr: 0.01 (written for adamw at "),
+            std::string::npos)
+      << e.notes[0];
+  EXPECT_NE(e.notes[0].find(") is kept: optimizer 'adam' declares it"), std::string::npos)
+      << e.notes[0];
+  EXPECT_NE(
+      e.notes[1].find("variant 'adam': train.optimizer.weight_decay: 0.1 (written for adamw at "),
+      std::string::npos)
+      << e.notes[1];
+  EXPECT_NE(e.notes[1].find("exp.yaml:10:"), std::string::npos) << e.notes[1];
+  EXPECT_NE(e.notes[1].find("is dropped: optimizer 'adam' has no option 'weight_decay'"),
+            std::string::npos)
+      << e.notes[1];
+  EXPECT_EQ(e.runs[0].optimizer.options.find("weight_decay")->node.Scalar(), "0.1");
+
+  // --set naming another component carries the file's options too.
+  e = load(kValid, {"train.optimizer.name=sgd"});
   EXPECT_EQ(e.runs[0].optimizer.name, "sgd");
-  EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(),
-            "0.1");  // sgd's default, not adam's 0.01
-  // Naming the same component keeps its other options.
-  e = load(kValid, {"train.optimizer={name: adam}"});
   EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(), "0.01");
+  ASSERT_EQ(e.notes.size(), 1u);
+  EXPECT_NE(e.notes[0].find("is kept: optimizer 'sgd' declares it"), std::string::npos);
+  // Named with options of its own, the section is written afresh: nothing is carried, no note.
+  e = load(text, {"train.optimizer={name: adam, lr: 0.2}"});
+  EXPECT_EQ(e.runs[0].optimizer.name, "adam");
+  EXPECT_EQ(e.runs[0].optimizer.options.find("lr")->node.Scalar(), "0.2");
+  EXPECT_TRUE(e.notes.empty());
+  // An option written beside the new name is the new component's own: a typo is still an error.
+  EXPECT_TRUE(
+      has(errors(kValid, {"train.optimizer={name: adamw, weight_decai: 0.1}"}), "weight_decai"));
 }
 
 TEST_F(ConfigTest, ComponentShorthand) {

@@ -28,7 +28,7 @@ TEST(RegistryTest, DuplicateNamesFailAtRegistration) {
 
 TEST(RegistryTest, ListsNamesAndOptionsInRegistrationOrder) {
   Registry r = testing::fake_registry();
-  EXPECT_EQ(r.names(ComponentKind::optimizer), (std::vector<std::string>{"adam", "sgd"}));
+  EXPECT_EQ(r.names(ComponentKind::optimizer), (std::vector<std::string>{"adam", "adamw", "sgd"}));
   const ComponentEntry* toy = r.find(ComponentKind::model, "toy");
   ASSERT_NE(toy, nullptr);
   ASSERT_EQ(toy->options.size(), 2u);
@@ -44,9 +44,9 @@ TEST(RegistryTest, LookupExplainsUnknownNames) {
   EXPECT_NE(lookup_component(r, ComponentKind::optimizer, "sgd", "train.optimizer.name", {}, d),
             nullptr);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(
-      d.items()[0].message,
-      "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, sgd");
+  EXPECT_EQ(d.items()[0].message,
+            "'train.optimizer.name': unknown optimizer 'sdg' (did you mean 'sgd'?); known: adam, "
+            "adamw, sgd");
 }
 
 // A component says what it can do when it registers, in its kind's capabilities, as a function of

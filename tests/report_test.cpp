@@ -252,6 +252,14 @@ TEST_F(ReportTest, ASmallDifferenceBeyondNoiseKeepsItsDirection) {
 }
 
 // A baseline that failed says so on its own line, as every other row says what became of it.
+// One variant is no comparison: its answer does not read "no variant is faster than default".
+TEST_F(ReportTest, OneVariantHasNothingToCompare) {
+  add_run("fp32", 0, RunStatus::completed, 40, 0.5);
+  const Report report = build_report(store);
+  EXPECT_EQ(report.experiments.at(0).answer,
+            "one variant: nothing to compare it with (sweep.variants adds others)");
+}
+
 TEST_F(ReportTest, ABaselineThatFailedSaysSo) {
   add_run("fp32", 0, RunStatus::failed, 0, 0);
   add_run("bf16", 1, RunStatus::completed, 50, 0.9);
@@ -374,6 +382,76 @@ TEST_F(ReportTest, MarkdownAndCsvCarryTheSameNumbers) {
   EXPECT_NE(csv.find(",60,"), std::string::npos);
 }
 
+// A machine that slows steadily through the night — each run 3% slower than the one before — and
+// three variants that are the same. Run grouped (each variant's repeats back to back) and compared
+// unpaired, the later variants look slower beyond noise; run in rounds (sweep.order: interleaved,
+// each run's round recorded) and compared round by round, nothing is claimed. A variant that truly
+// trains twice as fast is still found, through the same drift.
+TEST_F(ReportTest, RepeatsInRoundsCannotBeFooledByDrift) {
+  const std::vector<std::string> variants = {"a", "b", "c"};
+  const int64_t repeats = 3;
+  auto batch = [&](const std::string& name, bool interleaved, double c_speedup) {
+    const int64_t id = store.upsert_experiment(name, name + ".yaml", "", "baseline: a\n");
+    std::vector<std::pair<size_t, int64_t>> order;  // (variant, repeat) as the batch trains them
+    for (int64_t r = 0; r < repeats; ++r)
+      for (size_t k = 0; k < variants.size(); ++k)
+        order.emplace_back(interleaved ? (k + static_cast<size_t>(r)) % variants.size() : k, r);
+    if (!interleaved)
+      std::sort(order.begin(), order.end());  // grouped: a's repeats, then b's, then c's
+    double drift = 1;
+    for (const auto& [v, r] : order) {
+      const std::string hash = fmt::format("{}-{}-{}", name, variants[v], r);
+      const int64_t run = store.queue_run(id, {.variant = variants[v],
+                                               .position = static_cast<int64_t>(v),
+                                               .config_yaml = "train: {seed: 1}\n",
+                                               .config_hash = hash,
+                                               .precision = "32-true",
+                                               .strategy = "single",
+                                               .repeat = r});
+      store.start_run(run, {.torch_version = "2.11.0", .device_name = "Test CPU"});
+      // A little noise of its own, so that no two runs take exactly the same time.
+      const double noise =
+          1 + 0.002 * static_cast<double>((3 * r + 5 * static_cast<int64_t>(v)) % 4);
+      store.complete_run(run, {{"train_seconds", 100 * drift * noise / (v == 2 ? c_speedup : 1)},
+                               {"test_acc", 0.9}});
+      if (interleaved) store.record_attributes(run, {{"round", std::to_string(r + 1)}});
+      drift *= 1.03;
+    }
+  };
+  batch("grouped", false, 1);
+  batch("interleaved", true, 1);
+  batch("faster", true, 2);
+  const Report report = build_report(store, "", [&](const ExperimentRecord& e) {
+    CurrentExperiment now;
+    for (const auto& variant : variants)
+      for (int64_t r = 0; r < repeats; ++r)
+        now.variants.push_back(
+            {variant, fmt::format("{}-{}-{}", e.name, variant, r), "train: {seed: 1}\n", r});
+    return now;
+  });
+  auto section = [&](const std::string& name) -> const ExperimentReport& {
+    for (const auto& s : report.experiments)
+      if (s.experiment.name == name) return s;
+    throw std::runtime_error("no section " + name);
+  };
+  const ExperimentReport& grouped = section("grouped");
+  EXPECT_TRUE(grouped.rows[2].claims.at("speedup").beyond_noise) << grouped.rows[2].verdict;
+  EXPECT_NE(grouped.rows[2].verdict.find("slower ("), std::string::npos) << grouped.rows[2].verdict;
+  const ExperimentReport& interleaved = section("interleaved");
+  for (const VariantRow* row : {&interleaved.rows[1], &interleaved.rows[2]}) {
+    EXPECT_TRUE(row->claims.at("speedup").paired) << row->verdict;
+    EXPECT_FALSE(row->claims.at("speedup").beyond_noise) << row->verdict;
+    EXPECT_NE(row->verdict.find("time within noise"), std::string::npos) << row->verdict;
+    EXPECT_NE(row->verdict.find("n=3/3, paired by round, 97.5% each"), std::string::npos)
+        << row->verdict;
+  }
+  EXPECT_EQ(interleaved.answer, "no variant is faster than a beyond noise");
+  const ExperimentReport& faster = section("faster");
+  EXPECT_TRUE(faster.rows[2].claims.at("speedup").beyond_noise) << faster.rows[2].verdict;
+  EXPECT_NEAR(faster.rows[2].claims.at("speedup").estimate, 2, 0.05);
+  EXPECT_EQ(faster.answer.rfind("fastest beyond noise: c, ", 0), 0u) << faster.answer;
+}
+
 // sweep.repeats: a row is the median of its completed repeats with their min and max; the speedup
 // is the ratio of the medians, its range from the extremes; each variant's verdict and the
 // experiment's answer; a repeat that failed is said; Markdown and CSV carry the same numbers.
@@ -433,6 +511,37 @@ TEST_F(ReportTest, EveryRenderingShowsOneNumberForAClaim) {
     EXPECT_EQ(page->find("1.25x"), std::string::npos);
 }
 
+// The answer weighs quality: a variant that trains faster beyond noise but loses accuracy beyond
+// noise is never "the fastest"; the answer names what it traded.
+TEST_F(ReportTest, TheAnswerNeverCrownsAVariantThatLostQuality) {
+  CurrentExperiment now;
+  const std::vector<std::tuple<std::string, std::vector<double>, std::vector<double>>> runs = {
+      {"fp32", {100, 101, 99}, {0.90, 0.91, 0.89}},
+      {"bf16", {83, 84, 82}, {0.90, 0.905, 0.895}},
+      {"bs128", {71, 71.5, 70.5}, {0.40, 0.41, 0.39}}};
+  int64_t position = 0;
+  for (const auto& [variant, seconds, accuracy] : runs) {
+    for (size_t r = 0; r < seconds.size(); ++r) {
+      const std::string hash = variant + std::to_string(r);
+      const std::string yaml = fmt::format("train: {{seed: {}}}\n", r);
+      now.variants.push_back({variant, hash, yaml, static_cast<int64_t>(r)});
+      add_run_of(variant, position, RunStatus::completed, seconds[r], accuracy[r], yaml, hash,
+                 static_cast<int64_t>(r));
+    }
+    ++position;
+  }
+  Report report = build_report(store, "", [&](const ExperimentRecord&) { return now; });
+  EXPECT_EQ(report.experiments.at(0).answer,
+            "fastest beyond noise: bf16, 1.20× faster than fp32; bs128: 1.41× faster but -50.0 pt "
+            "test accuracy — not a win");
+  // Without the variant that kept its accuracy, none is a win.
+  now.variants.erase(now.variants.begin() + 3, now.variants.begin() + 6);
+  report = build_report(store, "", [&](const ExperimentRecord&) { return now; });
+  EXPECT_EQ(report.experiments.at(0).answer,
+            "no variant is faster than fp32 beyond noise without losing quality; bs128: 1.41× "
+            "faster but -50.0 pt test accuracy — not a win");
+}
+
 TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
   CurrentExperiment now;
   const std::vector<std::pair<std::string, std::vector<double>>> timings = {
@@ -460,39 +569,44 @@ TEST_F(ReportTest, RepeatsShowTheirMedianSpreadAndVerdictsBeyondNoise) {
   EXPECT_DOUBLE_EQ(bf16.spread.at("train_seconds").min, 50);
   EXPECT_DOUBLE_EQ(bf16.spread.at("train_seconds").max, 60);
   // The speedup is the verdict's claim, one number everywhere: the ratio of geometric means (2.0:
-  // every bf16 time is half an fp32 one), with its 95% interval (scipy: 1.6265-2.4593), where the
-  // table used to show the ratio of medians with the extremes' ratios (1.67-2.40).
+  // every bf16 time is half an fp32 one), with its interval — at 97.5%: two variants share the
+  // experiment's 95% (Bonferroni) — (scipy: 1.5417-2.5945), where the table used to show the ratio
+  // of medians with the extremes' ratios (1.67-2.40).
   EXPECT_NEAR(bf16.metrics.at("speedup"), 2.0, 1e-12);
-  EXPECT_NEAR(bf16.spread.at("speedup").min, 1.6264800, 1e-6);
-  EXPECT_NEAR(bf16.spread.at("speedup").max, 2.4592986, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("speedup").min, 1.5416999658, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("speedup").max, 2.5945385539, 1e-6);
   EXPECT_EQ(bf16.claims.at("speedup").low, bf16.spread.at("speedup").min);
   EXPECT_EQ(bf16.differs, std::vector<std::string>{"runtime.precision: bf16"});
   const VariantRow& fsdp = section.rows[2];
   EXPECT_EQ(fsdp.completed, 2);
   EXPECT_DOUBLE_EQ(fsdp.metrics.at("train_seconds"), 27.5);  // the median of two
   EXPECT_NE(fsdp.error.find("2 of 3 completed; repeat 2"), std::string::npos) << fsdp.error;
-  // The verdicts: Welch's t-test on log time (scipy gives 1.63-2.46x for bf16, 2.32-6.91x for
-  // fsdp's two runs).
+  // The verdicts: Welch's t-test on log time at 97.5% (scipy gives 1.54-2.59x for bf16,
+  // 1.74-9.21x for fsdp's two runs, p = 0.011).
   EXPECT_EQ(section.rows[0].verdict, "baseline");
-  EXPECT_EQ(bf16.verdict.rfind("2.00× faster (1.63–2.46×, n=3/3), test accuracy +0.0 pt", 0), 0u)
+  EXPECT_EQ(
+      bf16.verdict.rfind("2.00× faster (1.54–2.59×, n=3/3, 97.5% each), test accuracy +0.0 pt", 0),
+      0u)
       << bf16.verdict;
-  EXPECT_NE(fsdp.verdict.find("(2.32–6.91×, n=2/3)"), std::string::npos) << fsdp.verdict;
+  EXPECT_NE(fsdp.verdict.find("(1.74–9.21×, n=2/3, 97.5% each)"), std::string::npos)
+      << fsdp.verdict;
   EXPECT_NE(fsdp.verdict.find("peak memory +0%"), std::string::npos) << fsdp.verdict;
   // The verdict's speedup: the ratio of geometric means (109.70 s over 27.39 s).
   EXPECT_EQ(section.answer, "fastest beyond noise: fsdp, 4.01× faster than fp32");
 
   const std::string md = render_markdown(report);
   EXPECT_NE(md.find("| 3/3 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("2.00x (1.63x – 2.46x)"), std::string::npos) << md;
+  EXPECT_NE(md.find("2.00x (1.54x – 2.59x)"), std::string::npos) << md;
   EXPECT_NE(md.find("3 of 3 variants completed; fastest beyond noise: fsdp"), std::string::npos)
       << md;
-  EXPECT_NE(md.find("- **bf16** — 2.00× faster (1.63–2.46×, n=3/3)"), std::string::npos) << md;
+  EXPECT_NE(md.find("- **bf16** — 2.00× faster (1.54–2.59×, n=3/3, 97.5% each)"), std::string::npos)
+      << md;
   const std::string csv = render_csv(report);
   EXPECT_NE(csv.find(",55,50,60,"), std::string::npos) << csv;
   EXPECT_NE(csv.find(",verdict\n"), std::string::npos) << csv;
-  EXPECT_NE(csv.find(",\"2.00× faster (1.63–2.46×, n=3/3)"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",\"2.00× faster (1.54–2.59×, n=3/3, 97.5% each)"), std::string::npos) << csv;
   const std::string html = render_html(report);
-  EXPECT_NE(html.find("1.63x – 2.46x"), std::string::npos);
+  EXPECT_NE(html.find("1.54x – 2.59x"), std::string::npos);
   EXPECT_NE(html.find("<th>n</th>"), std::string::npos);
 }
 
@@ -594,10 +708,11 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
   EXPECT_DOUBLE_EQ(fp32.spread.at("time_to_target").min, 66);
   EXPECT_DOUBLE_EQ(fp32.spread.at("time_to_target").max, 90);
   EXPECT_EQ(bf16.samples.at("time_to_target"), (std::vector<double>{20, 30, 25}));
-  // The verdict's claim (scipy below), where the table used to show 80/25 and 66/30-90/20.
+  // The verdict's claim (scipy below), where the table used to show 80/25 and 66/30-90/20. Four
+  // variants against the baseline: each interval at 1 - 0.05/4 = 98.75% (Bonferroni).
   EXPECT_NEAR(bf16.metrics.at("target_speedup"), 3.1641840, 1e-6);
-  EXPECT_NEAR(bf16.spread.at("target_speedup").min, 2.0753921, 1e-6);
-  EXPECT_NEAR(bf16.spread.at("target_speedup").max, 4.8241777, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("target_speedup").min, 1.6255961, 1e-6);
+  EXPECT_NEAR(bf16.spread.at("target_speedup").max, 6.1590086, 1e-6);
   EXPECT_EQ(slow.target_reached, 1);
   EXPECT_DOUBLE_EQ(slow.metrics.at("time_to_target"), 150);
   EXPECT_EQ(never.target_reached, 0);
@@ -618,26 +733,29 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
   EXPECT_DOUBLE_EQ(slow.metrics.at("cost"), cost(210, 2, 1));
   EXPECT_DOUBLE_EQ(slow.metrics.at("cost_to_target"), cost(150, 2, 1));
 
-  // The verdicts. bf16: 2.00x (scipy 1.6265-2.4593) and 3.16x to target (2.0754-4.8242); its cost
+  // The verdicts, at 98.75%. bf16: 2.00x (scipy 1.4505-2.7577) and 3.16x to target
+  // (1.6256-6.1590); its cost
   // 0.55 is 50% under fp32's 1.10, to target 0.25 is 68.75% under 0.80.
   EXPECT_EQ(fp32.verdict,
             "baseline, reaches val_acc ≥ 80.0% in 1m 20s (3 of 3 runs), cost 1.10 a run");
   EXPECT_EQ(bf16.verdict,
-            "2.00× faster (1.63–2.46×, n=3/3), to target 3.16× faster (2.08–4.82×, n=3/3), test "
-            "accuracy +0.0 pt (within noise), peak memory +0%, cost 0.55 (-50%), cost to target "
-            "0.25 (-69%)");
-  // slow: 1/0.5230 = 1.91x slower (scipy's 0.4138-0.6609 read as slowdowns); one run reached the
+            "2.00× faster (1.45–2.76×, n=3/3, 98.8% each), to target 3.16× faster (1.63–6.16×, "
+            "n=3/3, 98.8% each), test accuracy +0.0 pt (within noise), peak memory +0%, cost 0.55 "
+            "(-50%), cost to target 0.25 (-69%)");
+  // slow: 1/0.5230 = 1.91x slower (scipy's 0.3486-0.7846 read as slowdowns); one run reached the
   // target, so that speedup is untested: 150 s over the geometric mean of 90, 66 and 80 s (78.07).
   // Cost 0.1167 (-89%), to target 0.0833 (-90%).
   EXPECT_EQ(slow.verdict,
-            "1.91× slower (1.51–2.42×, n=2/3), to target 1.92× slower, reached in 1 of 2 runs, "
+            "1.91× slower (1.27–2.87×, n=2/3, 98.8% each), to target 1.92× slower, reached in 1 of "
+            "2 runs, "
             "test accuracy +0.0 pt (within noise), peak memory +0%, cost 0.12 (-89%), cost to "
             "target 0.08 (-90%)");
   EXPECT_NE(never.verdict.find(", did not reach val_acc ≥ 80.0%, "), std::string::npos)
       << never.verdict;
   EXPECT_NE(never.verdict.find("cost 0.93 (-15%)"), std::string::npos) << never.verdict;
-  // From the epochs' times: 62.5 s; scipy: 1.3006x, 0.0964-17.5558.
-  EXPECT_NE(epochs_only.verdict.find("to target time within noise (1.30×, 0.10–17.56×, n=2/3)"),
+  // From the epochs' times: 62.5 s; scipy: 1.3006x, 0.0003-5196.6.
+  EXPECT_NE(epochs_only.verdict.find(
+                "to target time within noise (1.30×, 0.00–5196.60×, n=2/3, 98.8% each)"),
             std::string::npos)
       << epochs_only.verdict;
   EXPECT_EQ(section.answer,
@@ -647,7 +765,7 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
   const std::string md = render_markdown(report);
   EXPECT_NE(md.find(" time to target | speedup to target |"), std::string::npos) << md;
   EXPECT_NE(md.find(" cost | cost to target |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 25.0s (20.0s – 30.0s) | 3.16x (2.08x – 4.82x) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 25.0s (20.0s – 30.0s) | 3.16x (1.63x – 6.16x) |"), std::string::npos) << md;
   const std::string csv = render_csv(report);
   EXPECT_NE(csv.find(",time_to_target,time_to_target_min,time_to_target_max,"), std::string::npos);
   EXPECT_NE(csv.find(",25,20,30,"), std::string::npos) << csv;
@@ -668,9 +786,9 @@ TEST_F(ReportTest, TheAnswerWithATargetAndPricesIsWorkedOutFromTheRecords) {
     continued += line.rfind("      ", 0) == 0;
   }
   EXPECT_GT(continued, 5u) << text;
-  EXPECT_NE(
-      render_answers(report, 0).find("\n  bf16 — 2.00× faster (1.63–2.46×, n=3/3), to target"),
-      std::string::npos);
+  EXPECT_NE(render_answers(report, 0).find(
+                "\n  bf16 — 2.00× faster (1.45–2.76×, n=3/3, 98.8% each), to target"),
+            std::string::npos);
 }
 
 // report.price_per_device_hour: a key names the devices whose name holds it, the longest wins;

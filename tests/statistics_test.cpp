@@ -43,6 +43,30 @@ TEST(StatisticsTest, StudentTQuantilesAreTheTables) {
   EXPECT_NEAR(student_t_quantile(0.025, 4), -student_t_quantile(0.975, 4), 1e-12);
 }
 
+// The paired test is scipy's ttest_rel: on pairs (0, 1), (0, 2), (0, 3), t = 3.4641 with 2
+// degrees of freedom, p = 0.0741799, and the interval of the mean difference at 95% is
+// -0.48414-4.48414, at 97.5% -1.58266-5.58266 (scipy.stats.ttest_1samp(...).confidence_interval).
+TEST(StatisticsTest, PairedTestIsScipys) {
+  const auto test = paired_t_test({0, 0, 0}, {1, 2, 3});
+  ASSERT_TRUE(test);
+  EXPECT_DOUBLE_EQ(test->difference, 2);
+  EXPECT_DOUBLE_EQ(test->dof, 2);
+  EXPECT_NEAR(test->p_value, 0.07417990022744854, 1e-9);
+  EXPECT_NEAR(test->low, -0.4841377117503298, 1e-9);
+  EXPECT_NEAR(test->high, 4.48413771175033, 1e-9);
+  EXPECT_FALSE(test->significant());
+  const auto wider = paired_t_test({0, 0, 0}, {1, 2, 3}, family_level(2));
+  EXPECT_NEAR(wider->low, -1.582658654962076, 1e-9);
+  EXPECT_NEAR(wider->high, 5.582658654962084, 1e-9);
+  // One pair is no test; pairs that differ alike are the difference, without spread.
+  EXPECT_FALSE(paired_t_test({1}, {2}));
+  const auto alike = paired_t_test({1, 5, 9}, {2, 6, 10});
+  EXPECT_DOUBLE_EQ(alike->low, 1);
+  EXPECT_TRUE(alike->significant());
+  EXPECT_DOUBLE_EQ(family_level(1), 0.95);
+  EXPECT_DOUBLE_EQ(family_level(4), 1 - 0.05 / 4);
+}
+
 TEST(StatisticsTest, OneRunIsNoTestAndNoSpreadIsTheDifference) {
   EXPECT_FALSE(welch_t_test({1.0}, {2.0, 3.0}).has_value());
   const auto same = welch_t_test({2.0, 2.0}, {2.0, 2.0});

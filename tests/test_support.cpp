@@ -54,6 +54,10 @@ struct ToyData {
 struct Lr {
   double lr = 0.1;
 };
+struct AdamW {
+  double lr = 0.1;
+  double weight_decay = 0.01;
+};
 struct Nothing {};
 }  // namespace
 
@@ -73,6 +77,10 @@ Registry fake_registry() {
   r.add<int()>(
       ComponentKind::optimizer, "adam", "adam", lr, [](const Lr&) { return 2; },
       [](const Lr&) { return OptimizerCapabilities{.steps_on_device = true}; });
+  OptionSet<AdamW> adamw;
+  adamw.add("lr", &AdamW::lr, "learning rate", greater_than(0))
+      .add("weight_decay", &AdamW::weight_decay, "decoupled weight decay", at_least(0));
+  r.add<int()>(ComponentKind::optimizer, "adamw", "adamw", adamw, [](const AdamW&) { return 6; });
   r.add<int()>(ComponentKind::optimizer, "sgd", "sgd", lr, [](const Lr&) { return 3; });
   r.add<int()>(ComponentKind::scheduler, "none", "none", OptionSet<Nothing>(),
                [](const Nothing&) { return 4; });

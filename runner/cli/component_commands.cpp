@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
@@ -53,10 +54,19 @@ int validate_command(const std::vector<std::string>& args) {
   const std::optional<double> device_bytes = device_memory_option("validate", device_memory);
   for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
   int failures = 0;
+  std::map<std::string, std::string> file_of_name;  // as `run` refuses a name two files give
   for (const auto& file : files) {
     try {
       Experiment experiment = load_experiment(file, overrides, plugin_loader(), max_runs);
       check_weights_fit(experiment.runs, plugin_loader().registry());
+      if (auto [it, fresh] = file_of_name.emplace(experiment.name, file); !fresh) {
+        fmt::print(stderr,
+                   "error: {}: experiment name '{}' is also {}'s; their runs would mix in one "
+                   "report: give one of them another `name:`\n",
+                   file, experiment.name, it->second);
+        ++failures;
+        continue;
+      }
       print_notes({experiment});
       fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
                  experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
@@ -187,7 +197,8 @@ namespace {
 
 // The runs an experiment resolves to, as a report takes them.
 CurrentExperiment current_variants(const Experiment& experiment) {
-  CurrentExperiment current{.option_default = registry_option_defaults(plugin_loader().registry())};
+  CurrentExperiment current{.report = experiment.report,
+                            .option_default = registry_option_defaults(plugin_loader().registry())};
   for (const auto& run : experiment.runs)
     current.variants.push_back({.variant = run.variant,
                                 .config_hash = run.config_hash,

@@ -239,12 +239,13 @@ namespace {
 Experiment read_experiment(const std::string& file, const std::vector<std::string>& overrides,
                            const Registry& registry, PluginLoader* loader, int64_t max_runs) {
   Diagnostics diagnostics;
-  ConfigTree tree = read_experiment_file(file, diagnostics);
+  LayeredConfig layered = read_experiment_file(file, diagnostics);
   diagnostics.throw_if_any();  // unreadable files and syntax errors: nothing more to check
 
   ConfigTree command_line;
   for (const auto& text : overrides) apply_override(text, command_line, diagnostics);
-  merge_layer(tree, command_line);
+  merge_layer(layered, command_line);
+  const ConfigTree& tree = layered.tree;
   // Plugins first: the components they register are what the rest is validated against, so a
   // plugin that did not load would make every name it provides an "unknown" problem too — its
   // problems end the validation there (with the command line's, already found).
@@ -268,17 +269,20 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
   }
   experiment.report = decode_report_options(tree.subtree("report"), file_origin(file), diagnostics);
 
-  ConfigTree base = tree;  // the run's sections, with where each of their keys is written
-  for (const char* key : {"sweep", "report", "name", "description", "plugins"}) base.erase(key);
+  LayeredConfig base = layered;  // the run's sections, with where each of their keys is written
+  for (const char* key : {"sweep", "report", "name", "description", "plugins"})
+    base.tree.erase(key);
 
   const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
+  experiment.interleaved = sweep_interleaved(tree.subtree("sweep"), diagnostics);
   std::vector<Variant> variants =
       expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
   VariantProblems variant_problems;
   for (const auto& variant : variants) {
-    ConfigTree run_tree = base;
-    merge_layer(run_tree, variant.overrides);
-    merge_layer(run_tree, command_line);  // the command line wins over every variant
+    LayeredConfig run_config = base;
+    merge_layer(run_config, variant.overrides);
+    merge_layer(run_config, command_line);  // the command line wins over every variant
+    const ConfigTree& run_tree = run_config.tree;
     int64_t seed = 0;
     for (int64_t r = 0; r < repeats; ++r) {
       RunSpec run;
@@ -291,7 +295,9 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       std::vector<std::string> notes;
       translate_lightning_names(repeat_tree, notes, found);
       ConfigTree resolved = with_plugins(
-          plugins, resolve_run(repeat_tree, registry, file, run, found), file_origin(file));
+          plugins,
+          resolve_run(repeat_tree, registry, file, run, found, &notes, &run_config.carried),
+          file_origin(file));
       for (const FileChecks* files :
            {&run.model.capabilities.files, &run.dataset.capabilities.files})
         notes.insert(notes.end(), files->notes.begin(), files->notes.end());
@@ -381,6 +387,28 @@ RunSpec read_resolved_run(const std::string& config_yaml, const std::string& var
 }
 
 }  // namespace
+
+std::vector<size_t> Experiment::run_order() const {
+  std::vector<size_t> order;
+  if (!interleaved) {
+    for (size_t i = 0; i < runs.size(); ++i) order.push_back(i);
+    return order;
+  }
+  // The variants in the file's order, each with its runs by repeat.
+  std::vector<std::vector<size_t>> variants;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i == 0 || runs[i].variant != runs[i - 1].variant) variants.emplace_back();
+    variants.back().push_back(i);
+  }
+  size_t rounds = 0;
+  for (const auto& variant : variants) rounds = std::max(rounds, variant.size());
+  for (size_t round = 0; round < rounds; ++round)
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const auto& variant = variants[(k + round) % variants.size()];
+      if (round < variant.size()) order.push_back(variant[round]);
+    }
+  return order;
+}
 
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides,
                            PluginLoader& plugins, int64_t max_runs) {

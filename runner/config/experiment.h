@@ -20,7 +20,14 @@ struct Experiment {
   std::string description;
   std::string file;
   ReportOptions report;
-  std::vector<RunSpec> runs;
+  std::vector<RunSpec> runs;  // by variant, then repeat: a variant's place in the file
+  // sweep.order: interleaved (the default) runs the repeats in rounds — every variant once, then
+  // again — so that a machine's drift through the night falls on every variant alike and the
+  // report can compare them round by round; grouped runs each variant's repeats back to back.
+  bool interleaved = true;
+  // The order the batch trains `runs` in: indices into `runs`. Interleaved, round r runs every
+  // variant's repeat r, starting one variant further each round (0 1 2, 1 2 0, 2 0 1, ...).
+  std::vector<size_t> run_order() const;
   // "file:5:24: note: ...": what validation translated and thinks the user should know (a
   // Lightning name's note); each once. The commands print them.
   std::vector<std::string> notes{};

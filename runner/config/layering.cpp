@@ -28,22 +28,57 @@ void expand_component_shorthand(ConfigTree& tree) {
   }
 }
 
-void merge_layer(ConfigTree& base, const ConfigTree& over) {
+void merge_layer(LayeredConfig& base, const LayeredConfig& over) {
   for (const auto& section : kComponentSections) {
     std::string name_key = std::string(section.path) + ".name";
-    const ConfigValue* new_name = over.find(name_key);
-    const ConfigValue* old_name = base.find(name_key);
-    if (new_name && old_name && new_name->node.IsScalar() && old_name->node.IsScalar() &&
-        new_name->node.Scalar() != old_name->node.Scalar())
-      base.erase(section.path);
+    const ConfigValue* new_name = over.tree.find(name_key);
+    const ConfigValue* old_name = base.tree.find(name_key);
+    if (!new_name || !old_name || !new_name->node.IsScalar() || !old_name->node.IsScalar() ||
+        new_name->node.Scalar() == old_name->node.Scalar())
+      continue;
+    const std::string prefix = std::string(section.path) + ".";
+    // Named with options of its own, the section is written afresh: it replaces the old one whole.
+    const bool restated = std::any_of(
+        over.tree.entries().begin(), over.tree.entries().end(),
+        [&](const auto& e) { return e.first.starts_with(prefix) && e.first != name_key; });
+    if (restated) {
+      base.tree.erase(section.path);
+      continue;
+    }
+    for (const auto& [key, value] : base.tree.entries())
+      if (key.starts_with(prefix) && key != name_key)
+        base.carried.emplace(key, old_name->node.Scalar());  // an earlier mark stays: its origin
   }
-  base.merge(over);
+  // What `over` writes is written for the component it names, unless `over` carried it itself.
+  for (const auto& [key, value] : over.tree.entries()) base.carried.erase(key);
+  for (const auto& [key, from] : over.carried) base.carried[key] = from;
+  base.tree.merge(over.tree);
+}
+
+void merge_layer(LayeredConfig& base, const ConfigTree& over) {
+  merge_layer(base, LayeredConfig{over});
 }
 
 namespace {
 
 // yaml-cpp's message for a tab in the indentation ("illegal map value", ...) does not say so: the
 // first line that indents with one, for the syntax error's message.
+// `{root: ${DATA}/x}`: YAML reads `{` of `${` as a flow mapping opening inside the value, and
+// says only "end of map flow not found". Where the line holds a `${`, say what to write instead.
+std::string flow_map_variable_hint(const std::string& message, const std::string& text,
+                                   int zero_based_line) {
+  if (message.find("flow") == std::string::npos) return "";
+  size_t start = 0;
+  for (int line = 0; line < zero_based_line && start != std::string::npos; ++line)
+    start = text.find('\n', start) == std::string::npos ? std::string::npos
+                                                        : text.find('\n', start) + 1;
+  if (start == std::string::npos) return "";
+  const std::string line = text.substr(start, text.find('\n', start) - start);
+  if (line.find("${") == std::string::npos) return "";
+  return "; inside a {...} mapping YAML reads the { of ${VAR} as another mapping: quote the value "
+         "(root: \"${VAR}/data\")";
+}
+
 std::string tab_indent_hint(const std::string& text) {
   int line = 1;
   for (size_t start = 0; start < text.size(); ++line) {
@@ -204,19 +239,20 @@ void expand_environment(ConfigTree& tree, Diagnostics& diagnostics) {
 
 // read_experiment_file() for one file of the chain: `chain` holds the files being read, to catch
 // cycles.
-ConfigTree read_config_file(const std::string& file, const Origin& referenced_at,
-                            std::vector<std::string>& chain, Diagnostics& diagnostics) {
-  ConfigTree tree;
+LayeredConfig read_config_file(const std::string& file, const Origin& referenced_at,
+                               std::vector<std::string>& chain, Diagnostics& diagnostics) {
+  LayeredConfig layered;
+  ConfigTree& tree = layered.tree;
   std::error_code ec;
   fs::path path(file);
   if (!fs::exists(path, ec)) {
     diagnostics.error(referenced_at, fmt::format("cannot read '{}': no such file", file));
-    return tree;
+    return layered;
   }
   std::ifstream in(file);
   if (!in || fs::is_directory(path, ec)) {
     diagnostics.error(referenced_at, fmt::format("cannot read '{}': not a readable file", file));
-    return tree;
+    return layered;
   }
   if (const uintmax_t size = fs::file_size(path, ec); !ec && size > kMaxFileBytes) {
     diagnostics.error(referenced_at,
@@ -224,14 +260,14 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
                                   "sweep's grid says in a few lines what a generated file spells "
                                   "out)",
                                   file, size, kMaxFileBytes));
-    return tree;
+    return layered;
   }
   std::string canonical = fs::weakly_canonical(path, ec).string();
   for (const auto& seen : chain) {
     if (seen == canonical) {
       diagnostics.error(referenced_at, fmt::format("'extends' forms a cycle: {} -> {}",
                                                    join(chain, " -> "), file));
-      return tree;
+      return layered;
     }
   }
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -240,19 +276,20 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     diagnostics.error({file, e.mark.line + 1, e.mark.column + 1},
-                      "YAML syntax error: " + e.msg + tab_indent_hint(text));
-    return tree;
+                      "YAML syntax error: " + e.msg + tab_indent_hint(text) +
+                          flow_map_variable_hint(e.msg, text, e.mark.line));
+    return layered;
   }
-  if (root.IsNull()) return tree;  // an empty file is an empty config
+  if (root.IsNull()) return layered;  // an empty file is an empty config
   if (const YamlSize size = size_of(root); size.too_big()) {
     diagnostics.error(file_origin(file), size.problem("'" + file + "'"));
-    return tree;
+    return layered;
   }
   report_duplicate_keys(root, file, diagnostics);
   if (!root.IsMap()) {
     diagnostics.error(origin_of(root, file),
                       "an experiment file must be a mapping of sections (model, dataset, ...)");
-    return tree;
+    return layered;
   }
   chain.push_back(canonical);
   if (const YAML::Node extends = root["extends"]) {
@@ -271,8 +308,8 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
       }
       fs::path parent_path = fs::path(parent.Scalar());
       if (parent_path.is_relative()) parent_path = path.parent_path() / parent_path;
-      merge_layer(tree, read_config_file(parent_path.lexically_normal().string(),
-                                         origin_of(parent, file), chain, diagnostics));
+      merge_layer(layered, read_config_file(parent_path.lexically_normal().string(),
+                                            origin_of(parent, file), chain, diagnostics));
     }
   }
   chain.pop_back();
@@ -282,13 +319,13 @@ ConfigTree read_config_file(const std::string& file, const Origin& referenced_at
   expand_environment(own, diagnostics);
   expand_component_shorthand(own);
   tree.erase("name");  // a name belongs to one file; a child without one takes its own file's
-  merge_layer(tree, own);
-  return tree;
+  merge_layer(layered, own);
+  return layered;
 }
 
 }  // namespace
 
-ConfigTree read_experiment_file(const std::string& file, Diagnostics& diagnostics) {
+LayeredConfig read_experiment_file(const std::string& file, Diagnostics& diagnostics) {
   std::vector<std::string> chain;
   return read_config_file(file, file_origin(file), chain, diagnostics);
 }

@@ -2,6 +2,7 @@
 // another, into one flat ConfigTree. Internal to runner/config: load_experiment() is the face.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,14 +31,29 @@ inline const ComponentSection kComponentSections[] = {
 // `model: vit` is shorthand for `model: {name: vit}`.
 void expand_component_shorthand(ConfigTree& tree);
 
-// Sets every entry of `over` on `base`. A layer that names a different component for a section
-// replaces that section whole, as a Hydra config group does: the old component's options would
-// be unknown keys for the new one.
-void merge_layer(ConfigTree& base, const ConfigTree& over);
+// Options of a config that a layer carried over when it named another component for their
+// section: each key ("train.optimizer.lr") with the component it was written for ("adam").
+using CarriedOptions = std::map<std::string, std::string>;
+
+// A config as its layers made it, and the options in it that were carried over.
+struct LayeredConfig {
+  ConfigTree tree;
+  CarriedOptions carried{};
+};
+
+// Sets every entry of `over` on `base`. A layer that names a different component for a section and
+// nothing else there (`train.optimizer.name: adamw`, or `train.optimizer: adamw`) keeps the
+// options earlier layers set there, marked carried: resolution keeps those the new component
+// declares and drops the others with a note (resolve_run), as Lightning's CLI keeps the init_args
+// a new class_path accepts — adam → adamw keeps the file's lr. A layer that names it with options
+// of its own (`train.optimizer: {name: adamw, lr: 3e-3}`) writes the section afresh: it replaces
+// the old one whole, as a Hydra config group does.
+void merge_layer(LayeredConfig& base, const LayeredConfig& over);
+void merge_layer(LayeredConfig& base, const ConfigTree& over);
 
 // Reads `file` and, recursively, the files it extends (parents first, the file's own keys win).
-// Problems go to `diagnostics`; the returned tree holds what could be read.
-ConfigTree read_experiment_file(const std::string& file, Diagnostics& diagnostics);
+// Problems go to `diagnostics`; the returned config holds what could be read.
+LayeredConfig read_experiment_file(const std::string& file, Diagnostics& diagnostics);
 
 // "train.epochs=1" set on `tree`, its origin the override itself.
 void apply_override(const std::string& text, ConfigTree& tree, Diagnostics& diagnostics);

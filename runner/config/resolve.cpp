@@ -1,5 +1,6 @@
 #include "runner/config/resolve.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -38,10 +39,56 @@ void report_file_problems(const FileChecks& files, const ConfigTree& tree, const
 }
 
 // Resolves one component section of `tree` into `choice`, adding its options to `resolved`.
+// Options carried over from another component (merge_layer): those `entry` declares are kept and
+// those it does not are dropped from `options`, each with a note that names it, its value and
+// where it was written.
+void drop_carried_options(const ComponentEntry& entry, const std::string& path,
+                          const std::vector<std::string>& reserved, const std::string& variant,
+                          const CarriedOptions* carried, ConfigTree& options,
+                          std::vector<std::string>* notes) {
+  if (carried == nullptr) return;
+  // The section's own keys (model.weights) belonged to the component they were written with: a
+  // checkpoint of one model fits no other.
+  auto reserved_key = [&](const std::string& key) {
+    return std::any_of(reserved.begin(), reserved.end(), [&](const std::string& name) {
+      return key == name || key.starts_with(name + ".");
+    });
+  };
+  auto declared = [&](const std::string& key) {
+    for (const auto& info : entry.options)
+      if (key == info.key || key.starts_with(info.key + ".")) return true;
+    return false;
+  };
+  std::vector<std::string> dropped;
+  for (const auto& [key, value] : options.entries()) {
+    const auto from = carried->find(path + "." + key);
+    if (from == carried->end()) continue;
+    if (declared(key) && !reserved_key(key)) {
+      if (notes)
+        notes->push_back(
+            fmt::format("variant '{}': {}.{}: {} (written for {} at {}) is kept: {} "
+                        "'{}' declares it",
+                        variant, path, key, YAML::Dump(value.node), from->second,
+                        to_string(value.origin), to_string(entry.kind), entry.name));
+      continue;
+    }
+    dropped.push_back(key);
+    if (notes)
+      notes->push_back(fmt::format(
+          "variant '{}': {}.{}: {} (written for {} at {}) is dropped: {}", variant, path, key,
+          YAML::Dump(value.node), from->second, to_string(value.origin),
+          reserved_key(key)
+              ? fmt::format("it belonged to {}, not {}", from->second, entry.name)
+              : fmt::format("{} '{}' has no option '{}'", to_string(entry.kind), entry.name, key)));
+  }
+  for (const auto& key : dropped) options.erase(key);
+}
+
 template <class Caps>
 void resolve_component(const ConfigTree& tree, const ComponentSection& section,
                        const Registry& registry, const Origin& fallback, Chosen<Caps>& choice,
-                       ConfigTree& resolved, RunSpec& run, Diagnostics& diagnostics) {
+                       ConfigTree& resolved, RunSpec& run, Diagnostics& diagnostics,
+                       std::vector<std::string>* notes, const CarriedOptions* carried) {
   std::string path = section.path;
   ConfigTree options = tree.subtree(path);
   const ConfigValue* name = tree.find(path + ".name");
@@ -70,6 +117,7 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
   const ComponentEntry* entry =
       lookup_component(registry, section.kind, choice.name, path + ".name", origin, diagnostics);
   if (entry == nullptr) return;
+  drop_carried_options(*entry, path, section.reserved, run.variant, carried, options, notes);
   const size_t before = diagnostics.size();
   choice.options = entry->resolve(options, path, origin, section.reserved, diagnostics);
   if (diagnostics.size() == before) {
@@ -283,36 +331,44 @@ void check_combinations(const RunSpec& run, const ConfigTree& tree, const Origin
 }  // namespace
 
 ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const std::string& file,
-                       RunSpec& run, Diagnostics& diagnostics) {
+                       RunSpec& run, Diagnostics& diagnostics, std::vector<std::string>* notes,
+                       const CarriedOptions* carried) {
   const auto& [model, dataset, optimizer, scheduler, strategy] = kComponentSections;
   ConfigTree resolved;
   const Origin fallback = file_origin(file);
-  resolve_component(tree, model, registry, fallback, run.model, resolved, run, diagnostics);
+  resolve_component(tree, model, registry, fallback, run.model, resolved, run, diagnostics, notes,
+                    carried);
   ConfigTree model_section = tree.subtree("model");
   ConfigTree weights_section;
   for (const auto& key : model.reserved)
-    if (const ConfigValue* value = model_section.find(key)) weights_section.set(key, *value);
+    if (const ConfigValue* value = model_section.find(key);
+        value && !(carried && carried->count("model." + key)))  // another model's: dropped
+      weights_section.set(key, *value);
   run.weights =
       weights_option_set().decode(weights_section, "model", "model", fallback, diagnostics);
   run.weights_origin = origin_of_key(tree, "model.weights", fallback);
   resolved.merge(weights_option_set().encode(run.weights, "model", fallback));
   collect_data_paths(weights_option_set().describe(), "model", resolved, run);
-  resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, run, diagnostics);
+  resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, run, diagnostics,
+                    notes, carried);
 
   run.train = train_option_set().decode(tree.subtree("train"), "train", "section 'train'", fallback,
                                         diagnostics, {"optimizer", "scheduler"});
   resolved.merge(train_option_set().encode(run.train, "train", fallback));
   const size_t before_optimizer = diagnostics.size();
-  resolve_component(tree, optimizer, registry, fallback, run.optimizer, resolved, run, diagnostics);
+  resolve_component(tree, optimizer, registry, fallback, run.optimizer, resolved, run, diagnostics,
+                    notes, carried);
   // The optimizer's capabilities are known only when its section resolved.
   const bool optimizer_ok = diagnostics.size() == before_optimizer;
-  resolve_component(tree, scheduler, registry, fallback, run.scheduler, resolved, run, diagnostics);
+  resolve_component(tree, scheduler, registry, fallback, run.scheduler, resolved, run, diagnostics,
+                    notes, carried);
 
   const size_t before_runtime = diagnostics.size();
   run.runtime = runtime_option_set().decode(tree.subtree("runtime"), "runtime", "section 'runtime'",
                                             fallback, diagnostics, {"strategy"});
   resolved.merge(runtime_option_set().encode(run.runtime, "runtime", fallback));
-  resolve_component(tree, strategy, registry, fallback, run.strategy, resolved, run, diagnostics);
+  resolve_component(tree, strategy, registry, fallback, run.strategy, resolved, run, diagnostics,
+                    notes, carried);
   const bool runtime_ok = diagnostics.size() == before_runtime;
   if (runtime_ok) {
     const ComponentEntry* precision = lookup_component(

@@ -110,9 +110,9 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              "numeric precision, Lightning's names (16, bf16 and 32 as Lightning reads them)",
              Rule{})
         .add("threads", &RuntimeOptions::threads,
-             "intra-op CPU threads per rank; 0 = one per usable CPU that is idle when the run "
-             "starts, shared among the run's ranks on the node",
-             at_least(0))
+             "intra-op CPU threads per rank; 0 = one per CPU this process may use, shared among "
+             "the run's ranks on the node (the same figures run after run); idle = one per such "
+             "CPU idle when the run starts (faster on a busy machine; figures may then differ)")
         .add("matmul_precision", &RuntimeOptions::matmul_precision,
              "float32 matrix products: highest (full fp32), high (TF32 on GPUs that have it), "
              "medium",
@@ -130,7 +130,15 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
         .add("sync_debug", &RuntimeOptions::sync_debug,
              "CUDA: warn about, or fail the run on, any host synchronisation inside a training "
              "step (as "
-             "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed");
+             "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed")
+        .check([](const RuntimeOptions& o) -> std::optional<std::string> {
+          if (!o.threads.valid())
+            return fmt::format(
+                "threads {} is not a number of threads: write a count ≥ 1, 0 (every "
+                "usable CPU, the default) or idle",
+                o.threads.count);
+          return std::nullopt;
+        });
     return s;
   }();
   return set;
@@ -152,6 +160,25 @@ bool decode_value(const YAML::Node& node, MicroBatchSize& out, std::string& expe
 }
 
 YAML::Node encode_value(const MicroBatchSize& value) { return encode_value(value.written); }
+
+bool decode_value(const YAML::Node& node, ThreadCount& out, std::string& expected) {
+  out = ThreadCount{};
+  if (node.IsScalar() && node.Scalar() == "idle") {
+    out.idle = true;
+    return true;
+  }
+  if (!decode_value(node, out.count, expected)) {
+    expected = "a number of threads, 0 (every usable CPU), or idle";
+    return false;
+  }
+  if (out.count < 0) out.count = -1;
+  return true;
+}
+
+// 0 stays 0: the default's text, and so the identity of the runs recorded before `idle` existed.
+YAML::Node encode_value(const ThreadCount& value) {
+  return value.idle ? encode_value(std::string("idle")) : encode_value(value.count);
+}
 
 namespace {
 

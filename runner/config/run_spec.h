@@ -82,6 +82,25 @@ inline const char* type_name<MicroBatchSize>() {
   return "string";
 }
 
+// runtime.threads: intra-op CPU threads per rank. A count; 0, the default, every CPU this process
+// may use (affinity mask, cgroup quota) shared among the node's ranks — the machine's, whatever
+// runs beside it, so one file on one machine computes the same figures; or idle, the CPUs idle
+// when the run starts, shared alike — faster on a shared machine, but two runs may then differ.
+struct ThreadCount {
+  int64_t count = 0;  // ≥ 1: exactly; 0: chosen (by the machine, or by its idle CPUs); -1: invalid
+  bool idle = false;
+  bool valid() const { return count >= 0; }
+};
+bool decode_value(const YAML::Node& node, ThreadCount& out, std::string& expected);
+YAML::Node encode_value(const ThreadCount& value);
+inline std::optional<std::string> check_rule(const Rule&, const ThreadCount&) {
+  return std::nullopt;  // runtime_option_set's check says what is wrong with it
+}
+template <>
+inline const char* type_name<ThreadCount>() {
+  return "integer";
+}
+
 struct TrainOptions {
   int64_t epochs = 3;
   int64_t batch_size = 16;      // per device
@@ -117,7 +136,7 @@ struct RuntimeOptions {
   Accelerator accelerator = Accelerator::automatic;
   int64_t devices = 1;
   std::string precision = "32-true";
-  int64_t threads = 0;                       // intra-op CPU threads; 0: LibTorch's default
+  ThreadCount threads;                       // intra-op CPU threads per rank
   std::string matmul_precision = "highest";  // float32 matmuls: highest, high (TF32), medium
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop

@@ -23,7 +23,7 @@ std::string grid_label(const std::string& key) { return split(key, '.').back(); 
 
 std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics,
                                   int64_t max_runs, int64_t repeats) {
-  report_unknown_keys(sweep, {"variants", "grid", "repeats"}, "sweep", "section 'sweep'",
+  report_unknown_keys(sweep, {"variants", "grid", "repeats", "order"}, "sweep", "section 'sweep'",
                       diagnostics);
   report_mapping_for_value(sweep, "variants", "sweep.variants", "a non-empty list of {name, set}",
                            diagnostics);
@@ -130,6 +130,24 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
   for (auto& variant : variants)
     if (variant.name.empty()) variant.name = "default";
   return variants;
+}
+
+bool sweep_interleaved(const ConfigTree& sweep, Diagnostics& diagnostics) {
+  if (report_mapping_for_value(sweep, "order", "sweep.order", "interleaved or grouped",
+                               diagnostics))
+    return true;
+  const ConfigValue* value = sweep.find("order");
+  if (!value) return true;
+  std::string order, expected;
+  if (!decode_value(value->node, order, expected) ||
+      (order != "interleaved" && order != "grouped")) {
+    diagnostics.error(value->origin,
+                      "'sweep.order' is interleaved (the default: repeats in rounds of every "
+                      "variant) or grouped (each variant's repeats back to back), got " +
+                          describe_yaml_value(value->node));
+    return true;
+  }
+  return order == "interleaved";
 }
 
 int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics) {

@@ -26,4 +26,7 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
 // (1 when not set).
 int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics);
 
+// sweep.order: true for interleaved (the default), false for grouped (Experiment::interleaved).
+bool sweep_interleaved(const ConfigTree& sweep, Diagnostics& diagnostics);
+
 }  // namespace trainyard

@@ -78,9 +78,9 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
 }
 
 int intra_op_threads(const RuntimeOptions& runtime, std::string& why) {
-  if (runtime.threads > 0) {
+  if (runtime.threads.count > 0) {
     why = "runtime.threads";
-    return static_cast<int>(runtime.threads);
+    return static_cast<int>(runtime.threads.count);
   }
   // Chosen once for every rank by the launcher (launch_run), or recorded by the run it continues.
   if (const char* chosen = std::getenv(kThreadsVariable)) {
@@ -88,8 +88,11 @@ int intra_op_threads(const RuntimeOptions& runtime, std::string& why) {
     why = chosen_why ? chosen_why : "runtime.threads 0";
     return std::max(1, std::atoi(chosen));
   }
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");  // the engine without a launcher: 1
-  return idle_cpu_threads(local ? std::atoi(local) : 1, why);
+  const int ranks = [] {  // the engine without a launcher: 1
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    return local ? std::atoi(local) : 1;
+  }();
+  return runtime.threads.idle ? idle_cpu_threads(ranks, why) : machine_cpu_threads(ranks, why);
 }
 
 std::string torch_version() { return TORCH_VERSION; }

@@ -65,10 +65,11 @@ struct DeviceInfo {
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime);
 
-// Intra-op CPU threads for a rank: runtime.threads, or with 0 (the default) what the launcher chose
-// for every rank of the run (TRAINYARD_THREADS: the CPUs idle when it started, idle_cpu_threads in
-// common/process.h, or the count the run recorded in the checkpoint it continues from, so that it
-// computes what it would have). `why` says how, for the run's details.
+// Intra-op CPU threads for a rank: runtime.threads' count, or what the launcher chose for every
+// rank of the run (TRAINYARD_THREADS: the machine's usable CPUs, machine_cpu_threads in
+// common/process.h; with idle the CPUs idle when it started; or the count the run recorded in the
+// checkpoint it continues from, so that it computes what it would have), or without a launcher
+// the same choice made here. `why` says how, for the run's details.
 inline constexpr const char* kThreadsVariable = "TRAINYARD_THREADS";
 inline constexpr const char* kThreadsWhyVariable = "TRAINYARD_THREADS_WHY";
 int intra_op_threads(const RuntimeOptions& runtime, std::string& why);
