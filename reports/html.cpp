@@ -469,9 +469,13 @@ std::string run_details(const ExperimentReport& section) {
         break;
       }
   }
+  // Shown elsewhere: the task by the section's columns, a run's round of its batch by its
+  // verdict's "paired by round".
+  static const std::set<std::string> kShownElsewhere = {"task", "round"};
   for (const auto& row : section.rows)  // anything else a run recorded, under its own key
     for (const auto& attribute : row.attributes) {
       const std::string& key = attribute.first;  // a lambda may not capture a structured binding
+      if (kShownElsewhere.count(key)) continue;
       if (std::none_of(columns.begin(), columns.end(),
                        [&](const auto& c) { return c.first == key; }))
         columns.emplace_back(key, key);

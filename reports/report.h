@@ -95,9 +95,10 @@ struct VariantRow {
   std::map<std::string, Claim> claims{};
   // Each completed repeat's final figures, by key (what the verdict's test reads).
   std::map<std::string, std::vector<double>> samples{};
-  // The same figures by the round of the batch each run trained in (its "round" attribute:
-  // sweep.order interleaved), for the runs that recorded one: what the paired test compares.
-  std::map<std::string, std::map<int64_t, double>> by_round{};
+  // The same figures by the round of the batch each run trained in (its "round" attribute, "<batch>
+  // <round>": sweep.order interleaved), for the runs that recorded one: what the paired test
+  // compares, round with the same round of the same batch.
+  std::map<std::string, std::map<std::string, double>> by_round{};
   // The answer for this variant against the baseline, in one line: "2.90× faster (2.70–3.10×,
   // n=5/5), test accuracy −0.2 pt (within noise), peak memory −41%" (reports/statistics.h's
   // test decides "within noise"); "baseline"; or why there is nothing to compare.

@@ -156,7 +156,7 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
     for (const auto& [key, value] :
          run_figures(store, *runs[i], row.repeats[i], attributes, options)) {
       values[key].push_back(value);
-      if (round != attributes.end()) row.by_round[key][std::atoll(round->second.c_str())] = value;
+      if (round != attributes.end()) row.by_round[key][round->second] = value;
     }
   }
   row.completed = static_cast<int64_t>(completed.size());

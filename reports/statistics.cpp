@@ -112,9 +112,9 @@ std::optional<WelchTest> paired_t_test(const std::vector<double>& a, const std::
   WelchTest test;
   test.difference = mean;
   test.dof = static_cast<double>(differences.size() - 1);
-  if (se == 0) {  // every pair differs alike: the difference is all there is
-    test.low = test.high = mean;
-    test.p_value = mean == 0 ? 1 : 0;
+  if (se == 0) {  // every pair differs alike: nothing to tell the noise by, unless no pair differs
+    if (mean != 0) return std::nullopt;
+    test.p_value = 1;
     return test;
   }
   test.p_value = 2 * student_t_cdf(-std::abs(mean / se), test.dof);

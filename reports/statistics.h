@@ -31,12 +31,13 @@ std::optional<WelchTest> welch_t_test(const std::vector<double>& a, const std::v
 // b[i] - a[i], n - 1 degrees of freedom (scipy.stats.ttest_rel), in the same figures as Welch's.
 // What the report uses when the two sides ran in the same rounds of a batch (sweep.order:
 // interleaved): a drift between rounds falls on both runs of a pair and cancels. nullopt without
-// two pairs.
+// two pairs, or when every pair differs by the same non-zero amount (no spread to judge it by: a
+// step of a small test set's accuracy, say).
 std::optional<WelchTest> paired_t_test(const std::vector<double>& a, const std::vector<double>& b,
                                        double level = kVerdictLevel);
 
 // The level of each of `comparisons` tests that together are wrong at most 1 - kVerdictLevel of
-// the time (Bonferroni): with three variants against a baseline, each is tested at 1 - 0.05/2.
+// the time (Bonferroni): with two variants against a baseline, each is tested at 1 - 0.05/2.
 // Their intervals are at the same level, so an interval and its verdict always agree.
 double family_level(size_t comparisons);
 

@@ -6,9 +6,12 @@
 #include <fstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "common/files.h"
 #include "common/process.h"
 #include "common/text.h"
@@ -39,7 +42,8 @@ Controller::Controller(Store& store, const Registry& registry, std::string log_d
       log_dir_(std::move(log_dir)),
       stop_requested_(stop_requested),
       node_(std::move(node)),
-      policy_(std::move(policy)) {}
+      policy_(std::move(policy)),
+      batch_id_(fmt::format("{}/{}", utc_now(), getpid())) {}
 
 BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, bool force) {
   BatchSummary summary;
@@ -166,10 +170,12 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
     if (plan.fate != RunFate::starts && plan.fate != RunFate::continues) continue;
     if (!policy_.selection.empty())
       store_.record_attributes(queue.back().run_id, {{"selected by", policy_.selection}});
-    // The round it trains in: the report compares the variants' runs of one round with each other
-    // (reports/comparison.cpp), so that what drifts between rounds cancels out.
+    // The round of this batch it trains in: the report compares the variants' runs of one round
+    // of one batch with each other (reports/comparison.cpp), so that what drifts between rounds
+    // cancels out; runs of another batch (a --force rerun, a run continued later) never pair.
     if (rounds)
-      store_.record_attributes(queue.back().run_id, {{"round", std::to_string(run.repeat + 1)}});
+      store_.record_attributes(queue.back().run_id,
+                               {{"round", fmt::format("{} {}", batch_id_, run.repeat + 1)}});
   }
 }
 

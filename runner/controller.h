@@ -86,6 +86,9 @@ class Controller {
   NodeSpec node_;
   BatchPolicy policy_;
   BatchConsole console_;
+  // This batch among all that wrote the store ("2026-12-05T04:20:00Z/4242"): whose rounds a run's
+  // "round" attribute counts.
+  std::string batch_id_;
 };
 
 }  // namespace trainyard

@@ -88,7 +88,8 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
     if (state.is_object() && state.contains("intra_op_threads") &&
         state["intra_op_threads"].is_number_integer() && state["intra_op_threads"].get<int>() > 0)
       return {state["intra_op_threads"].get<int>(),
-              "runtime.threads 0: as the run chose when it started"};
+              spec.threads.idle ? "runtime.threads idle: as the run chose when it started"
+                                : "runtime.threads 0: as the run chose when it started"};
   }
   std::string why;
   const int threads = spec.threads.idle ? idle_cpu_threads(spec.devices, why)

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "runner/config/experiment.h"
+#include "runner/config/layering.h"
 #include "runner/config/run_spec.h"
 #include "tests/test_support.h"
 
@@ -319,6 +320,24 @@ TEST_F(ConfigTest, YamlSyntaxErrorNamesTheLine) {
   EXPECT_NE(tabs.items()[0].message.find("line 4 indents with a tab, which YAML does not allow"),
             std::string::npos)
       << tabs.items()[0].message;
+}
+
+// Swapping back to the component an option was written for makes it that component's own again
+// (a model's weights among them); a section that names no component has its default's.
+TEST(LayeringTest, CarriedOptionsFollowTheComponentTheyWereWrittenFor) {
+  auto layer = [](std::vector<std::pair<std::string, std::string>> entries) {
+    ConfigTree tree;
+    for (const auto& [key, value] : entries) tree.set(key, {YAML::Node(value), {}, {}});
+    return tree;
+  };
+  LayeredConfig config{layer({{"model.name", "a"}, {"model.weights", "a.safetensors"}})};
+  merge_layer(config, layer({{"model.name", "b"}}));
+  EXPECT_EQ(config.carried, (CarriedOptions{{"model.weights", "a"}}));
+  merge_layer(config, layer({{"model.name", "a"}}));
+  EXPECT_TRUE(config.carried.empty());
+  LayeredConfig unnamed{layer({{"train.optimizer.lr", "0.01"}})};
+  merge_layer(unnamed, layer({{"train.optimizer.name", "sgd"}}));
+  EXPECT_EQ(unnamed.carried, (CarriedOptions{{"train.optimizer.lr", "adam"}}));
 }
 
 // `{root: ${DATA}/x}`: yaml-cpp's "end of map flow not found" gains what to write instead.

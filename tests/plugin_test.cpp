@@ -242,7 +242,10 @@ runtime: {{accelerator: cpu, threads: 1, strategy: fsdp, devices: 2}}
 TEST_F(PluginTest, APluginsComponentsBelongToTheFilesThatNameIt) {
   const std::string with = experiment_with_mlp();
   fs::create_symlink(dir.path() / "lib" / "libmlp.so", dir.path() / "lib" / "linked.so");
-  const std::string linked = dir.write("linked.yaml", mlp_experiment("lib/linked.so"));
+  // Its own name: two files of one name are refused in one batch, validate's included.
+  std::string linked_text = mlp_experiment("lib/linked.so");
+  linked_text.replace(0, std::string("name: mlp-plugin").size(), "name: mlp-linked");
+  const std::string linked = dir.write("linked.yaml", linked_text);
   const std::string without = dir.write("without.yaml", mlp_experiment(""));
   Result batch = trainyard(fmt::format("validate {} {} {}", with, linked, without));
   EXPECT_EQ(batch.exit_code, 2) << batch.output;

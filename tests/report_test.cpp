@@ -390,7 +390,9 @@ TEST_F(ReportTest, MarkdownAndCsvCarryTheSameNumbers) {
 TEST_F(ReportTest, RepeatsInRoundsCannotBeFooledByDrift) {
   const std::vector<std::string> variants = {"a", "b", "c"};
   const int64_t repeats = 3;
-  auto batch = [&](const std::string& name, bool interleaved, double c_speedup) {
+  // `c_batch`: the batch c's runs trained in (a rerun of c alone is another batch).
+  auto batch = [&](const std::string& name, bool interleaved, double c_speedup,
+                   const std::string& c_batch = "b1") {
     const int64_t id = store.upsert_experiment(name, name + ".yaml", "", "baseline: a\n");
     std::vector<std::pair<size_t, int64_t>> order;  // (variant, repeat) as the batch trains them
     for (int64_t r = 0; r < repeats; ++r)
@@ -414,13 +416,16 @@ TEST_F(ReportTest, RepeatsInRoundsCannotBeFooledByDrift) {
           1 + 0.002 * static_cast<double>((3 * r + 5 * static_cast<int64_t>(v)) % 4);
       store.complete_run(run, {{"train_seconds", 100 * drift * noise / (v == 2 ? c_speedup : 1)},
                                {"test_acc", 0.9}});
-      if (interleaved) store.record_attributes(run, {{"round", std::to_string(r + 1)}});
+      if (interleaved)
+        store.record_attributes(run,
+                                {{"round", fmt::format("{} {}", v == 2 ? c_batch : "b1", r + 1)}});
       drift *= 1.03;
     }
   };
   batch("grouped", false, 1);
   batch("interleaved", true, 1);
   batch("faster", true, 2);
+  batch("rerun", true, 1, "b2");
   const Report report = build_report(store, "", [&](const ExperimentRecord& e) {
     CurrentExperiment now;
     for (const auto& variant : variants)
@@ -450,6 +455,10 @@ TEST_F(ReportTest, RepeatsInRoundsCannotBeFooledByDrift) {
   EXPECT_TRUE(faster.rows[2].claims.at("speedup").beyond_noise) << faster.rows[2].verdict;
   EXPECT_NEAR(faster.rows[2].claims.at("speedup").estimate, 2, 0.05);
   EXPECT_EQ(faster.answer.rfind("fastest beyond noise: c, ", 0), 0u) << faster.answer;
+  // Rounds of another batch (c run again alone) do not pair with the baseline's.
+  const ExperimentReport& rerun = section("rerun");
+  EXPECT_TRUE(rerun.rows[1].claims.at("speedup").paired);
+  EXPECT_FALSE(rerun.rows[2].claims.at("speedup").paired);
 }
 
 // sweep.repeats: a row is the median of its completed repeats with their min and max; the speedup

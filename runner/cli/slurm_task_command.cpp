@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <yaml-cpp/yaml.h>
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
@@ -107,6 +108,16 @@ int slurm_task_command(const std::vector<std::string>& args) {
 
   const std::string state_dir = checkpoint_dir(task.stem);
   const std::string position = checkpoint_position(state_dir);
+  // The run's runtime.threads: `idle` is measured by the launcher once for every rank, as under
+  // `trainyard run`.
+  ThreadCount threads;
+  try {
+    std::string expected;
+    if (const YAML::Node written = YAML::LoadFile(task.stem + ".yaml")["runtime"]["threads"])
+      decode_value(written, threads, expected);
+  } catch (const YAML::Exception&) {
+    // The worker reads the same file and says what is wrong with it.
+  }
   LaunchSpec spec{.config_path = task.stem + ".yaml",
                   .variant = task.variant,
                   .log_prefix = task.stem,
@@ -114,6 +125,7 @@ int slurm_task_command(const std::vector<std::string>& args) {
                   .devices = task.shape.ranks_per_node,
                   .node = node,
                   .port = node.multi_node() ? node.master_port : 0,
+                  .threads = threads,
                   .continue_from = position.empty() ? "" : state_dir};
   if (node.node_rank > 0) {
     // Stopped by a signal is no failure here: a non-zero exit would make srun's

@@ -32,10 +32,15 @@ void merge_layer(LayeredConfig& base, const LayeredConfig& over) {
   for (const auto& section : kComponentSections) {
     std::string name_key = std::string(section.path) + ".name";
     const ConfigValue* new_name = over.tree.find(name_key);
-    const ConfigValue* old_name = base.tree.find(name_key);
-    if (!new_name || !old_name || !new_name->node.IsScalar() || !old_name->node.IsScalar() ||
-        new_name->node.Scalar() == old_name->node.Scalar())
-      continue;
+    const ConfigValue* written_name = base.tree.find(name_key);
+    if (!new_name || !new_name->node.IsScalar()) continue;
+    // A section that names no component has its default's (adam for train.optimizer).
+    std::string old_name;
+    if (written_name && written_name->node.IsScalar())
+      old_name = written_name->node.Scalar();
+    else if (!written_name && section.default_name)
+      old_name = section.default_name;
+    if (old_name.empty() || new_name->node.Scalar() == old_name) continue;
     const std::string prefix = std::string(section.path) + ".";
     // Named with options of its own, the section is written afresh: it replaces the old one whole.
     const bool restated = std::any_of(
@@ -47,7 +52,11 @@ void merge_layer(LayeredConfig& base, const LayeredConfig& over) {
     }
     for (const auto& [key, value] : base.tree.entries())
       if (key.starts_with(prefix) && key != name_key)
-        base.carried.emplace(key, old_name->node.Scalar());  // an earlier mark stays: its origin
+        base.carried.emplace(key, old_name);  // an earlier mark stays: its origin
+    // Back to the component they were written for, they are its own again.
+    std::erase_if(base.carried, [&](const auto& mark) {
+      return mark.first.starts_with(prefix) && mark.second == new_name->node.Scalar();
+    });
   }
   // What `over` writes is written for the component it names, unless `over` carried it itself.
   for (const auto& [key, value] : over.tree.entries()) base.carried.erase(key);

@@ -171,7 +171,6 @@ bool decode_value(const YAML::Node& node, ThreadCount& out, std::string& expecte
     expected = "a number of threads, 0 (every usable CPU), or idle";
     return false;
   }
-  if (out.count < 0) out.count = -1;
   return true;
 }
 

@@ -87,7 +87,7 @@ inline const char* type_name<MicroBatchSize>() {
 // runs beside it, so one file on one machine computes the same figures; or idle, the CPUs idle
 // when the run starts, shared alike — faster on a shared machine, but two runs may then differ.
 struct ThreadCount {
-  int64_t count = 0;  // ≥ 1: exactly; 0: chosen (by the machine, or by its idle CPUs); -1: invalid
+  int64_t count = 0;  // ≥ 1: exactly; 0: chosen (by the machine, or by its idle CPUs); < 0: invalid
   bool idle = false;
   bool valid() const { return count >= 0; }
 };
@@ -136,7 +136,7 @@ struct RuntimeOptions {
   Accelerator accelerator = Accelerator::automatic;
   int64_t devices = 1;
   std::string precision = "32-true";
-  ThreadCount threads;                       // intra-op CPU threads per rank
+  ThreadCount threads{};                     // intra-op CPU threads per rank
   std::string matmul_precision = "highest";  // float32 matmuls: highest, high (TF32), medium
   int64_t data_workers = 2;  // threads building batches in the background; 0: in the training loop
   int64_t prefetch = 4;      // batches built ahead of the training loop
