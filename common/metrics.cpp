@@ -175,4 +175,16 @@ std::string chance_verdict(double accuracy, int64_t classes, int64_t samples) {
                      100 * accuracy, 100 * chance, classes);
 }
 
+std::string loss_verdict(double first, int64_t first_step, double last, int64_t total_steps) {
+  if (!std::isfinite(first) || !std::isfinite(last) || first <= 0 || first_step < 1 ||
+      2 * first_step > total_steps)
+    return "";
+  const double fall = (first - last) / first;
+  if (fall >= 0.02) return "";
+  return fmt::format(
+      "did not learn: the training loss {} {:.1f}% ({:.4g} over the first {} steps, {:.4g} over "
+      "the last epoch)",
+      fall >= 0 ? "fell only" : "rose", 100 * std::abs(fall), first, first_step, last);
+}
+
 }  // namespace trainyard

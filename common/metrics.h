@@ -46,6 +46,13 @@ const char* describe_unit(MetricUnit unit);
 // deviations above 1/classes — else "". A run whose accuracy stays there learned nothing the test
 // can see (a learning rate off by orders of magnitude, labels shuffled apart from their inputs).
 std::string chance_verdict(double accuracy, int64_t classes, int64_t samples);
+// "did not learn: the training loss fell only 0.4% (2.303 over the first 8 steps, 2.294 over the
+// last epoch)" when the last epoch's mean training loss `last` is not 2% below `first`, the mean
+// over the steps up to the first progress line (`first_step` of `total_steps`); else "".
+// Above-chance accuracy can hide such a run (a learning rate far too small, trained weights that
+// nothing moves). Said only when that line came in the first half of training: later, the loss
+// has had its chance to move.
+std::string loss_verdict(double first, int64_t first_step, double last, int64_t total_steps);
 
 // Keys the engine writes; spelled once here so a typo is a compile error, not a silent new metric.
 namespace metric {

@@ -222,4 +222,11 @@ std::optional<double> parse_duration(const std::string& text) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+std::string error_summary(const std::string& what) {
+  for (const std::string& line : split(what, '\n'))
+    if (line.rfind("RuntimeError: ", 0) == 0) return trim(line.substr(14));
+  const std::string first = trim(first_line(what));
+  return first.empty() ? what : first;
+}
+
 }  // namespace trainyard

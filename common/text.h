@@ -17,6 +17,10 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
 // The text up to its first newline: an error's headline.
 std::string first_line(const std::string& text);
+// The message of a LibTorch error's what(), which carries a C++ backtrace and, for an error raised
+// in TorchScript's interpreter, its traceback: the line naming the Python exception, else the
+// first.
+std::string error_summary(const std::string& what);
 
 std::vector<std::string> split(std::string_view text, char separator);
 

@@ -50,10 +50,31 @@ std::optional<int64_t> integer_of(const FlatConfig& config, const std::string& k
   }
 }
 
-// `config` with the settings a user reasons with that no key holds: the global batch (devices ×
-// batch × gradient accumulation: the samples of one optimizer step) and, where the dataset says
-// its training size, the optimizer steps of an epoch.
+// The dtypes runtime.precision means, by Lightning's naming of precisions: "<type>-true" keeps
+// the weights and computes in <type>; "<type>-mixed" keeps float32 weights and computes under
+// autocast in <type>. A name of another form (a plugin's) derives nothing.
+void add_precision_dtypes(FlatConfig& config) {
+  const auto precision = config.find("runtime.precision");
+  if (precision == config.end()) return;
+  const std::string& name = precision->second;
+  const size_t dash = name.rfind('-');
+  if (dash == std::string::npos) return;
+  const std::string type = name.substr(0, dash), mode = name.substr(dash + 1);
+  const std::string dtype = type == "32"     ? "float32"
+                            : type == "bf16" ? "bfloat16"
+                            : type == "16"   ? "float16"
+                                             : "";
+  if (dtype.empty() || (mode != "true" && mode != "mixed")) return;
+  config["derived.weights_dtype"] = mode == "true" ? dtype : "float32";
+  config["derived.compute_dtype"] = dtype;
+}
+
+// `config` with the settings a user reasons with that no key holds: the dtypes of the weights and
+// of the computation, the global batch (devices × batch × gradient accumulation: the samples of
+// one optimizer step) and, where the dataset says its training size, the optimizer steps of an
+// epoch.
 FlatConfig with_derived_settings(FlatConfig config) {
+  add_precision_dtypes(config);
   const auto batch = integer_of(config, "train.batch_size");
   const auto devices = integer_of(config, "runtime.devices");
   const auto accumulation = integer_of(config, "train.grad_accum");

@@ -24,7 +24,8 @@ using OptionDefault = std::function<std::optional<std::string>(
 
 // The keys whose values differ, and those only one side has, with the settings derived from them
 // that a user reasons with ("derived.global_batch": devices × batch × grad_accum;
-// "derived.optimizer_steps_per_epoch" where the dataset says its train_size). A value that is a
+// "derived.optimizer_steps_per_epoch" where the dataset says its train_size;
+// "derived.weights_dtype" and "derived.compute_dtype" from runtime.precision). A value that is a
 // default differs as any other. Under a component the two name differently (runtime.strategy.name:
 // ddp against single) an option that only the new component has is left out at its default — the
 // name says that difference — when `option_default` knows the default; otherwise it is shown.

@@ -322,19 +322,26 @@ std::string pareto_chart(const ExperimentReport& section) {
         plot.px(p.x), plot.py(p.y), r, p.frontier ? variant_color(section, p.row->variant) : kGrey,
         html_escape(p.row->variant));
   }
+  // A label stays inside the plot area — never over the axes' tick labels or titles — shifted in
+  // from an edge; of its four places around the marker the first that overlaps nothing is taken.
+  const double area_x0 = plot.left, area_x1 = plot.left + plot.width, area_y0 = plot.top,
+               area_y1 = plot.bottom();
+  auto inside = [&](Box box) {
+    const double dx = std::max(0.0, area_x0 - box.x0) - std::max(0.0, box.x1 - area_x1);
+    const double dy = std::max(0.0, area_y0 - box.y0) - std::max(0.0, box.y1 - area_y1);
+    return Box{box.x0 + dx, box.y0 + dy, box.x1 + dx, box.y1 + dy};
+  };
   for (const auto& p : points) {
     const std::string label = fit(p.row->variant, 22);
     const double w = kCharWidth * static_cast<double>(label.size()), h = 14, r = radius(p);
     const double cx = plot.px(p.x), cy = plot.py(p.y);
-    const Box candidates[] = {{cx + r + 3, cy - h / 2, cx + r + 3 + w, cy + h / 2},
-                              {cx - r - 3 - w, cy - h / 2, cx - r - 3, cy + h / 2},
-                              {cx - w / 2, cy - r - 3 - h, cx + w / 2, cy - r - 3},
-                              {cx - w / 2, cy + r + 3, cx + w / 2, cy + r + 3 + h}};
+    const Box candidates[] = {inside({cx + r + 3, cy - h / 2, cx + r + 3 + w, cy + h / 2}),
+                              inside({cx - r - 3 - w, cy - h / 2, cx - r - 3, cy + h / 2}),
+                              inside({cx - w / 2, cy - r - 3 - h, cx + w / 2, cy - r - 3}),
+                              inside({cx - w / 2, cy + r + 3, cx + w / 2, cy + r + 3 + h})};
     const Box* chosen = &candidates[0];
     for (const Box& box : candidates) {
-      const bool inside = box.x0 >= 0 && box.x1 <= width && box.y0 >= 20 && box.y1 <= plot.bottom();
-      if (inside &&
-          std::none_of(taken.begin(), taken.end(), [&](const Box& t) { return t.overlaps(box); })) {
+      if (std::none_of(taken.begin(), taken.end(), [&](const Box& t) { return t.overlaps(box); })) {
         chosen = &box;
         break;
       }

@@ -245,6 +245,14 @@ runtime: {precision: 64, strategy: deepspeed_stage_2}
         "'runtime.precision': 64 is not offered here",
         "unknown strategy 'deepspeed_stage_2' (did you mean 'zero2'? (DeepSpeed stage 2"})
     EXPECT_NE(refused.output.find(message), std::string::npos) << message << "\n" << refused.output;
+  // Said once, not again as an unknown precision.
+  Result set = trainyard("validate " + source("experiments/quickstart.yaml") +
+                         " --set runtime.precision=64");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("'runtime.precision': 64 is not offered here"), std::string::npos)
+      << set.output;
+  EXPECT_EQ(set.output.find("unknown precision"), std::string::npos) << set.output;
+  EXPECT_NE(set.output.find("\n1 error"), std::string::npos) << set.output;
   const std::string both =
       dir.write("both.yaml", "name: both\n" + model + "train: {epochs: -1, lerning_rate: 3}\n");
   Result two = trainyard("validate " + both);
@@ -290,6 +298,68 @@ dataset: {name: imagefolder, root: /nowhere/photos}
       std::string::npos)
       << result.output;
   EXPECT_NE(result.output.find("\n1 error"), std::string::npos) << result.output;
+}
+
+// A relative path that is not there says where it was looked for — the folder trainyard runs in,
+// not the experiment file's — and, when the file's folder has it, what to write instead.
+TEST_F(CliTest, ARelativePathThatIsNotThereNamesWhereItWasLookedFor) {
+  fs::create_directories(dir.path() / "project" / "photos" / "train");
+  fs::create_directories(dir.path() / "elsewhere");
+  const std::string file = dir.write("project/photos.yaml", R"(name: photos
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32}
+dataset: {name: imagefolder, root: photos, val_fraction: 0.1}
+)");
+  const Result result = testing::shell("cd " + (dir.path() / "elsewhere").string() + " && " +
+                                       TRAINYARD_EXE + " validate " + file);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find(fmt::format(
+                "photos.yaml:3:36: error: imagefolder: no such folder photos; dataset.root must "
+                "hold a train/<class>/ folder of images (a relative path is found from the folder "
+                "trainyard runs in, {}); the experiment file's folder has it: write '{}'",
+                (dir.path() / "elsewhere").string(), (dir.path() / "project" / "photos").string())),
+            std::string::npos)
+      << result.output;
+}
+
+// A model that cannot read its data is refused at validation, before anything is written: one
+// sample through its forward, with both shapes and the options that set them.
+TEST_F(CliTest, AModelThatCannotReadItsDataIsRefusedBeforeTheNight) {
+  const std::string file = dir.write("shapes.yaml", R"(name: shapes
+model: {name: vit, image_size: 32, patch_size: 8, depth: 1, width: 16, heads: 2, mlp_dim: 32,
+        num_classes: 4}
+dataset: {name: synthetic-images, image_size: 16, num_classes: 4, train_size: 64, val_size: 32,
+          test_size: 32}
+train: {epochs: 1, batch_size: 32}
+runtime: {accelerator: cpu}
+)");
+  for (const std::string command : {"validate " + file, "run " + file + " --db " + db()}) {
+    const Result result = trainyard(command);
+    EXPECT_EQ(result.exit_code, 2) << result.output;
+    EXPECT_NE(result.output.find(
+                  "shapes.yaml:4:17: error: model 'vit' cannot read dataset 'synthetic-images': on "
+                  "a sample of Float [1, 3, 16, 16], its forward failed: vit expects images [B, 3, "
+                  "32, 32], got [1, 3, 16, 16] (set by model.image_size: 32, model.patch_size: 8, "
+                  "dataset.image_size: 16); make them agree"),
+              std::string::npos)
+        << result.output;
+  }
+  EXPECT_FALSE(fs::exists(db()));
+  // A TorchScript module that takes images, given text: its forward fails at validation too.
+  const std::string scripted =
+      dir.write("scripted.yaml", fmt::format(R"(name: scripted
+model: {{name: torchscript, file: {}, image_size: 8}}
+dataset: {{name: synthetic-text, vocab_size: 64, max_length: 16, num_classes: 4}}
+)",
+                                             source("tests/fixtures/torchscript_cnn.pt")));
+  const Result text = trainyard("validate " + scripted);
+  EXPECT_EQ(text.exit_code, 2) << text.output;
+  EXPECT_NE(text.output.find("error: model 'torchscript' cannot read dataset 'synthetic-text': on "
+                             "a sample of Long [1, 16], its forward failed: "),
+            std::string::npos)
+      << text.output;
+  // Where they agree, validation says ok.
+  const Result agreed = trainyard("validate " + file + " --set dataset.image_size=32");
+  EXPECT_EQ(agreed.exit_code, 0) << agreed.output;
 }
 
 // Two files of one batch that give one name: validate refuses them, as run does.
@@ -457,7 +527,8 @@ sweep:
   // and adamw's weight decay (its default) differs from sgd's; the kept learning rate does not.
   std::string text = read_file(file);
   text.replace(text.find("set: {train.optimizer.name: adamw}"), 34,
-               "set: {train.optimizer.name: adamw, runtime.strategy: ddp, runtime.devices: 2}");
+               "set: {train.optimizer.name: adamw, runtime.strategy: ddp, runtime.devices: 2, "
+               "runtime.precision: bf16-mixed}");
   const Result ddp = trainyard("run " + dir.write("swap_ddp.yaml", text) + " --dry-run");
   EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
   for (const char* line :
@@ -465,9 +536,11 @@ sweep:
         "  derived.optimizer_steps_per_epoch: 1 (baseline: 2)\n",
         "  runtime.devices: 2 (baseline: 1)\n", "  runtime.strategy.name: ddp (baseline: single)\n",
         "  train.optimizer.name: adamw (baseline: sgd)\n",
-        "  train.optimizer.weight_decay: 0.01 (baseline: 0.0)\n"})
+        "  train.optimizer.weight_decay: 0.01 (baseline: 0.0)\n",
+        "  derived.compute_dtype: bfloat16 (baseline: float32)\n"})
     EXPECT_NE(ddp.output.find(line), std::string::npos) << line << ddp.output;
   EXPECT_EQ(ddp.output.find("  train.optimizer.lr:"), std::string::npos) << ddp.output;
+  EXPECT_EQ(ddp.output.find("  derived.weights_dtype:"), std::string::npos) << ddp.output;
 }
 
 // runtime.threads 0 (the default) asks the machine, not its momentary load: one file run again on
@@ -616,6 +689,38 @@ runtime: {accelerator: cpu, threads: 1}
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_NE(none.output.find("not in the model: not_in_the_model.weight"), std::string::npos)
       << none.output;
+}
+
+// A run whose loss barely moved is flagged as not learning even where its accuracy is far above
+// chance: trained weights fine-tuned at a learning rate that moves nothing. The run that trained
+// them is not flagged.
+TEST_F(CliTest, ARunWhoseLossBarelyMovedIsFlaggedWhateverItsAccuracy) {
+  const std::string file = dir.write("still.yaml", R"(name: still
+model: {name: vit, image_size: 16, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 256, val_size: 32, test_size: 256, num_classes: 4,
+          noise: 0.3}
+train: {epochs: 2, batch_size: 16, log_every: 16, save_weights: true,
+        optimizer: {name: adam, lr: 3.0e-3}}
+runtime: {accelerator: cpu, threads: 1}
+)");
+  const Result learned = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(learned.exit_code, 0) << learned.output;
+  EXPECT_EQ(learned.output.find("did not learn"), std::string::npos) << learned.output;
+  const std::string weights =
+      Store(db()).attributes(Store(db()).runs("still")[0].id)["weights_path"];
+  const Result still =
+      trainyard("run " + file + " --db " + db() + " --set model.weights=" + weights +
+                " --set train.optimizer.lr=1.0e-30");
+  ASSERT_EQ(still.exit_code, 0) << still.output;
+  EXPECT_NE(still.output.find("did not learn: the training loss "), std::string::npos)
+      << still.output;
+  Store store(db());
+  const auto runs = store.runs("still");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_GT(store.final_metrics(runs[1].id).at("test_acc"), 0.5);  // far above chance (25%)
+  EXPECT_NE(store.attributes(runs[1].id)["learning"].find("0.0% ("), std::string::npos)
+      << store.attributes(runs[1].id)["learning"];
+  EXPECT_EQ(store.attributes(runs[0].id).count("learning"), 0u);
 }
 
 // As shipped, the reference studies' files name placeholder paths: validation says which, all at

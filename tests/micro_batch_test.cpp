@@ -168,7 +168,7 @@ TEST_F(MicroBatchTest, AnAbandonedStepLeavesBatchNormStatisticsWhereTheyWere) {
 // its figures are those of a run started at that size.
 TEST_F(MicroBatchTest, AContinuedRunStartsAtTheSizeItHadReached) {
   const std::string automatic = dir.write(
-      "automatic.yaml", experiment("automatic", "auto", 1024, ", checkpoint_every_steps: 1"));
+      "automatic.yaml", experiment("automatic", "auto", 512, ", checkpoint_every_steps: 1"));
   const fs::path logs = fs::path(db()).parent_path() / "logs";
   {
     DataLimit limit(kLimit);
@@ -196,7 +196,7 @@ TEST_F(MicroBatchTest, AContinuedRunStartsAtTheSizeItHadReached) {
   EXPECT_GE(figures.at("oom_events"), 1);  // counted before the kill, kept by the checkpoint
   const std::string by_hand =
       dir.write("by_hand.yaml",
-                experiment("by_hand", std::to_string(micro), 1024, ", checkpoint_every_steps: 1"));
+                experiment("by_hand", std::to_string(micro), 512, ", checkpoint_every_steps: 1"));
   ASSERT_EQ(trainyard("run " + by_hand + " --db " + db()).exit_code, 0);
   EXPECT_EQ(trained(db(), "automatic"), trained(db(), "by_hand"));
 }
@@ -217,8 +217,8 @@ TEST_F(MicroBatchTest, RanksAgreeOnTheSizeWhenOnlyOneRunsOutOfMemory) {
     const std::string& strategy = c.name;  // the experiments' names
     const std::string distributed = ", strategy: " + c.strategy + ", devices: 2";
     auto yaml = [&](const std::string& name, const std::string& micro) {
-      return c.batchnorm ? batchnorm_experiment(name, micro, 1024, distributed)
-                         : experiment(name, micro, 1024, "", distributed);
+      return c.batchnorm ? batchnorm_experiment(name, micro, 512, distributed)
+                         : experiment(name, micro, 512, "", distributed);
     };
     const std::string automatic =
         dir.write(strategy + "_auto.yaml", yaml(strategy + "_auto", "auto"));

@@ -48,6 +48,21 @@ class PluginTest : public CliTest {
   }
 };
 
+// A plugin's model that cannot read its data is refused at validation with the sample's shape and
+// the options that set it, where the run would have failed at night with LibTorch's bare
+// "mat1 and mat2 shapes cannot be multiplied".
+TEST_F(PluginTest, AModelThatCannotReadItsDataIsRefusedAtValidation) {
+  const std::string file = experiment_with_mlp();
+  const Result result = trainyard("validate " + file + " --set dataset.image_size=16");
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("error: model 'mlp' cannot read dataset 'synthetic-images': on a "
+                               "sample of Float [1, 3, 16, 16], its forward failed: mat1 and mat2 "
+                               "shapes cannot be multiplied (1x768 and 192x16) (set by "
+                               "model.image_size: 8, dataset.image_size: 16); make them agree"),
+            std::string::npos)
+      << result.output;
+}
+
 TEST_F(PluginTest, ExampleTrainsUnderSingleAndDdpAndShowsInTheReport) {
   const std::string file = experiment_with_mlp(R"(sweep:
   variants:

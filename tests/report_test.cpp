@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <regex>
 #include <set>
 #include <tuple>
 
@@ -857,6 +858,39 @@ TEST(ReportOptionsTest, BadTargetsAndPricesAreNamedWhereTheyAreWritten) {
 
 // Names from YAML show literally in Markdown: a '|' does not end the cell, HTML is not passed
 // through, '*' marks nothing up, and a newline does not end the row.
+// The Pareto chart's labels stay inside its plot area, however the markers crowd an edge: never
+// over the axes' tick labels or titles. Eight long names, four of them at nearly the fastest time.
+TEST_F(ReportTest, ParetoLabelsStayInsideThePlotArea) {
+  CurrentExperiment now;
+  std::mt19937 random(7);
+  for (int v = 0; v < 8; ++v) {
+    const std::string variant = fmt::format("a-variant-with-a-long-name-{}", v);
+    const double seconds = v < 4 ? 10 + 0.2 * v : 10 + static_cast<double>(random() % 100);
+    const double accuracy = 0.5 + 0.05 * static_cast<double>(random() % 10);
+    now.variants.push_back({variant, variant, "{}", 0});
+    add_run_of(variant, v, RunStatus::completed, seconds, accuracy, "{}", variant);
+  }
+  const std::string html =
+      render_html(build_report(store, "", [&](const ExperimentRecord&) { return now; }));
+  const size_t begin = html.find(R"(<svg class="pareto")");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string svg = html.substr(begin, html.find("</svg>", begin) - begin);
+  // The plot area (charts.cpp: left 64, top 30, 420 x 240) and a label's box as the chart sizes
+  // it: 7 px a character, 14 px high, its baseline 3 px above the box's bottom.
+  const std::regex label(
+      R"re(<text x="([0-9.]+)" y="([0-9.]+)"(?: fill="[^"]*")?>(a-variant[^<]*)</text>)re");
+  int labels = 0;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), label), end; it != end; ++it, ++labels) {
+    const double x = std::stod((*it)[1]), y = std::stod((*it)[2]);
+    const double width = 7.0 * static_cast<double>((*it)[3].length());
+    EXPECT_GE(x, 64 - 0.05) << (*it)[3];
+    EXPECT_LE(x + width, 64 + 420 + 0.05) << (*it)[3];
+    EXPECT_GE(y + 3 - 14, 30 - 0.05) << (*it)[3];
+    EXPECT_LE(y + 3, 30 + 240 + 0.05) << (*it)[3];
+  }
+  EXPECT_EQ(labels, 8) << svg;
+}
+
 TEST_F(ReportTest, MarkdownShowsNamesLiterally) {
   add_run("a|b <i>x</i> *y*", 0, RunStatus::completed, 10, 0.5);
   add_run("fp32", 1, RunStatus::failed, 0, 0);

@@ -73,5 +73,23 @@ TEST(ChanceVerdict, AccuracyAtChanceIsFlagged) {
   EXPECT_EQ(chance_verdict(std::nan(""), 4, 100), "");
 }
 
+// A training loss that fell less than 2% from its mean up to the first progress line is flagged,
+// whatever the accuracy; one that fell more is not, nor one first logged in training's second
+// half.
+TEST(LossVerdict, ALossThatBarelyMovedIsFlagged) {
+  EXPECT_EQ(loss_verdict(2.0, 8, 1.99, 96),
+            "did not learn: the training loss fell only 0.5% (2 over the first 8 steps, 1.99 over "
+            "the last epoch)");
+  EXPECT_EQ(
+      loss_verdict(0.5, 10, 0.52, 100),
+      "did not learn: the training loss rose 4.0% (0.5 over the first 10 steps, 0.52 over the "
+      "last epoch)");
+  EXPECT_NE(loss_verdict(1.0, 50, 0.981, 100), "");       // logged at half the training: still said
+  EXPECT_EQ(loss_verdict(1.0, 51, 0.99, 100), "");        // later: the loss has had its chance
+  EXPECT_EQ(loss_verdict(1.0, 8, 0.98, 96), "");          // 2% lower: it learned
+  EXPECT_EQ(loss_verdict(std::nan(""), 8, 1.0, 96), "");  // nothing logged
+  EXPECT_EQ(loss_verdict(1.0, 8, std::nan(""), 96), "");  // a diverged run says so elsewhere
+}
+
 }  // namespace
 }  // namespace trainyard

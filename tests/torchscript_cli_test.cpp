@@ -172,6 +172,27 @@ runtime: {{accelerator: cpu}}
   EXPECT_NE(validate.output.find("use runtime.compile: none with model torchscript"),
             std::string::npos)
       << validate.output;
+
+  // The module's head (4 logits) against 10 classes: the fix is to export it again, whichever way
+  // the file says it — not a model.num_classes that the next validation refuses the other way.
+  const std::string ten = cnn_experiment("ten", "");
+  Result unset =
+      trainyard("validate " + dir.write("ten.yaml", ten) + " --set dataset.num_classes=10");
+  EXPECT_EQ(unset.exit_code, 2) << unset.output;
+  EXPECT_NE(
+      unset.output.find("error: model torchscript returns 4 logits per sample (the head of its "
+                        "file) but dataset synthetic-images has 10 classes; re-export the "
+                        "model with a head of 10 outputs"),
+      std::string::npos)
+      << unset.output;
+  Result set = trainyard("validate " + dir.write("ten.yaml", ten) +
+                         " --set dataset.num_classes=10 --set model.num_classes=10");
+  EXPECT_EQ(set.exit_code, 2) << set.output;
+  EXPECT_NE(set.output.find("returns 4 logits per sample on a trial batch: the head is the "
+                            "module's own, so re-export the module with a head of 10 outputs (or, "
+                            "if 4 is right, set model.num_classes: 4)"),
+            std::string::npos)
+      << set.output;
 }
 
 // A real allocation failure inside the interpreter (2^50 bytes) is classed out-of-memory.

@@ -24,23 +24,12 @@ namespace {
 const char* const kScriptIt =
     "save it from Python with torch.jit.save(torch.jit.script(model), PATH)";
 
-// c10::Error's what() carries a C++ backtrace and the TorchScript traceback; the user needs the
-// message itself, which is its first line, or (for an error raised inside the interpreter) the
-// line that names the Python exception.
-std::string error_summary(const std::exception& e) {
-  const std::string text = e.what();
-  for (const std::string& line : split(text, '\n'))
-    if (line.rfind("RuntimeError: ", 0) == 0) return trim(line.substr(14));
-  const std::string first = trim(text.substr(0, text.find('\n')));
-  return first.empty() ? text : first;
-}
-
 torch::jit::Module load_archive(const std::string& path) {
   try {
     return torch::jit::load(path, torch::kCPU);
   } catch (const std::exception& e) {
     throw UserError(fmt::format("model.file: '{}' is not a TorchScript archive ({}); {}", path,
-                                error_summary(e), kScriptIt));
+                                error_summary(e.what()), kScriptIt));
   }
 }
 
@@ -234,7 +223,7 @@ ModelCapabilities check_archive(const TorchScriptOptions& o) {
     logits = output.toTensor();
   } catch (const std::exception& e) {
     return problem(fmt::format("a trial forward of {} failed: {}; check model.input{}",
-                               trial_shape(o), error_summary(e),
+                               trial_shape(o), error_summary(e.what()),
                                o.input == "images" ? " and model.image_size" : ""));
   }
   if (logits.dim() != 2 || logits.size(0) != 2 || !logits.is_floating_point())
@@ -245,8 +234,10 @@ ModelCapabilities check_archive(const TorchScriptOptions& o) {
     capabilities.files.problems.emplace_back(
         "num_classes",
         fmt::format("model.num_classes is {} but '{}' returns {} logits per sample on a trial "
-                    "batch; set model.num_classes: {} (or 0: what the module returns)",
-                    o.num_classes, o.file, logits.size(1), logits.size(1)));
+                    "batch: the head is the module's own, so re-export the module with a head of "
+                    "{} outputs (or, if {} is right, set model.num_classes: {})",
+                    o.num_classes, o.file, logits.size(1), o.num_classes, logits.size(1),
+                    logits.size(1)));
     return capabilities;
   }
   capabilities.num_classes = logits.size(1);
@@ -298,7 +289,7 @@ class TorchScriptModel : public Model {
       // The interpreter wraps every error (an allocator's out-of-memory included) in a message
       // that starts with its own traceback: keep the cause in the first line.
       throw std::runtime_error(
-          fmt::format("the TorchScript module's forward failed: {}", error_summary(e)));
+          fmt::format("the TorchScript module's forward failed: {}", error_summary(e.what())));
     }
     return output.toTensor();
   }
@@ -386,7 +377,7 @@ void register_torchscript(Registry& registry) {
         if (context.num_classes != checked.num_classes)
           throw UserError(fmt::format(
               "model 'torchscript': '{}' returns {} logits per sample but the dataset has {} "
-              "classes; give the module a head of {} outputs",
+              "classes; re-export the module with a head of {} outputs",
               o.file, checked.num_classes, context.num_classes, context.num_classes));
         return std::make_shared<TorchScriptModel>(o, load_archive(o.file));
       },

@@ -36,6 +36,16 @@ int run_command(const std::vector<std::string>& args);
 struct Experiment;
 void print_verdicts(Store& store, const std::vector<Experiment>& experiments);
 int validate_command(const std::vector<std::string>& args);
+// What run and submit start from (run_command.cpp), writing nothing: the --plugin libraries
+// loaded, the batch's files validated (load_batch), their notes printed, the selection applied and
+// each run's model checked against its weights and data (check_models_fit, its notes printed).
+// Throws ConfigError or
+// UserError for the first file that fails.
+struct RunSelection;
+std::vector<Experiment> load_checked_batch(const std::vector<std::string>& files,
+                                           const std::vector<std::string>& overrides,
+                                           const std::vector<std::string>& plugins,
+                                           int64_t max_runs, const RunSelection& selection);
 // `run --dry-run` and `validate --memory` (run_command.cpp): what a variant will hold in memory
 // per rank (forecast_memory); with `device_bytes`, whether it fits and what would.
 struct RunSpec;

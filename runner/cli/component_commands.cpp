@@ -58,7 +58,8 @@ int validate_command(const std::vector<std::string>& args) {
   for (const auto& file : files) {
     try {
       Experiment experiment = load_experiment(file, overrides, plugin_loader(), max_runs);
-      check_weights_fit(experiment.runs, plugin_loader().registry());
+      for (std::string& note : check_models_fit(experiment.runs, plugin_loader().registry()))
+        experiment.notes.push_back(std::move(note));
       if (auto [it, fresh] = file_of_name.emplace(experiment.name, file); !fresh) {
         fmt::print(stderr,
                    "error: {}: experiment name '{}' is also {}'s; their runs would mix in one "

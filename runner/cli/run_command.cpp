@@ -373,19 +373,28 @@ int train_batch(RunRequest& request, const std::vector<Experiment>& experiments)
 
 }  // namespace
 
+std::vector<Experiment> load_checked_batch(const std::vector<std::string>& files,
+                                           const std::vector<std::string>& overrides,
+                                           const std::vector<std::string>& plugins,
+                                           int64_t max_runs, const RunSelection& selection) {
+  for (const auto& plugin : plugins) plugin_loader().add_command_line_plugin(plugin);
+  std::vector<Experiment> experiments = load_batch(files, overrides, plugin_loader(), max_runs);
+  print_notes(experiments);
+  select_runs(experiments, selection);
+  for (const Experiment& experiment : experiments)
+    for (const std::string& note : check_models_fit(experiment.runs, plugin_loader().registry()))
+      fmt::print(stderr, "{}\n", note);
+  return experiments;
+}
+
 int run_command(const std::vector<std::string>& args) {
   std::optional<RunRequest> request = parse_run_request(args);
   if (!request) return kExitOk;  // --help
 
   // Validation of every file comes first and writes nothing: a bad file leaves the database
   // untouched and runs nothing of the batch.
-  for (const auto& plugin : request->plugins) plugin_loader().add_command_line_plugin(plugin);
-  std::vector<Experiment> experiments =
-      load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
-  print_notes(experiments);
-  select_runs(experiments, request->selection);
-  for (const Experiment& experiment : experiments)
-    check_weights_fit(experiment.runs, plugin_loader().registry());
+  std::vector<Experiment> experiments = load_checked_batch(
+      request->files, request->overrides, request->plugins, request->max_runs, request->selection);
   request->policy.selection = request->selection.describe();
   if (request->dry_run) {
     for (size_t i = 0; i < experiments.size(); ++i) {

@@ -390,13 +390,8 @@ std::string submit_report_job(Store& store, const RecordedSubmission& submission
 int submit_command(const std::vector<std::string>& args) {
   const std::optional<SubmitRequest> request = parse_submit_request(args);
   if (!request) return kExitOk;
-  for (const auto& plugin : request->plugins) plugin_loader().add_command_line_plugin(plugin);
-  std::vector<Experiment> experiments =
-      load_batch(request->files, request->overrides, plugin_loader(), request->max_runs);
-  print_notes(experiments);
-  select_runs(experiments, request->selection);
-  for (const Experiment& experiment : experiments)
-    check_weights_fit(experiment.runs, plugin_loader().registry());
+  std::vector<Experiment> experiments = load_checked_batch(
+      request->files, request->overrides, request->plugins, request->max_runs, request->selection);
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 

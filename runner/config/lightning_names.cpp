@@ -55,6 +55,7 @@ void translate_precision(ConfigTree& tree, std::vector<std::string>& notes,
                       fmt::format("'runtime.precision': {} is not offered here; write one of "
                                   "32-true, bf16-mixed, 16-mixed, bf16-true, 16-true",
                                   written));
+    tree.erase("runtime.precision");  // said once: not again as an unknown precision
     return;
   }
   for (const auto& alias : kPrecisionAliases) {

@@ -13,6 +13,8 @@
 
 namespace trainyard {
 
+namespace fs = std::filesystem;
+
 namespace {
 
 // The options of `infos` that name data (names_data), with the non-empty paths `resolved` gives
@@ -28,13 +30,32 @@ void collect_data_paths(const std::vector<OptionInfo>& infos, const std::string&
   }
 }
 
+// For a relative path that is not there: where it was looked for — the folder trainyard runs in,
+// not the experiment file's — and, when the file's folder has it, how to reach it from here.
+std::string relative_path_hint(const ConfigValue& written) {
+  if (!written.node.IsScalar()) return "";
+  const fs::path path(written.node.Scalar());
+  std::error_code ec;
+  if (path.empty() || path.is_absolute() || fs::exists(path, ec)) return "";
+  std::string hint =
+      fmt::format(" (a relative path is found from the folder trainyard runs in, {})",
+                  fs::current_path(ec).string());
+  if (written.origin.line > 0)  // written in a file: is it beside that file?
+    if (const fs::path beside = fs::path(written.origin.file).parent_path() / path;
+        fs::exists(beside, ec))
+      hint += fmt::format("; the experiment file's folder has it: write '{}'",
+                          fs::absolute(beside, ec).lexically_normal().string());
+  return hint;
+}
+
 // The problems with the files a component's options name (a model's or a dataset's), as errors
 // where the option is written.
 void report_file_problems(const FileChecks& files, const ConfigTree& tree, const std::string& path,
                           const Origin& origin, Diagnostics& diagnostics) {
   for (const auto& [key, problem] : files.problems) {
     const ConfigValue* written = tree.find(path + "." + key);
-    diagnostics.error(written ? written->origin : origin, problem);
+    diagnostics.error(written ? written->origin : origin,
+                      written ? problem + relative_path_hint(*written) : problem);
   }
 }
 
@@ -180,12 +201,23 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
                               Diagnostics& diagnostics) {
   const ModelCapabilities& model = run.model.capabilities;
   const DatasetCapabilities& data = run.dataset.capabilities;
-  if (model.num_classes > 0 && data.num_classes > 0 && model.num_classes != data.num_classes)
+  if (model.num_classes > 0 && data.num_classes > 0 && model.num_classes != data.num_classes) {
+    // A head the options do not set is the model's file's (a TorchScript module's): only
+    // exporting the model again changes it.
+    const ConfigValue* set = run.model.options.find("num_classes");
+    const bool file_head = !set || set->node.Scalar() == "0";
     diagnostics.error(
-        origin_of_key(tree, "model.num_classes", fallback),
-        fmt::format("model.num_classes is {} but dataset {} has {} classes; set "
-                    "model.num_classes: {}",
-                    model.num_classes, run.dataset.name, data.num_classes, data.num_classes));
+        origin_of_key(tree, file_head ? "model.name" : "model.num_classes", fallback),
+        file_head
+            ? fmt::format("model {} returns {} logits per sample (the head of its file) but "
+                          "dataset {} has {} classes; re-export the model with a head of {} "
+                          "outputs",
+                          run.model.name, model.num_classes, run.dataset.name, data.num_classes,
+                          data.num_classes)
+            : fmt::format("model.num_classes is {} but dataset {} has {} classes; set "
+                          "model.num_classes: {}",
+                          model.num_classes, run.dataset.name, data.num_classes, data.num_classes));
+  }
   if (model.vocab_size > 0 && data.vocab_size > model.vocab_size)
     diagnostics.error(
         origin_of_key(tree, "model.vocab_size", fallback),
@@ -351,6 +383,7 @@ ConfigTree resolve_run(const ConfigTree& tree, const Registry& registry, const s
   collect_data_paths(weights_option_set().describe(), "model", resolved, run);
   resolve_component(tree, dataset, registry, fallback, run.dataset, resolved, run, diagnostics,
                     notes, carried);
+  run.dataset_origin = origin_of_key(tree, "dataset.name", fallback);
 
   run.train = train_option_set().decode(tree.subtree("train"), "train", "section 'train'", fallback,
                                         diagnostics, {"optimizer", "scheduler"});

@@ -157,6 +157,7 @@ struct RunSpec {
   WeightsOptions weights;   // of the model
   Origin weights_origin{};  // where model.weights is written, for what validation finds in it
   Chosen<DatasetCapabilities> dataset;
+  Origin dataset_origin{};  // where the dataset is named, for a model that cannot read its samples
   Chosen<OptimizerCapabilities> optimizer;
   Chosen<SchedulerCapabilities> scheduler;
   Chosen<StrategyCapabilities> strategy;  // runtime.strategy

@@ -74,11 +74,19 @@ inline constexpr const char* kThreadsVariable = "TRAINYARD_THREADS";
 inline constexpr const char* kThreadsWhyVariable = "TRAINYARD_THREADS_WHY";
 int intra_op_threads(const RuntimeOptions& runtime, std::string& why);
 
-// Each run's model.weights against its model, from the file's header alone (check_weights):
-// tensors missing, unexpected or of another shape (the head excepted) are refused as they would be
-// when the run starts — a ConfigError at model.weights naming them, before anything trains. Each
-// distinct model is built once, on the CPU. Runs without weights cost nothing.
-void check_weights_fit(const std::vector<RunSpec>& runs, const Registry& registry);
+// Each run's model against its weights and its data, before anything trains (runner/engine/
+// check_models.cpp). model.weights is read from the file's header alone (check_weights): tensors
+// missing, unexpected or of another shape (the head excepted) are refused as they would be when the
+// run starts. One sample of the data goes through the model's forward, in evaluation mode on the
+// CPU — read from an image dataset, made from a sequence dataset's capabilities (token ids
+// [1, max_length]), so no file is tokenised — and a forward that fails or returns logits of
+// another shape than the data's classes (or vocabulary) is refused with the sample's shape and the
+// options that set it. ConfigError naming model.weights or the dataset. Each distinct model and
+// dataset is built once; a sweep over the learning rate builds one model and reads one sample.
+// Returns notes ("file:line:col: note: ...") for data that could not be read here, which the run
+// reports when it reads it.
+std::vector<std::string> check_models_fit(const std::vector<RunSpec>& runs,
+                                          const Registry& registry);
 
 // What a run will hold in memory per rank, forecast before it trains (runner/engine/
 // memory_forecast.cpp). The state is counted from its model and optimizer built on the CPU, shared

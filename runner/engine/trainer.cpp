@@ -168,7 +168,13 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
       }
     }
     if (!step_now) continue;
-    if (logs_after(++step_)) log_progress(epoch, loss, metrics.samples - samples_before, start);
+    if (logs_after(++step_)) {
+      if (std::isnan(progress_.first_loss)) {  // what the run's learning is measured from
+        progress_.first_loss = metrics.result().loss;
+        progress_.first_loss_step = step_;
+      }
+      log_progress(epoch, loss, metrics.samples - samples_before, start);
+    }
     // (At the epoch's last step the epoch's own validation follows.)
     if (b + 1 < train_batches_ && validates_after(step_)) validating += validate_inside_epoch();
     if (b + 1 < train_batches_ && checkpoint_due())
@@ -360,10 +366,16 @@ MetricValues Trainer::finish(double train_seconds) {
   const double test_seconds = seconds_since(test_start);
   log("test {} ({}); training time {}", describe(task_, test), format_duration(test_seconds),
       format_duration(train_seconds));
-  const std::string verdict = !task_.traits().has_accuracy
-                                  ? ""
-                                  : chance_verdict(test.accuracy, data_.num_classes,
-                                                   static_cast<int64_t>(data_.test->size()));
+  std::string verdict = !task_.traits().has_accuracy
+                            ? ""
+                            : chance_verdict(test.accuracy, data_.num_classes,
+                                             static_cast<int64_t>(data_.test->size()));
+  if (verdict.empty() && !progress_.epochs.empty()) {
+    const auto& last_epoch = progress_.epochs.rbegin()->second;
+    if (const auto loss = last_epoch.find(metric::kTrainLoss); loss != last_epoch.end())
+      verdict =
+          loss_verdict(progress_.first_loss, progress_.first_loss_step, loss->second, total_steps_);
+  }
   if (!verdict.empty()) {
     log("{}", verdict);
     context_.observer.on_setup({{"learning", verdict}});  // in the report's run details

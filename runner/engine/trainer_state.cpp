@@ -88,6 +88,10 @@ std::string trainer_state_json(const TrainerState& state) {
                          {"oom_seconds", json_number(state.oom_seconds)},
                          {"meter", json_numbers(state.meter)}};
   if (!std::isnan(state.best_monitored)) json["best_monitored"] = json_number(state.best_monitored);
+  if (!std::isnan(state.first_loss)) {
+    json["first_loss"] = json_number(state.first_loss);
+    json["first_loss_step"] = state.first_loss_step;
+  }
   nlohmann::json epochs = nlohmann::json::object();
   for (const auto& [epoch, values] : state.epochs)
     epochs[std::to_string(epoch)] = json_numbers(values);
@@ -132,6 +136,8 @@ TrainerState parse_trainer_state(const std::string& text, const std::string& pat
     state.oom_events = count_field(json, "oom_events", 0, 0, false);
     state.oom_seconds = real_field(json, "oom_seconds", 0.0);
     state.best_monitored = real_field(json, "best_monitored", std::nan(""));
+    state.first_loss = real_field(json, "first_loss", std::nan(""));
+    state.first_loss_step = count_field(json, "first_loss_step", 0, 0, false);
     if (json.contains("meter")) state.meter = numbers_from_json(json.at("meter"));
     if (json.contains("epochs")) {
       const nlohmann::json& epochs = json.at("epochs");
