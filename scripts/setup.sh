@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Installs everything Trainyard needs on a fresh Debian 12 machine; safe to run again (idempotent).
-#   - build tools and libraries from Debian packages (and Chromium, headless, for the report's
-#     browser test; Slurm and munge for the one-node cluster the Slurm tests start,
-#     tests/slurm/cluster.sh — their services are not started here; clang for the sanitizer and
-#     fuzzing build, scripts/fuzz.sh, with its sanitizer and libFuzzer runtimes; procps for the
-#     tests that signal processes);
-#   - LibTorch from the PyPI torch wheel, in a virtual environment outside the checkout so that
-#     every clone on this machine shares it (override with TRAINYARD_HOME).
+# Installs what Trainyard needs on a fresh Debian 12 machine; safe to run again (idempotent).
+#   scripts/setup.sh            the product and the test suite's tools
+#   scripts/setup.sh --product  the product alone: what the quickstart builds and runs
+# The product: build tools and libraries from Debian packages, and LibTorch from the PyPI torch
+# wheel, in a virtual environment outside the checkout so that every clone on this machine shares
+# it (override with TRAINYARD_HOME). The tests add GoogleTest, clang-format, Chromium (headless,
+# for the report's browser test), Slurm and munge (the one-node cluster the Slurm tests start,
+# tests/slurm/cluster.sh — their services are not started here), clang with its sanitizer and
+# libFuzzer runtimes (scripts/fuzz.sh), Google Benchmark, the sqlite3 shell and procps (the tests
+# that signal processes).
 # Prints nothing but progress; the build reads the venv's location from scripts/env.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/env.sh"
 
-debs=(build-essential cmake ninja-build ccache pkg-config python3-venv git
-      libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev sqlite3 libboost-program-options-dev
-      libgtest-dev libgmock-dev clang-format nlohmann-json3-dev libbenchmark-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev chromium
-      slurm-wlm munge clang libclang-rt-14-dev procps)
+product_debs=(build-essential cmake ninja-build ccache pkg-config python3-venv git
+              libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev libboost-program-options-dev
+              nlohmann-json3-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev)
+test_debs=(libgtest-dev libgmock-dev clang-format libbenchmark-dev sqlite3 chromium
+           slurm-wlm munge clang libclang-rt-14-dev procps)
+case "${1:-}" in
+  --product) debs=("${product_debs[@]}") ;;
+  "") debs=("${product_debs[@]}" "${test_debs[@]}") ;;
+  *) echo "setup: unknown argument '$1' (scripts/setup.sh [--product])" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

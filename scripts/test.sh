@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 scripts/setup.sh
-scripts/build.sh
+scripts/build.sh -DTRAINYARD_TESTS=ON  # on again where the quickstart configured the product alone
 source scripts/env.sh
 cd "$TRAINYARD_BUILD"
 ctest --output-on-failure -j"${TRAINYARD_JOBS:-2}" --timeout 900
