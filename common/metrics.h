@@ -48,7 +48,8 @@ const char* describe_unit(MetricUnit unit);
 std::string chance_verdict(double accuracy, int64_t classes, int64_t samples);
 // "did not learn: the training loss fell only 0.4% (2.303 over the first 8 steps, 2.294 over the
 // last epoch)" when the last epoch's mean training loss `last` is not 2% below `first`, the mean
-// over the steps up to the first progress line (`first_step` of `total_steps`); else "".
+// over the first `first_step` of `total_steps` steps (up to the first progress line, or the first
+// epoch); else "".
 // Above-chance accuracy can hide such a run (a learning rate far too small, trained weights that
 // nothing moves). Said only when that line came in the first half of training: later, the loss
 // has had its chance to move.

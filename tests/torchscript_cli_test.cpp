@@ -193,6 +193,8 @@ runtime: {{accelerator: cpu}}
                             "if 4 is right, set model.num_classes: 4)"),
             std::string::npos)
       << set.output;
+  // Not a path: nothing about where a relative path is looked for.
+  EXPECT_EQ(set.output.find("a relative path"), std::string::npos) << set.output;
 }
 
 // A real allocation failure inside the interpreter (2^50 bytes) is classed out-of-memory.

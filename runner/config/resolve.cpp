@@ -49,13 +49,17 @@ std::string relative_path_hint(const ConfigValue& written) {
 }
 
 // The problems with the files a component's options name (a model's or a dataset's), as errors
-// where the option is written.
-void report_file_problems(const FileChecks& files, const ConfigTree& tree, const std::string& path,
-                          const Origin& origin, Diagnostics& diagnostics) {
+// where the option is written; a path's (an option that names data) says where it was looked for.
+void report_file_problems(const FileChecks& files, const ComponentEntry& entry,
+                          const ConfigTree& tree, const std::string& path, const Origin& origin,
+                          Diagnostics& diagnostics) {
   for (const auto& [key, problem] : files.problems) {
     const ConfigValue* written = tree.find(path + "." + key);
+    const bool names_data =
+        std::any_of(entry.options.begin(), entry.options.end(),
+                    [&](const OptionInfo& info) { return info.key == key && info.names_data; });
     diagnostics.error(written ? written->origin : origin,
-                      written ? problem + relative_path_hint(*written) : problem);
+                      written && names_data ? problem + relative_path_hint(*written) : problem);
   }
 }
 
@@ -145,7 +149,7 @@ void resolve_component(const ConfigTree& tree, const ComponentSection& section,
     choice.capabilities = std::get<Caps>(entry->capabilities(choice.options));
     // Files the options name that are missing or incomplete: known now, not one failed run later.
     if constexpr (requires { choice.capabilities.files; })
-      report_file_problems(choice.capabilities.files, tree, path, origin, diagnostics);
+      report_file_problems(choice.capabilities.files, *entry, tree, path, origin, diagnostics);
   }
   resolved.set(path + ".name", {YAML::Node(choice.name), origin, origin});
   for (const auto& [key, value] : choice.options.entries()) resolved.set(path + "." + key, value);

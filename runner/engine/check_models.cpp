@@ -57,6 +57,7 @@ Sample sample_of(const RunSpec& run, const Registry& registry) {
 }
 
 std::string describe(const torch::Tensor& tensor) {
+  if (!tensor.defined()) return "no tensor";
   return fmt::format("{} [{}]", c10::toString(tensor.scalar_type()),
                      fmt::join(tensor.sizes(), ", "));
 }
@@ -112,7 +113,10 @@ std::string sample_problem(Model& model, const RunSpec& run, const Sample& sampl
   try {
     torch::NoGradGuard no_grad;
     model.eval();
-    problem = wrong_output(model.forward(sample.batch), sample, run.model.capabilities.task);
+    Batch batch = sample.batch;
+    // As the trainer feeds it without autocast: floating inputs in the parameters' float32.
+    if (batch.inputs.is_floating_point()) batch.inputs = batch.inputs.to(torch::kFloat);
+    problem = wrong_output(model.forward(batch), sample, run.model.capabilities.task);
   } catch (const std::exception& e) {
     if (says_out_of_memory(e.what())) throw;  // this machine's limit, not the model's fault
     problem = fmt::format("its forward failed: {}", error_summary(e.what()));
@@ -165,6 +169,7 @@ std::vector<std::string> check_models_fit(const std::vector<RunSpec>& runs,
             error_summary(e.what())));
       }
     const std::optional<Sample>& sample = at->second;
+    if (!check_weights_file && !sample) continue;  // nothing to check the model against here
     // The dataset's figures as the run will know them; what a dataset cannot say before it is
     // read (a plugin's classes) is taken as the model's own.
     const DatasetCapabilities& caps = run.dataset.capabilities;
@@ -179,24 +184,24 @@ std::vector<std::string> check_models_fit(const std::vector<RunSpec>& runs,
       torch::NoGradGuard no_grad;
       built = build_model(registry, run.model,
                           ModelContext{.num_classes = num_classes, .vocab_size = vocab_size});
-      if (check_weights_file) check_weights(*built, run.weights.weights, /*strict=*/true);
     } catch (const std::exception& e) {
       if (says_out_of_memory(e.what())) {  // too large for this machine, not for the run's
         notes.push_back(out_of_memory_note(run, e));
         continue;
       }
-      // A UserError says what is wrong in the user's terms; anything else is LibTorch's c10::Error
-      // from building the model.
-      const bool said = dynamic_cast<const UserError*>(&e) != nullptr;
-      const std::string what = said ? e.what()
-                                    : fmt::format("cannot build model '{}': {}", run.model.name,
-                                                  error_summary(e.what()));
-      if (check_weights_file)
-        diagnostics.error(run.weights_origin, "model.weights: " + what);
-      else
-        diagnostics.error(run.dataset_origin, what);
+      // A UserError says what is wrong in the user's terms; anything else is LibTorch's c10::Error.
+      diagnostics.error(run.dataset_origin,
+                        dynamic_cast<const UserError*>(&e)
+                            ? std::string(e.what())
+                            : fmt::format("cannot build model '{}': {}", run.model.name,
+                                          error_summary(e.what())));
       continue;
     }
+    if (check_weights_file) try {
+        check_weights(*built, run.weights.weights, /*strict=*/true);
+      } catch (const std::exception& e) {
+        diagnostics.error(run.weights_origin, fmt::format("model.weights: {}", e.what()));
+      }
     if (check_data && sample) try {
         if (const std::string problem = sample_problem(*built, run, *sample); !problem.empty())
           diagnostics.error(run.dataset_origin, problem);

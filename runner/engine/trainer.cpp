@@ -169,7 +169,9 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
     }
     if (!step_now) continue;
     if (logs_after(++step_)) {
-      if (std::isnan(progress_.first_loss)) {  // what the run's learning is measured from
+      // What the run's learning is measured from: the mean up to its first progress line, when
+      // that line comes in the first epoch (the accumulator holds one epoch's).
+      if (std::isnan(progress_.first_loss) && epoch == 0) {
         progress_.first_loss = metrics.result().loss;
         progress_.first_loss_step = step_;
       }
@@ -305,6 +307,10 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   // records the same figures over these.
   context_.observer.on_epoch(epoch + 1, values);
   progress_.epochs[epoch + 1] = values;
+  if (std::isnan(progress_.first_loss) && epoch == 0) {  // no progress line in it: its mean
+    progress_.first_loss = train.loss;
+    progress_.first_loss_step = step_;
+  }
   progress_.epoch = epoch + 1;
   progress_.batch = 0;
   progress_.step = step_;

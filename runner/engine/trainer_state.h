@@ -35,9 +35,10 @@ struct TrainerState {
   int64_t epochs_without_improvement = 0;  // train.early_stop's count
   double best_monitored = std::nan("");    // train.early_stop's best value so far; NaN: none yet
   std::map<std::string, double> meter;     // TrainingMeter::counts()
-  // The mean training loss of the steps up to the first progress line, and that line's step: what
-  // the last epoch's loss is held against to see whether the run learned (loss_verdict,
-  // common/metrics.h). NaN: no line yet.
+  // The mean training loss of the steps up to the first progress line in the first epoch (or of
+  // the whole first epoch, when it has none), and the step it ends at: what the last epoch's loss
+  // is held against to see whether the run learned (loss_verdict, common/metrics.h). NaN: not yet,
+  // or a state written before it was kept.
   double first_loss = std::nan("");
   int64_t first_loss_step = 0;
   // Every finished epoch's figures, by epoch: a run that continues sends them again, so none is
