@@ -55,9 +55,10 @@ void report_file_problems(const FileChecks& files, const ComponentEntry& entry,
                           Diagnostics& diagnostics) {
   for (const auto& [key, problem] : files.problems) {
     const ConfigValue* written = tree.find(path + "." + key);
+    const std::string& option = key;  // clang 14 (the fuzzing build) captures no binding
     const bool names_data =
         std::any_of(entry.options.begin(), entry.options.end(),
-                    [&](const OptionInfo& info) { return info.key == key && info.names_data; });
+                    [&](const OptionInfo& info) { return info.key == option && info.names_data; });
     diagnostics.error(written ? written->origin : origin,
                       written && names_data ? problem + relative_path_hint(*written) : problem);
   }
