@@ -1,6 +1,7 @@
 // Where this controller sits in a multi-node run: how many nodes, which one this is, and where
 // rank 0's rendezvous (c10d's TCPStore) listens. From `trainyard run --nnodes N --node-rank K
-// --master-addr HOST --master-port P`, or under Slurm from its SLURM_* variables.
+// --master-addr HOST --master-port P`, under Slurm from its SLURM_* variables, or in a Kubernetes
+// training job's pod from torchrun's PET_* variables.
 #pragma once
 
 #include <functional>
@@ -25,6 +26,15 @@ struct NodeSpec {
 // or nothing outside a multi-node Slurm job. MASTER_ADDR and MASTER_PORT, when set, win; else the
 // first host of the node list and a port derived from the job id (as Lightning does).
 std::optional<NodeSpec> node_spec_from_slurm(const std::function<const char*(const char*)>& getenv);
+
+// The node layout a Kubernetes training operator gives each pod — Kubeflow's PyTorchJob sets
+// torchrun's variables: PET_NNODES (a count, or MIN:MAX with MIN = MAX), PET_NODE_RANK (the pod's
+// index), MASTER_ADDR and MASTER_PORT (or PET_MASTER_ADDR, PET_MASTER_PORT) — or nothing when
+// PET_NNODES is unset or 1. UserError, naming the variable, when they cannot describe a node, and
+// when WORLD_SIZE > 1, RANK and MASTER_ADDR come without PET_NNODES (an operator before 1.7).
+// PET_NPROC_PER_NODE is not read: each run's runtime.devices is how many ranks a node starts.
+std::optional<NodeSpec> node_spec_from_torchrun(
+    const std::function<const char*(const char*)>& getenv);
 
 // The first host of a Slurm host list: "gpu[07-09,12],cpu1" -> "gpu07".
 std::string first_slurm_host(const std::string& nodelist);

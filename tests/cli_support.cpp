@@ -66,11 +66,13 @@ KillOnExit::~KillOnExit() {
   }
 }
 
-pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra) {
+pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra,
+                const std::vector<std::pair<std::string, std::string>>& environment) {
   std::vector<std::string> args = {TRAINYARD_EXE, "run", file, "--db", db};
   args.insert(args.end(), extra.begin(), extra.end());
   pid_t child = fork();
   if (child == 0) {
+    for (const auto& [name, value] : environment) setenv(name.c_str(), value.c_str(), 1);
     freopen("/dev/null", "w", stderr);
     freopen("/dev/null", "w", stdout);
     std::vector<char*> argv;

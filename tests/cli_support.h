@@ -52,9 +52,10 @@ struct KillOnExit {
   ~KillOnExit();
 };
 
-// Starts `trainyard run FILE --db DB EXTRA...` in the background, its output discarded.
-pid_t start_run(const std::string& file, const std::string& db,
-                std::vector<std::string> extra = {});
+// Starts `trainyard run FILE --db DB EXTRA...` in the background, its output discarded, with
+// `environment`'s variables set on top of this process's.
+pid_t start_run(const std::string& file, const std::string& db, std::vector<std::string> extra = {},
+                const std::vector<std::pair<std::string, std::string>>& environment = {});
 // `trainyard status --db DB`, asked every 100 ms until its output holds `text` (60 s at most):
 // the last answer.
 Result status_showing(const std::string& db, const std::string& text);

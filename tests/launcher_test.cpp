@@ -91,7 +91,8 @@ sweep:
   EXPECT_NE(kill(rank1, 0), 0);  // no orphan
 }
 
-// Two controllers of two ranks each, on loopback as two nodes, train as four ranks on one node do.
+// Two controllers of two ranks each, on loopback as two nodes, train as four ranks on one node do:
+// told by flags, and told as two pods of a Kubernetes training job are.
 TEST_F(LauncherTest, TwoNodesOfTwoRanksTrainAsFourRanksOnOneNode) {
   std::string file = dir.write("nodes.yaml", R"(
 name: nodes
@@ -139,6 +140,34 @@ sweep:
         rank3_log || (name.starts_with("run-1-default-") && name.ends_with("-node1-rank3.log"));
   }
   EXPECT_TRUE(rank3_log);
+
+  // The same two nodes as two pods of a Kubeflow PyTorchJob: no flags, the variables its operator
+  // (1.7 or later) sets in each pod (torchrun's contract; there WORLD_SIZE counts every process,
+  // pods × nprocPerNode, and RANK is the pod's index).
+  const std::string pod_port = std::to_string(20000 + (getpid() + 5000) % 20000);
+  auto pod = [&](int rank, const std::string& db_path) {
+    return start_run(file, db_path, {},
+                     {{"PET_NNODES", "2"},
+                      {"PET_NODE_RANK", std::to_string(rank)},
+                      {"PET_NPROC_PER_NODE", "2"},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", pod_port},
+                      {"WORLD_SIZE", "4"},
+                      {"RANK", std::to_string(rank)}});
+  };
+  const std::string pods_db = (dir.path() / "pods" / "t.db").string();
+  pid_t pod1 = pod(1, (dir.path() / "pod1" / "t.db").string());
+  KillOnExit pod_guard1{pod1};
+  pid_t pod0 = pod(0, pods_db);
+  KillOnExit pod_guard0{pod0};
+  EXPECT_EQ(exit_code_of(pod0), 0);
+  EXPECT_EQ(exit_code_of(pod1), 0);
+  Store pods(pods_db);
+  auto pod_runs = pods.runs("nodes");
+  ASSERT_EQ(pod_runs.size(), 2u);
+  ASSERT_EQ(pod_runs[0].status, RunStatus::completed) << pod_runs[0].error;
+  EXPECT_NEAR(pods.final_metrics(pod_runs[0].id).at("test_loss"), four_ranks, 1e-5);
+  EXPECT_FALSE(fs::exists(dir.path() / "pod1" / "t.db"));  // only rank 0's pod records
 
   // Flags that cannot describe a node are refused before anything runs.
   EXPECT_EQ(

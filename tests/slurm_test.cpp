@@ -245,6 +245,72 @@ TEST_F(SlurmTest, TwoRankDdpRunInsideOneArrayTask) {
   EXPECT_TRUE(fs::exists(stem + "-rank1.log"));
 }
 
+// A cluster of two nodes, each a slurmd in its own network namespace with its own hostname and
+// address (tests/slurm/cluster.sh start DIR 2 2): what runs on one node reaches the other only
+// through the network, as across the machines of a cluster.
+class TwoNodeSlurmTest : public SlurmTest {
+ protected:
+  void SetUp() override {
+    cluster = dir.path() / "cluster";
+    const Result started = shell("bash " + testing::source("tests/slurm/cluster.sh") + " start " +
+                                 cluster.string() + " 2 2");
+    ASSERT_EQ(started.exit_code, 0) << started.output;
+    setenv("SLURM_CONF", (cluster / "slurm.conf").c_str(), 1);
+  }
+  // training_figures without the configuration's hash: the two-node run and its one-node
+  // reference differ in runtime.devices, and so in their hash, not in what they train.
+  static std::map<std::string, double> figures_by_variant(const std::string& db) {
+    std::map<std::string, double> out;
+    for (const auto& [key, value] : testing::training_figures(db)) {
+      const size_t variant_end = key.find('/', key.find('/') + 1);
+      out[key.substr(0, variant_end) + key.substr(key.find('/', variant_end + 1))] = value;
+    }
+    return out;
+  }
+};
+
+// `submit --nodes 2` trains a ddp run of one rank on each node across them, equal to two ranks on
+// one node; requeued by Slurm mid-run, it continues from its checkpoint on both nodes and still
+// ends equal.
+TEST_F(TwoNodeSlurmTest, DdpAcrossTwoNodesEqualsTwoRanksOnOneAndContinuesAfterARequeue) {
+  const std::string file =
+      experiment("across", "", 8000, ", checkpoint_every_steps: 10", ", strategy: ddp, devices: 1");
+  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
+  const Result reference =
+      trainyard("run " + file + " --set runtime.devices=2 --db " + reference_db);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const Result submitted = trainyard("submit " + file + " --slurm --nodes 2 --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  EXPECT_NE(testing::read_file(submission(1) / "array-0.sbatch").find("--nodes=2"),
+            std::string::npos);
+  ASSERT_TRUE(wait_for_checkpoint_inside_an_epoch(/*first_epoch=*/true))
+      << trainyard("status --db " + db()).output;
+  const std::string job = job_of_first_run();
+  ASSERT_EQ(shell("scontrol requeue " + job).exit_code, 0);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const auto runs = collected_runs();
+        return runs.size() == 1 && runs[0].status == RunStatus::completed;
+      },
+      240))
+      << trainyard("status --db " + db()).output;
+  const RunRecord run = Store(db()).runs().front();
+  ASSERT_EQ(run.status, RunStatus::completed) << run.error;
+  EXPECT_EQ(run.resumes, 1);
+  EXPECT_NE(testing::read_file(run.environment.log_path).find("strategy ddp on 2 ranks"),
+            std::string::npos);
+  // Rank 1 ran on the other node: node2's slurmd launched a step of the job (srun's one task per
+  // node), and the rank's log is there, under its global rank.
+  EXPECT_NE(testing::read_file(cluster / "slurmd-node2.log").find("launch task StepId="),
+            std::string::npos);
+  const std::string stem = run.environment.log_path.substr(0, run.environment.log_path.size() - 4);
+  EXPECT_TRUE(fs::exists(stem + "-rank1.log"));
+  const auto across = figures_by_variant(db());
+  EXPECT_FALSE(across.empty());
+  EXPECT_EQ(across, figures_by_variant(reference_db));
+}
+
 // A plugin's model on Slurm: each array task (and each rank inside one) loads the library the
 // run's resolved config records, checked against its SHA-256.
 TEST_F(SlurmTest, ArrayTasksLoadTheExperimentsPlugin) {

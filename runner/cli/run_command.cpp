@@ -237,9 +237,13 @@ std::optional<RunRequest> parse_run_request(const std::vector<std::string>& args
     throw UserError(
         "run: name one or more experiment files, e.g. trainyard run experiments/quickstart.yaml "
         "(or a glob: experiments/*.yaml)");
-  if (!vm.count("nnodes"))
-    if (auto slurm = node_spec_from_slurm([](const char* name) { return std::getenv(name); }))
+  if (!vm.count("nnodes")) {
+    auto getenv = [](const char* name) { return std::getenv(name); };
+    if (auto slurm = node_spec_from_slurm(getenv))
       node = *slurm;
+    else if (auto pod = node_spec_from_torchrun(getenv))
+      node = *pod;
+  }
   if (node.nnodes < 1) throw UserError("run: --nnodes must be at least 1");
   if (node.node_rank < 0 || node.node_rank >= node.nnodes)
     throw UserError(fmt::format("run: --node-rank {} is outside 0..{} (--nnodes {})",
