@@ -6,7 +6,8 @@
 # wheel, in a virtual environment outside the checkout so that every clone on this machine shares
 # it (override with TRAINYARD_HOME). The tests add GoogleTest, clang-format, Chromium (headless,
 # for the report's browser test), Slurm and munge (the one-node cluster the Slurm tests start,
-# tests/slurm/cluster.sh — their services are not started here), clang with its sanitizer and
+# tests/slurm/cluster.sh, with iproute2 for the two-node cluster's network namespaces — their
+# services are not started here), clang with its sanitizer and
 # libFuzzer runtimes (scripts/fuzz.sh), Google Benchmark, the sqlite3 shell and procps (the tests
 # that signal processes).
 # Prints nothing but progress; the build reads the venv's location from scripts/env.sh.
@@ -18,7 +19,7 @@ product_debs=(build-essential cmake ninja-build ccache pkg-config python3-venv g
               libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev libboost-program-options-dev
               nlohmann-json3-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev)
 test_debs=(libgtest-dev libgmock-dev clang-format libbenchmark-dev sqlite3 chromium
-           slurm-wlm munge clang libclang-rt-14-dev procps)
+           slurm-wlm munge iproute2 clang libclang-rt-14-dev procps)
 case "${1:-}" in
   --product) debs=("${product_debs[@]}") ;;
   "") debs=("${product_debs[@]}" "${test_debs[@]}") ;;

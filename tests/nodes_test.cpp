@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 
 #include "runner/nodes.h"
@@ -7,6 +8,14 @@
 
 namespace trainyard {
 namespace {
+
+// getenv over `env`, which the test goes on changing.
+std::function<const char*(const char*)> lookup_in(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
 
 TEST(SlurmNodes, FirstHostOfANodeList) {
   EXPECT_EQ(first_slurm_host("gpu[07-09,12],cpu1"), "gpu07");
@@ -20,10 +29,7 @@ TEST(SlurmNodes, LayoutFromTheEnvironment) {
                                             {"SLURM_NODEID", "2"},
                                             {"SLURM_JOB_NODELIST", "gpu[10-13]"},
                                             {"SLURM_JOB_ID", "123456"}};
-  auto getenv = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  const auto getenv = lookup_in(env);
   auto node = node_spec_from_slurm(getenv);
   ASSERT_TRUE(node.has_value());
   EXPECT_EQ(node->nnodes, 4);
@@ -49,10 +55,7 @@ TEST(PodNodes, LayoutFromAPyTorchJobsVariables) {
                                             {"MASTER_PORT", "23456"},
                                             {"WORLD_SIZE", "16"},
                                             {"RANK", "1"}};
-  auto getenv = [&](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
+  const auto getenv = lookup_in(env);
   auto node = node_spec_from_torchrun(getenv);
   ASSERT_TRUE(node.has_value());
   EXPECT_EQ(node->nnodes, 2);

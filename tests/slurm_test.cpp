@@ -73,6 +73,15 @@ train: {epochs: 2, batch_size: 16, log_every: 1000)" +
     EXPECT_EQ(collect.exit_code, 0) << collect.output;
     return Store(db()).runs();
   }
+  // Until the database's one run has completed, `seconds` at most.
+  bool wait_for_the_one_run_completed(int seconds) {
+    return wait_for(
+        [&] {
+          const auto runs = collected_runs();
+          return runs.size() == 1 && runs[0].status == RunStatus::completed;
+        },
+        seconds);
+  }
   bool all_ended() {
     const auto runs = collected_runs();
     return !runs.empty() && std::all_of(runs.begin(), runs.end(), [](const RunRecord& run) {
@@ -193,13 +202,7 @@ TEST_F(SlurmTest, JobRequeuedBySlurmContinuesFromItsCheckpoint) {
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NE(again.output.find("in Slurm as job " + job), std::string::npos) << again.output;
   EXPECT_NE(again.output.find("nothing to submit"), std::string::npos) << again.output;
-  ASSERT_TRUE(wait_for(
-      [&] {
-        const auto runs = collected_runs();
-        return runs.size() == 1 && runs[0].status == RunStatus::completed;
-      },
-      120))
-      << trainyard("status --db " + db()).output;
+  ASSERT_TRUE(wait_for_the_one_run_completed(120)) << trainyard("status --db " + db()).output;
   const RunRecord run = Store(db()).runs().front();
   EXPECT_EQ(run.resumes, 1);
   EXPECT_EQ(testing::training_figures(db()), testing::training_figures(reference_db));
@@ -288,13 +291,7 @@ TEST_F(TwoNodeSlurmTest, DdpAcrossTwoNodesEqualsTwoRanksOnOneAndContinuesAfterAR
       << trainyard("status --db " + db()).output;
   const std::string job = job_of_first_run();
   ASSERT_EQ(shell("scontrol requeue " + job).exit_code, 0);
-  ASSERT_TRUE(wait_for(
-      [&] {
-        const auto runs = collected_runs();
-        return runs.size() == 1 && runs[0].status == RunStatus::completed;
-      },
-      240))
-      << trainyard("status --db " + db()).output;
+  ASSERT_TRUE(wait_for_the_one_run_completed(240)) << trainyard("status --db " + db()).output;
   const RunRecord run = Store(db()).runs().front();
   ASSERT_EQ(run.status, RunStatus::completed) << run.error;
   EXPECT_EQ(run.resumes, 1);
