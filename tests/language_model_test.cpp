@@ -252,7 +252,14 @@ report: {target: {metric: val_acc, value: 0.5}}
 // gpt2_124m.yaml names placeholder files (validation says so), validates with token files in place,
 // and on a machine without a GPU every run is skipped with the reason.
 TEST_F(LanguageModelTest, TheShippedExamplesValidateRunAndSkipWhatThisMachineLacks) {
-  Result cpu = trainyard("run " + testing::source("experiments/gpt2_cpu.yaml") + " --db " + db());
+  // Every variant of the file validates; bf16-mixed, which a CPU without bfloat16 instructions
+  // emulates for minutes (the file's header says so), is left out of the run: its forward in
+  // bfloat16 is checked above, on a smaller model.
+  Result all = trainyard("validate " + testing::source("experiments/gpt2_cpu.yaml"));
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(all.output.find("4 runs"), std::string::npos) << all.output;
+  Result cpu = trainyard("run " + testing::source("experiments/gpt2_cpu.yaml") + " --db " + db() +
+                         " --only fp32 --only '*-ranks'");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
   Result answer = trainyard("report --db " + db() + " --experiment gpt2_cpu");
   EXPECT_NE(answer.output.find("test perplexity"), std::string::npos) << answer.output;
