@@ -122,6 +122,45 @@ const char* const kMigrations[] = {
       PRIMARY KEY (run_id, step, key)
     );
     )sql",
+    // 7: studies (sweep.search): each trial's values and how far it trained, each rung's decision
+    // with its evidence, and each study's best trial. Keyed by the experiment's name, the variant
+    // searched and the study's identity (its settings and the variant's configuration).
+    R"sql(
+    CREATE TABLE study_trials (
+      experiment TEXT NOT NULL,
+      study TEXT NOT NULL,
+      study_hash TEXT NOT NULL,
+      trial INTEGER NOT NULL,
+      trial_values TEXT NOT NULL,
+      settings TEXT NOT NULL,
+      config_hash TEXT NOT NULL,
+      run_id INTEGER NOT NULL DEFAULT 0,
+      epochs INTEGER NOT NULL DEFAULT 0,
+      figure REAL,
+      PRIMARY KEY (experiment, study, study_hash, trial)
+    );
+    CREATE TABLE study_decisions (
+      experiment TEXT NOT NULL,
+      study TEXT NOT NULL,
+      study_hash TEXT NOT NULL,
+      rung INTEGER NOT NULL,
+      epochs INTEGER NOT NULL,
+      evidence TEXT NOT NULL,
+      promoted TEXT NOT NULL,
+      decided_at TEXT NOT NULL,
+      PRIMARY KEY (experiment, study, study_hash, rung)
+    );
+    CREATE TABLE study_outcomes (
+      experiment TEXT NOT NULL,
+      study TEXT NOT NULL,
+      study_hash TEXT NOT NULL,
+      best_trial INTEGER NOT NULL,
+      figure REAL,
+      trial_values TEXT NOT NULL,
+      settings TEXT NOT NULL,
+      PRIMARY KEY (experiment, study, study_hash)
+    );
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 

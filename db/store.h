@@ -152,6 +152,51 @@ struct StepRow {
   std::map<std::string, double> values;
 };
 
+// A study of sweep.search (runner/search/study.h): which experiment, which variant it searches,
+// and its identity (its settings and the variant's configuration: edit either, and it is another).
+struct StudyKey {
+  std::string experiment, study, study_hash;
+};
+
+// One trial: its values (a JSON list, one number per parameter), as words ("lr=0.001 ..."), its
+// run, and how far it trained with its figure there (none: it failed).
+struct StudyTrialRow {
+  int64_t trial = 0;
+  std::string values;
+  std::string settings;
+  std::string config_hash;
+  int64_t run_id = 0;
+  int64_t epochs = 0;
+  std::optional<double> figure{};
+};
+
+// One rung's decision: the figures at its epoch (JSON [[trial, figure or null], ...]) and the
+// trials that went on (JSON [trial, ...]).
+struct StudyDecisionRow {
+  int64_t rung = 0;
+  int64_t epochs = 0;
+  std::string evidence;
+  std::string promoted;
+  std::string decided_at{};
+};
+
+struct StudyOutcomeRow {
+  int64_t best_trial = 0;
+  std::optional<double> figure{};
+  std::string values;  // the best trial's (a JSON list)
+  std::string settings;
+};
+
+// Where a study stands (`trainyard status`): trials recorded, rungs decided (with the trials
+// the last decision promoted), and its best trial's settings once it has ended.
+struct StudyProgress {
+  StudyKey key;
+  int64_t trials = 0;
+  int64_t decisions = 0;
+  std::string last_promoted{};        // JSON [trial, ...] of the last decision
+  std::optional<std::string> best{};  // the outcome's settings
+};
+
 // The fields of a run that do not change once it is queued.
 struct QueuedRun {
   std::string variant;
@@ -168,7 +213,7 @@ struct QueuedRun {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   // sql::Access::read_only reads an existing database as it is, writing nothing (a read-only file
@@ -263,6 +308,16 @@ class Store {
   std::map<std::string, double> final_metrics(int64_t run_id);
   std::vector<EpochRow> epoch_metrics(int64_t run_id);
   std::vector<StepRow> step_metrics(int64_t run_id);  // by step
+
+  // Studies (db/store_study.cpp). Recording again replaces: a study continued after a kill
+  // records what it records again, the same.
+  void record_study_trial(const StudyKey& key, const StudyTrialRow& row);
+  void record_study_decision(const StudyKey& key, const StudyDecisionRow& row);
+  void record_study_outcome(const StudyKey& key, const StudyOutcomeRow& row);
+  std::vector<StudyTrialRow> study_trials(const StudyKey& key);        // by trial
+  std::vector<StudyDecisionRow> study_decisions(const StudyKey& key);  // by rung
+  std::optional<StudyOutcomeRow> study_outcome(const StudyKey& key);
+  std::vector<StudyProgress> study_progress();  // every study of the store
 
   const std::string& path() const { return db_.path(); }
 

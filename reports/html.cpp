@@ -632,11 +632,11 @@ std::string render_html(const Report& report) {
     html += "<p class=\"summary\">" + html_escape(summary_line(section)) + "</p>";
     html += verdicts(section);
     if (section.rows.empty()) {
-      html += "<p>No runs yet.</p>" + other_runs(section) + "</section>";
+      html += "<p>No runs yet.</p>" + studies_html(section) + other_runs(section) + "</section>";
       continue;
     }
-    html += results_table(report, section) + other_runs(section) + charts(section) +
-            pareto_chart(section) + curves(section) + validation_costs(section) +
+    html += results_table(report, section) + studies_html(section) + other_runs(section) +
+            charts(section) + pareto_chart(section) + curves(section) + validation_costs(section) +
             epoch_tables(section) + run_details(section) + environment_table(section) +
             "</section>";
   }

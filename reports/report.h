@@ -136,6 +136,50 @@ struct OtherRun {
   FailureClass failure = FailureClass::none;
 };
 
+// A study of sweep.search as the file reads now (the CLI resolves it): where the store keeps it,
+// and how to draw its parameters.
+struct CurrentStudy {
+  StudyKey key;
+  std::string method;  // grid, random, tpe
+  std::string metric;  // val_loss (lower is better) or val_acc
+  int64_t confirm_repeats = 0;
+  struct Parameter {
+    std::string key;                     // "train.optimizer.lr"
+    bool log_scale = false;              // log_uniform: drawn and grouped on a log scale
+    double low = 0, high = 0;            // its range (a choice: 0 to its count - 1)
+    std::vector<std::string> choices{};  // a choice's values as written, else empty
+  };
+  std::vector<Parameter> parameters{};
+};
+
+// One trial as the store has it: its record, its values, its figure at every validated epoch
+// (its curve), and its run's state (paused at a rung, failed, completed).
+struct StudyTrial {
+  StudyTrialRow record;
+  std::vector<double> values;
+  std::vector<std::pair<int64_t, double>> curve{};
+  RunStatus status = RunStatus::queued;
+  bool paused = false;
+  std::string error{};
+};
+
+// How much the metric moved with one parameter: its trials in groups (each choice; a range in
+// thirds), each group's mean figure at the first rung, and the spread between the best and worst.
+struct ParameterEffect {
+  std::string parameter;
+  std::string best_group, worst_group;  // "lr 1e-05–0.0002", "weight_decay=0.1"
+  double best_mean = 0, worst_mean = 0;
+};
+
+struct StudySection {
+  CurrentStudy study;
+  std::vector<StudyTrial> trials;  // by trial
+  std::vector<StudyDecisionRow> decisions;
+  std::optional<StudyOutcomeRow> outcome{};
+  std::vector<ParameterEffect> effects{};
+  bool minimize() const { return study.metric == "val_loss"; }
+};
+
 struct ExperimentReport {
   ExperimentRecord experiment;
   ReportOptions options;
@@ -153,6 +197,9 @@ struct ExperimentReport {
   // Set when the experiment file could not be read now: the rows are then each variant's newest
   // runs, whatever their configuration, and this says why.
   std::string note{};
+  // sweep.search: each variant's study (its rows above are its best settings' confirmation runs;
+  // its trials are here, not among other_runs).
+  std::vector<StudySection> studies{};
 };
 
 // What an experiment file says now: its variants in order, each with the config it resolves to
@@ -174,6 +221,7 @@ struct CurrentExperiment {
   // The components' option defaults (the registry's), which "differs from the baseline in" leaves
   // out under a swapped component; none known: every differing option is shown.
   OptionDefault option_default{};
+  std::vector<CurrentStudy> studies{};  // sweep.search, one per variant
 };
 using CurrentExperiments = std::function<CurrentExperiment(const ExperimentRecord&)>;
 
@@ -210,5 +258,14 @@ std::string render_csv(const Report& report);
 
 // &, <, >, " and ' as entities: every string that came from YAML or the store passes through it.
 std::string html_escape(const std::string& text);
+
+// The study sections (reports/study.cpp): read from the store for each current study, the trial
+// runs taken out of `section.other_runs`; and rendered.
+void read_studies(Store& store, const std::vector<RunRecord>& runs,
+                  const std::vector<CurrentStudy>& studies, ExperimentReport& section);
+std::string studies_html(const ExperimentReport& section);
+std::string studies_markdown(const ExperimentReport& section);
+// "study fp32: best of 24 tpe trials: lr=0.0003 (val_loss 0.4123)", one line a study.
+std::vector<std::string> study_answers(const ExperimentReport& section);
 
 }  // namespace trainyard

@@ -415,6 +415,7 @@ Report build_report(Store& store, const std::string& experiment_name,
     with_answer_columns(section.options);
     if (current && now.problem.empty()) {
       choose_current_runs(store, runs, now, section);
+      read_studies(store, runs, now.studies, section);
     } else {
       if (current)
         section.note = fmt::format(

@@ -127,7 +127,7 @@ std::string render_markdown(const Report& report) {
     for (const auto& row : section.rows)
       if (!row.error.empty())
         out += fmt::format("- {}: {}\n", md(row.variant), md(first_line(row.error)));
-    out += "\n";
+    out += "\n" + studies_markdown(section);
     if (!section.other_runs.empty()) {
       out += "Runs of other configurations (not in the table):\n\n";
       for (const auto& run : section.other_runs) {
@@ -159,6 +159,7 @@ std::string render_answers(const Report& report, size_t width) {
     for (const auto& row : section.rows)  // (a lone baseline's says more than "baseline" only)
       if (!row.verdict.empty() && (section.rows.size() > 1 || row.verdict != "baseline"))
         add(row.variant + " — " + row.verdict, "  ", "      ");
+    for (const std::string& line : study_answers(section)) add(line, "  ", "      ");
   }
   return out;
 }

@@ -25,6 +25,9 @@ namespace trainyard {
 
 namespace fs = std::filesystem;
 
+// How a paused trial's error begins: what tells a promotion from a continuation after a kill.
+constexpr const char* kPausedAfter = "paused after epoch";
+
 bool BatchSummary::nothing_ran() const {
   return completed + already_completed + failed == 0 && skipped > 0;
 }
@@ -63,10 +66,26 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
         "step)");
     force = true;
   }
+  // Studies first (sweep.search): the runs their variants compare are their best settings,
+  // known once they end. Their trials train here, one after another; what they leave is recorded.
+  std::vector<Experiment> batch(experiments.begin(), experiments.end());
+  for (Experiment& experiment : batch) {
+    if (experiment.studies.empty()) continue;
+    if (node_.multi_node())
+      throw UserError(fmt::format(
+          "{}: a search (sweep.search) runs on one node; run it without --nnodes, or on Slurm "
+          "with `trainyard submit` once that takes searches",
+          experiment.file));
+    for (const Study& study : experiment.studies)
+      if (!summary.interrupted && !run_study(experiment, study, summary))
+        summary.interrupted = true;
+    add_confirmations(experiment, store_);
+  }
+
   // Decide every run's fate first, so `trainyard runs` shows the whole batch as queued.
   std::vector<Planned> queue;
   int ordinal = 0;
-  for (const Experiment& experiment : experiments) {
+  for (const Experiment& experiment : batch) {
     plan(experiment, ordinal, force, queue, summary);
     ordinal += static_cast<int>(experiment.runs.size());
   }
@@ -209,7 +228,7 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   const std::string state_dir = checkpoint_dir(stem.string());
   if (continues) {
     store_.resume_run(run_id);
-    ++summary.resumed;
+    ++(planned.promoted ? summary.promoted : summary.resumed);
   } else {
     // The names are recorded before any file is written: a controller killed in between leaves a
     // run whose files are known to be its own.
@@ -245,7 +264,8 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
                   .devices = static_cast<int>(run.runtime.devices),
                   .node = node,
                   .port = node.port_for_run(planned.ordinal),
-                  .threads = run.runtime.threads};
+                  .threads = run.runtime.threads,
+                  .pause_after_epochs = planned.pause_after_epochs};
   LaunchResult result;
   for (int attempt = 0;; ++attempt) {
     // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.
@@ -265,20 +285,32 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   }
   const bool time_up = result.outcome == LaunchOutcome::interrupted && policy_.time_limit_reached &&
                        policy_.time_limit_reached->load();
-  record_outcome(
-      result,
-      {.run_id = run_id,
-       .save_state = run.train.save_state,
-       .state_dir = state_dir,
-       .interrupted_why =
-           time_up ? fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit) : "",
-       .continued_by = "trainyard run"},
-      records, log);
+  // Stopped where the study asked, not by a signal: paused at its rung.
+  const bool paused = result.outcome == LaunchOutcome::interrupted &&
+                      planned.pause_after_epochs > 0 && !stop_requested_.load();
+  std::string why;
+  if (time_up)
+    why = fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit);
+  else if (paused)
+    why = fmt::format(
+        "{} {} by the study's successive halving; a promotion continues it from its checkpoint",
+        kPausedAfter, planned.pause_after_epochs);
+  record_outcome(result,
+                 {.run_id = run_id,
+                  .save_state = run.train.save_state,
+                  .state_dir = state_dir,
+                  .interrupted_why = why,
+                  .continued_by = "trainyard run"},
+                 records, log);
   switch (result.outcome) {
     case LaunchOutcome::completed:
       ++summary.completed;
       break;
     case LaunchOutcome::interrupted:
+      if (paused) {
+        ++summary.paused;
+        break;
+      }
       summary.interrupted = true;
       ++summary.interrupted_runs;
       break;

@@ -14,6 +14,7 @@
 #include "runner/config/experiment.h"
 #include "runner/console.h"
 #include "runner/nodes.h"
+#include "runner/search/study.h"
 #include "trainyard/registry.h"
 
 namespace trainyard {
@@ -41,6 +42,8 @@ struct BatchSummary {
   int retried = 0;           // attempts made again after a transient failure
   int not_started = 0;       // left for the next `trainyard run`: the batch stopped first
   int interrupted_runs = 0;  // stopped while training (checkpointed): continued by the next batch
+  int paused = 0;            // trials paused at a rung by a study's successive halving
+  int promoted = 0;          // of those started: paused trials a study's decision continued
   bool interrupted = false;
   bool at_time_limit = false;  // the stop came from --time-limit, not from a signal
   bool stopped_on_failure = false;
@@ -71,11 +74,21 @@ class Controller {
     int64_t run_id;
     bool continues;
     int ordinal;
+    int64_t pause_after_epochs = 0;  // a study's trial stops there (RunContext)
+    bool promoted = false;           // continues a trial paused at a rung
   };
   // `first_ordinal`: how many runs the batch's earlier files have.
   void plan(const Experiment& experiment, int first_ordinal, bool force,
             std::vector<Planned>& queue, BatchSummary& summary);
   void execute(const Planned& planned, BatchSummary& summary);
+  // sweep.search (runner/controller_study.cpp): runs the study to its outcome, recorded in the
+  // store; false when the batch stopped first (the next `trainyard run` goes on with it).
+  bool run_study(const Experiment& experiment, const Study& study, BatchSummary& summary);
+  // Trains trial `trial` (`run`) to `epochs`, pausing it there when it has more, unless the store
+  // has its figure there already; returns the figure (NaN: it failed or could not run).
+  double train_trial(const Experiment& experiment, const Study& study, const StudyKey& key,
+                     int64_t trial, const RunSpec& run, const TrialValues& values, int64_t epochs,
+                     BatchSummary& summary);
   // Why a run that did not start stays for later ("the batch reached its --time-limit 9h").
   std::string not_started_reason(const BatchSummary& summary) const;
 

@@ -140,6 +140,11 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
       argv.push_back("--continue-from");
       argv.push_back(spec.continue_from.c_str());
     }
+    const std::string pause = std::to_string(spec.pause_after_epochs);
+    if (spec.pause_after_epochs > 0) {
+      argv.push_back("--pause-after-epochs");
+      argv.push_back(pause.c_str());
+    }
     argv.push_back(nullptr);
     execv(executable.c_str(), const_cast<char* const*>(argv.data()));
     _exit(127);
@@ -206,7 +211,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
   }
 
   LaunchResult result;
-  bool got_result = false, stopping = false, interrupted = false;
+  bool got_result = false, stopping = false, interrupted = false, paused = false;
   std::string first_failure;
   auto stop_all = [&](int signal) {
     for (auto& r : ranks)
@@ -236,6 +241,13 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     for (auto& r : ranks) {
       if (r.exited || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
       r.exited = true;
+      // A rank that stopped at the epoch it was told to pause after (a study's rung) has not
+      // failed: every rank stops there, its checkpoint written.
+      if (spec.pause_after_epochs > 0 && WIFEXITED(r.status) &&
+          WEXITSTATUS(r.status) == kExitInterrupted && !stop_requested.load()) {
+        paused = true;
+        continue;
+      }
       if (failed(r) && (!cause || (WIFSIGNALED(r.status) && !WIFSIGNALED(cause->status))))
         cause = &r;
     }
@@ -266,7 +278,11 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     if (all_done) break;
   }
 
-  if (interrupted && first_failure.empty()) {
+  if (paused && !interrupted && first_failure.empty()) {
+    result.outcome = LaunchOutcome::interrupted;
+    result.failure = FailureClass::interrupted;
+    result.error = fmt::format("paused after epoch {}", spec.pause_after_epochs);
+  } else if (interrupted && first_failure.empty()) {
     result.outcome = LaunchOutcome::interrupted;
     result.failure = FailureClass::interrupted;
     result.error = "interrupted by a signal (Ctrl-C or SIGTERM)";

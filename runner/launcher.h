@@ -36,6 +36,7 @@ struct LaunchSpec {
   // The run's own checkpoint to continue from after an interruption (RunContext::continue_from);
   // its ranks' logs are then appended to.
   std::string continue_from{};
+  int64_t pause_after_epochs = 0;  // RunContext::pause_after_epochs; 0: every epoch
 };
 
 enum class LaunchOutcome { completed, failed, interrupted };

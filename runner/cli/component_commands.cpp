@@ -22,6 +22,7 @@
 #include "runner/config/option_defaults.h"
 #include "runner/console.h"
 #include "runner/engine/engine.h"
+#include "runner/search/study.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -58,7 +59,9 @@ int validate_command(const std::vector<std::string>& args) {
   for (const auto& file : files) {
     try {
       Experiment experiment = load_experiment(file, overrides, plugin_loader(), max_runs);
-      for (std::string& note : check_models_fit(experiment.runs, plugin_loader().registry()))
+      std::vector<RunSpec> checked = experiment.runs;
+      for (RunSpec& run : study_edge_runs(experiment)) checked.push_back(std::move(run));
+      for (std::string& note : check_models_fit(checked, plugin_loader().registry()))
         experiment.notes.push_back(std::move(note));
       if (auto [it, fresh] = file_of_name.emplace(experiment.name, file); !fresh) {
         fmt::print(stderr,
@@ -69,8 +72,12 @@ int validate_command(const std::vector<std::string>& args) {
         continue;
       }
       print_notes({experiment});
-      fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
-                 experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
+      if (experiment.studies.empty())
+        fmt::print("{}: ok — experiment '{}', {} run{}\n", file, experiment.name,
+                   experiment.runs.size(), experiment.runs.size() == 1 ? "" : "s");
+      else
+        fmt::print("{}: ok — experiment '{}', {}\n", file, experiment.name,
+                   describe_studies(experiment));
       if (vm.count("memory"))
         for (const auto& run : experiment.runs)
           if (run.repeat == 0) {
@@ -206,12 +213,13 @@ CurrentExperiment current_variants(const Experiment& experiment) {
                                 .config_yaml = run.config_yaml,
                                 .repeat = run.repeat,
                                 .legacy_config_hash = run.legacy_config_hash});
+  current.studies = current_studies(experiment);
   return current;
 }
 
 // What an experiment's file resolves to now, with the report's --set overrides (those a batch ran
 // it with, when its data lies elsewhere here): the report's rows are those runs.
-CurrentExperiment current_experiment(const ExperimentRecord& record,
+CurrentExperiment current_experiment(Store& store, const ExperimentRecord& record,
                                      const std::vector<std::string>& overrides) {
   CurrentExperiment current{.option_default = registry_option_defaults(plugin_loader().registry())};
   if (!fs::exists(record.file)) {
@@ -220,6 +228,7 @@ CurrentExperiment current_experiment(const ExperimentRecord& record,
   }
   try {
     Experiment experiment = load_experiment(record.file, overrides, plugin_loader());
+    add_confirmations(experiment, store);  // a study's variant: its best settings' runs
     if (experiment.name != record.name) {
       current.problem = fmt::format("the file now names experiment '{}'", experiment.name);
       return current;
@@ -234,7 +243,8 @@ CurrentExperiment current_experiment(const ExperimentRecord& record,
 }  // namespace
 
 void print_verdicts(Store& store, const std::vector<Experiment>& experiments) {
-  for (const auto& experiment : experiments) {
+  for (Experiment experiment : experiments) {
+    add_confirmations(experiment, store);
     const CurrentExperiment now = current_variants(experiment);
     Report report;
     try {
@@ -269,7 +279,7 @@ int report_command(const std::vector<std::string>& args) {
   const StoreToRead open = open_store_to_read(db_path);  // Slurm runs' records collected first
   Store& store = *open.store;
   Report report = build_report(store, experiment, [&](const ExperimentRecord& record) {
-    return current_experiment(record, overrides);
+    return current_experiment(store, record, overrides);
   });
   if (output.empty()) {  // the answer, in the terminal
     fmt::print("{}", render_answers(report, terminal_width(stdout)));

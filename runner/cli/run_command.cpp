@@ -319,6 +319,11 @@ void print_batch_ending(const RunRequest& request, const std::vector<Experiment>
       summary.already_completed, summary.skipped, summary.failed,
       summary.interrupted_runs > 0 ? fmt::format(", {} interrupted", summary.interrupted_runs) : "",
       summary.not_started > 0 ? fmt::format(", {} not started", summary.not_started) : "", ending);
+  if (summary.paused > 0 || summary.promoted > 0)
+    fmt::print(stderr,
+               "studies: {} at a rung by successive halving, {} (continued from their "
+               "checkpoints)\n",
+               plural(summary.paused, "pause"), plural(summary.promoted, "promotion"));
   if (summary.interrupted && summary.at_time_limit)
     fmt::print(stderr,
                "run the same command again to continue (exit {}: stopped at --time-limit)\n",

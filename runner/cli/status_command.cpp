@@ -130,6 +130,13 @@ int status_command(const std::vector<std::string>& args) {
     fmt::print("\n");
   }
   if (active.empty() && waiting.empty() && submitted.empty()) fmt::print("  nothing is running\n");
+  // Studies still searching (sweep.search): how far they are.
+  for (const StudyProgress& study : store.study_progress()) {
+    if (study.best) continue;
+    fmt::print("  study {}/{}: {} recorded, {} decided{}\n", study.key.experiment, study.key.study,
+               plural(study.trials, "trial"), plural(study.decisions, "rung"),
+               study.last_promoted.empty() ? "" : "; trials " + study.last_promoted + " went on");
+  }
   return kExitOk;
 }
 

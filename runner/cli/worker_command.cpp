@@ -30,12 +30,15 @@ int worker_command(const std::vector<std::string>& args) {
   po::options_description options =
       command_options("trainyard worker --config FILE --variant NAME (started by `trainyard run`)");
   std::string config, variant, output_prefix, continue_from;
+  int64_t pause_after_epochs = 0;
   options.add_options()("config", po::value(&config), "resolved run config")(
       "variant", po::value(&variant), "variant name")(
       "output-prefix", po::value(&output_prefix),
       "where the run writes weights and training state")(
       "continue-from", po::value(&continue_from),
-      "the run's own checkpoint, to go on where it was interrupted");
+      "the run's own checkpoint, to go on where it was interrupted")(
+      "pause-after-epochs", po::value(&pause_after_epochs),
+      "stop after this many epochs, checkpointed (a study's rung)");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
   std::unique_ptr<RunObserver> channel = launcher_channel();
@@ -53,7 +56,8 @@ int worker_command(const std::vector<std::string>& args) {
                        .observer = *channel,
                        .stop_requested = &g_worker_stop,
                        .output_prefix = output_prefix,
-                       .continue_from = continue_from};
+                       .continue_from = continue_from,
+                       .pause_after_epochs = pause_after_epochs};
     MetricValues metrics = train_run(run, context);
     send_result(metrics);
     return kExitOk;

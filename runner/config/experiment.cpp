@@ -17,6 +17,7 @@
 #include "runner/config/layering.h"
 #include "runner/config/lightning_names.h"
 #include "runner/config/resolve.h"
+#include "runner/config/search_space.h"
 #include "runner/config/sweep.h"
 
 namespace trainyard {
@@ -234,6 +235,97 @@ void check_components_come_from_named_plugins(const RunSpec& run, const ConfigTr
 
 namespace {
 
+// One run of a variant: `run_config` (the file's layers, the variant's set, the command line)
+// resolved against `registry`, trained with `seed` when given (a repeat's, a confirmation's). What
+// is wrong goes to `found`; notes to `notes`, each once.
+RunSpec resolve_variant_run(const LayeredConfig& run_config, const std::string& variant,
+                            int64_t repeat, std::optional<int64_t> seed, const Registry& registry,
+                            const std::vector<PluginRef>& plugins, const std::string& file,
+                            Diagnostics& found, std::vector<std::string>& notes_out) {
+  RunSpec run;
+  run.variant = variant;
+  run.repeat = repeat;
+  ConfigTree tree = run_config.tree;
+  if (seed) tree.set("train.seed", {YAML::Node(*seed), file_origin(file), file_origin(file)});
+  std::vector<std::string> notes;
+  translate_lightning_names(tree, notes, found);
+  ConfigTree resolved = with_plugins(
+      plugins, resolve_run(tree, registry, file, run, found, &notes, &run_config.carried),
+      file_origin(file));
+  for (const FileChecks* files : {&run.model.capabilities.files, &run.dataset.capabilities.files})
+    notes.insert(notes.end(), files->notes.begin(), files->notes.end());
+  for (const auto& note : notes)
+    if (std::find(notes_out.begin(), notes_out.end(), note) == notes_out.end())
+      notes_out.push_back(note);
+  check_components_come_from_named_plugins(run, tree, registry, plugins, file, found);
+  if (found.empty()) resolved = with_fingerprints(run, tree, resolved, file, found);
+  run.plugins = plugins;
+  run.config_yaml = resolved.to_yaml_text();
+  run.config_hash = run_identity_hash(resolved);
+  run.legacy_config_hash = legacy_identity_hash(resolved);
+  return run;
+}
+
+// A variant's study: what resolves its trials and confirmations (the variant's layers with the
+// trial's values on top, below the command line), checked now by resolving the variant at every
+// edge of the space — each range's ends, every choice — so that a value the space can propose
+// and the run's rules refuse is reported at the parameter, before anything runs.
+Study make_study(const Variant& variant, const LayeredConfig& run_config,
+                 const SearchSettings& search, const Registry& registry,
+                 const std::vector<PluginRef>& plugins, const std::string& file,
+                 Experiment& experiment, VariantProblems& problems) {
+  Study study;
+  study.variant = variant.name;
+  study.search = search;
+  // The trial's values go on top of every layer: the command line may not fix a setting the search
+  // varies (read_experiment refuses that).
+  study.resolve = [run_config, &registry, plugins, file, space = search.space](
+                      const TrialValues& values, const std::string& name, int64_t repeat,
+                      std::optional<int64_t> seed, Diagnostics& found,
+                      std::vector<std::string>& notes) {
+    LayeredConfig layers = run_config;
+    merge_layer(layers, LayeredConfig{trial_overrides(space, values), {}});
+    return resolve_variant_run(layers, name, repeat, seed, registry, plugins, file, found, notes);
+  };
+  // Every edge of the space: each parameter through its ends (a choice: each value), the others at
+  // their lower end.
+  TrialValues lowest;
+  for (const auto& parameter : search.space)
+    lowest.push_back(parameter.distribution == Distribution::choice ? 0 : parameter.low);
+  std::vector<TrialValues> edges = {lowest};
+  for (size_t i = 0; i < search.space.size(); ++i) {
+    const SearchParameter& parameter = search.space[i];
+    const size_t count =
+        parameter.distribution == Distribution::choice ? parameter.choices.size() : 2;
+    for (size_t k = 1; k < count; ++k) {
+      TrialValues edge = lowest;
+      edge[i] =
+          parameter.distribution == Distribution::choice ? static_cast<double>(k) : parameter.high;
+      edges.push_back(edge);
+    }
+  }
+  for (const TrialValues& edge : edges) {
+    Diagnostics found;
+    const RunSpec run = study.resolve(edge, variant.name, 0, std::nullopt, found, experiment.notes);
+    for (const auto& parameter : search.space)
+      for (const auto& [key, path] : run.data_paths)
+        if (key == parameter.key)
+          found.error(parameter.origin,
+                      fmt::format("'{}' names data: a search varies how a run trains, not what "
+                                  "it trains on (a variant per data set compares those)",
+                                  parameter.key));
+    if (!found.empty()) {
+      problems.add(found, variant);
+      break;
+    }
+  }
+  return study;
+}
+
+}  // namespace
+
+namespace {
+
 // load_experiment, against `registry`; `loader`, when given, is where plugins load (and
 // `registry` is its registry).
 Experiment read_experiment(const std::string& file, const std::vector<std::string>& overrides,
@@ -277,41 +369,33 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
   experiment.interleaved = sweep_interleaved(tree.subtree("sweep"), diagnostics);
   std::vector<Variant> variants =
       expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
+  const std::optional<SearchSettings> search =
+      decode_search(tree.subtree("sweep"), variants.size(), max_runs, diagnostics);
+  if (search)
+    for (const auto& parameter : search->space)
+      if (const ConfigValue* fixed = command_line.find(parameter.key))
+        diagnostics.error(fixed->origin,
+                          fmt::format("--set {} fixes a setting the search varies "
+                                      "(sweep.search.space); leave it to the search, or take it "
+                                      "out of the space",
+                                      parameter.key));
   VariantProblems variant_problems;
   for (const auto& variant : variants) {
     LayeredConfig run_config = base;
     merge_layer(run_config, variant.overrides);
     merge_layer(run_config, command_line);  // the command line wins over every variant
-    const ConfigTree& run_tree = run_config.tree;
+    if (search) {  // each variant's runs are its study's (experiment.studies)
+      experiment.studies.push_back(make_study(variant, run_config, *search, registry, plugins, file,
+                                              experiment, variant_problems));
+      continue;
+    }
     int64_t seed = 0;
     for (int64_t r = 0; r < repeats; ++r) {
-      RunSpec run;
-      run.variant = variant.name;
-      run.repeat = r;
-      ConfigTree repeat_tree = run_tree;
-      if (r > 0)  // the variant's own seed, then the next ones
-        repeat_tree.set("train.seed", {YAML::Node(seed + r), file_origin(file), file_origin(file)});
       Diagnostics found;
-      std::vector<std::string> notes;
-      translate_lightning_names(repeat_tree, notes, found);
-      ConfigTree resolved = with_plugins(
-          plugins,
-          resolve_run(repeat_tree, registry, file, run, found, &notes, &run_config.carried),
-          file_origin(file));
-      for (const FileChecks* files :
-           {&run.model.capabilities.files, &run.dataset.capabilities.files})
-        notes.insert(notes.end(), files->notes.begin(), files->notes.end());
-      for (const auto& note : notes)
-        if (std::find(experiment.notes.begin(), experiment.notes.end(), note) ==
-            experiment.notes.end())
-          experiment.notes.push_back(note);
-      check_components_come_from_named_plugins(run, repeat_tree, registry, plugins, file, found);
-      if (found.empty()) resolved = with_fingerprints(run, repeat_tree, resolved, file, found);
-      run.plugins = plugins;
-      if (r == 0) seed = run.train.seed;
-      run.config_yaml = resolved.to_yaml_text();
-      run.config_hash = run_identity_hash(resolved);
-      run.legacy_config_hash = legacy_identity_hash(resolved);
+      RunSpec run = resolve_variant_run(run_config, variant.name, r,
+                                        r > 0 ? std::optional<int64_t>(seed + r) : std::nullopt,
+                                        registry, plugins, file, found, experiment.notes);
+      if (r == 0) seed = run.train.seed;  // the variant's own seed, then the next ones
       experiment.runs.push_back(std::move(run));
       if (!found.empty()) {  // the other repeats say the same
         variant_problems.add(found, variant);
@@ -341,6 +425,10 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
     for (const auto& run : experiment.runs) {
       found = found || run.variant == baseline;
       names.push_back(run.variant);
+    }
+    for (const auto& study : experiment.studies) {
+      found = found || study.variant == baseline;
+      names.push_back(study.variant);
     }
     if (!found) {
       const ConfigValue* value = tree.find("report.baseline");

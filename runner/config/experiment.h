@@ -5,15 +5,32 @@
 // anything runs and reports every problem at once (ConfigError); nothing is written on failure.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "components/plugin_loader.h"
 #include "reports/report_options.h"
 #include "runner/config/run_spec.h"
+#include "runner/config/search_space.h"
 #include "trainyard/registry.h"
 
 namespace trainyard {
+
+// A variant's study (sweep.search, docs/search.md): its trials are the variant with each trial's
+// values set; its confirmations, the best trial's settings on fresh seeds. The controller runs it
+// (runner/search/study.h); the runs it will train cannot be listed before it has.
+struct Study {
+  std::string variant;
+  SearchSettings search;
+  // The variant with `values` set, as run `name`'s repeat `repeat`, trained with `seed` when given
+  // (else the file's): resolved as the file's own variants are. Problems go to `found`.
+  std::function<RunSpec(const TrialValues& values, const std::string& name, int64_t repeat,
+                        std::optional<int64_t> seed, Diagnostics& found,
+                        std::vector<std::string>& notes)>
+      resolve;
+};
 
 struct Experiment {
   std::string name;
@@ -21,6 +38,9 @@ struct Experiment {
   std::string file;
   ReportOptions report;
   std::vector<RunSpec> runs;  // by variant, then repeat: a variant's place in the file
+  // sweep.search: one study per variant, whose variants then have no runs here until their
+  // studies have chosen their settings (runner/search/study.h adds the confirmations).
+  std::vector<Study> studies{};
   // sweep.order: interleaved (the default) runs the repeats in rounds — every variant once, then
   // again — so that a machine's drift through the night falls on every variant alike and the
   // report can compare them round by round; grouped runs each variant's repeats back to back.

@@ -23,8 +23,8 @@ std::string grid_label(const std::string& key) { return split(key, '.').back(); 
 
 std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics,
                                   int64_t max_runs, int64_t repeats) {
-  report_unknown_keys(sweep, {"variants", "grid", "repeats", "order"}, "sweep", "section 'sweep'",
-                      diagnostics);
+  report_unknown_keys(sweep, {"variants", "grid", "repeats", "order", "search"}, "sweep",
+                      "section 'sweep'", diagnostics);
   report_mapping_for_value(sweep, "variants", "sweep.variants", "a non-empty list of {name, set}",
                            diagnostics);
   std::vector<Variant> variants;

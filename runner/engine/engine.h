@@ -125,6 +125,10 @@ struct RunContext {
   // when the run was interrupted: the run goes on where it stopped, with its own counts (training
   // time, throughput) carried over. Unlike train.resume_from, which starts a new run from a state.
   std::string continue_from{};
+  // Stop after this many epochs, their checkpoint written, as when interrupted (Interrupted): a
+  // study's successive halving pauses a trial at a rung, and promoted it continues from there bit
+  // for bit. 0: train every epoch.
+  int64_t pause_after_epochs = 0;
 };
 
 // The checkpoint folder of a run whose files start with `output_prefix`, and the folder a new

@@ -93,6 +93,10 @@ void Trainer::fit() {
     const double before =
         resumed_inside(epoch) ? resumed_epoch_seconds_ + resumed_epoch_validation_seconds_ : 0;
     end_of_epoch(epoch, seconds_since(epoch_start) + before, train, val);
+    // Paused at a study's rung: the epoch's checkpoint is written, the run continues from it.
+    if (context_.pause_after_epochs > 0 && epoch + 1 >= context_.pause_after_epochs &&
+        epoch + 1 < run_.train.epochs && !stopped_early())
+      throw Interrupted();
   }
 }
 

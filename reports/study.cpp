@@ -1,0 +1,369 @@
+// The report's study sections (sweep.search): each variant's trials ranked, the decisions of
+// successive halving with their evidence, each trial's curve (ending where it paused), a
+// parallel-coordinates chart, and how much the metric moved with each parameter. Read from the
+// store's study tables; nothing here decides anything the controller did not record.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/metrics.h"
+#include "common/text.h"
+#include "reports/charts.h"
+#include "reports/report.h"
+
+namespace trainyard {
+
+namespace {
+
+// Colours from good to bad (viridis, ten steps): a trial's by its rank.
+constexpr const char* kRankColors[] = {"#440154", "#482878", "#3e4a89", "#31688e", "#26828e",
+                                       "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"};
+constexpr const char* kFailedColor = "#aaaaaa";
+
+std::string figure_text(const StudySection& s, double figure) {
+  if (!std::isfinite(figure)) return "—";
+  return s.study.metric == "val_acc" ? fmt::format("{:.2f}%", 100 * figure)
+                                     : fmt::format("{:.4f}", figure);
+}
+
+double figure_of(const StudyTrial& t) {
+  return t.record.figure ? *t.record.figure : std::numeric_limits<double>::quiet_NaN();
+}
+
+bool better(const StudySection& s, double a, double b) {
+  if (!std::isfinite(a)) return false;
+  if (!std::isfinite(b)) return true;
+  return s.minimize() ? a < b : a > b;
+}
+
+// The trials best first: those that trained further before those paused earlier (a later rung's
+// figure is not comparable with an earlier one's), then by figure, ties to the earlier trial.
+std::vector<size_t> ranked(const StudySection& s) {
+  std::vector<size_t> order(s.trials.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const StudyTrial &x = s.trials[a], &y = s.trials[b];
+    if (x.record.epochs != y.record.epochs) return x.record.epochs > y.record.epochs;
+    return better(s, figure_of(x), figure_of(y));
+  });
+  return order;
+}
+
+// A trial's figure at the first rung: what every trial has, so what the parameters are judged by.
+double first_rung_figure(const StudySection& s, const StudyTrial& t) {
+  const int64_t epochs = s.decisions.empty() ? t.record.epochs : s.decisions.front().epochs;
+  for (const auto& [epoch, figure] : t.curve)
+    if (epoch == epochs) return figure;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string value_text(const CurrentStudy::Parameter& p, double value) {
+  if (!p.choices.empty()) return p.choices.at(static_cast<size_t>(value));
+  return fmt::format("{:.3g}", value);
+}
+
+std::vector<ParameterEffect> effects_of(const StudySection& s) {
+  std::vector<ParameterEffect> effects;
+  for (size_t i = 0; i < s.study.parameters.size(); ++i) {
+    const CurrentStudy::Parameter& p = s.study.parameters[i];
+    const std::string name = split(p.key, '.').back();
+    // Groups: each choice; a range in thirds (of its log for a log-uniform one).
+    std::map<size_t, std::pair<double, int>> sums;  // group -> (sum, count)
+    std::vector<std::string> labels;
+    if (!p.choices.empty()) {
+      for (const auto& c : p.choices) labels.push_back(name + "=" + c);
+    } else {
+      for (int k = 0; k < 3; ++k) {
+        auto edge = [&](int e) {
+          const double f = e / 3.0;
+          return p.log_scale ? std::exp(std::log(p.low) + f * (std::log(p.high) - std::log(p.low)))
+                             : p.low + f * (p.high - p.low);
+        };
+        labels.push_back(fmt::format("{} {:.3g}–{:.3g}", name, edge(k), edge(k + 1)));
+      }
+    }
+    for (const StudyTrial& t : s.trials) {
+      const double figure = first_rung_figure(s, t);
+      if (!std::isfinite(figure) || i >= t.values.size()) continue;
+      size_t group = 0;
+      if (!p.choices.empty()) {
+        group = static_cast<size_t>(t.values[i]);
+      } else {
+        const double f = p.log_scale ? (std::log(t.values[i]) - std::log(p.low)) /
+                                           (std::log(p.high) - std::log(p.low))
+                                     : (t.values[i] - p.low) / (p.high - p.low);
+        group = static_cast<size_t>(std::clamp(static_cast<int>(f * 3), 0, 2));
+      }
+      sums[group].first += figure;
+      ++sums[group].second;
+    }
+    if (sums.size() < 2) continue;  // one group: nothing to compare
+    ParameterEffect effect{.parameter = p.key};
+    bool first = true;
+    for (const auto& [group, sum] : sums) {
+      const double mean = sum.first / sum.second;
+      if (first || better(s, mean, effect.best_mean))
+        effect.best_mean = mean, effect.best_group = labels.at(group);
+      if (first || better(s, effect.worst_mean, mean))
+        effect.worst_mean = mean, effect.worst_group = labels.at(group);
+      first = false;
+    }
+    effects.push_back(effect);
+  }
+  std::stable_sort(effects.begin(), effects.end(), [](const auto& a, const auto& b) {
+    return std::abs(a.best_mean - a.worst_mean) > std::abs(b.best_mean - b.worst_mean);
+  });
+  return effects;
+}
+
+// One line per trial across one axis per parameter and a last one for the figure, coloured by
+// the trial's rank (failed trials grey, at the bottom of the figure's axis).
+std::string parallel_coordinates(const StudySection& s) {
+  const auto& params = s.study.parameters;
+  const size_t axes = params.size() + 1;
+  const int left = 60, top = 34, height = 220, spacing = 150;
+  const int width = left * 2 + spacing * static_cast<int>(axes - 1);
+  double f0 = INFINITY, f1 = -INFINITY;
+  for (const StudyTrial& t : s.trials)
+    if (const double f = first_rung_figure(s, t); std::isfinite(f))
+      f0 = std::min(f0, f), f1 = std::max(f1, f);
+  if (!std::isfinite(f0)) return "";
+  if (f1 == f0) f1 = f0 + 1;
+  auto y_of = [&](double fraction) { return top + height * (1 - fraction); };
+  auto fraction = [&](size_t axis, double value) {
+    if (axis == params.size()) {  // the figure: better up
+      const double f = (value - f0) / (f1 - f0);
+      return s.minimize() ? 1 - f : f;
+    }
+    const auto& p = params[axis];
+    if (!p.choices.empty())
+      return p.choices.size() == 1 ? 0.5 : value / static_cast<double>(p.choices.size() - 1);
+    if (p.log_scale)
+      return (std::log(value) - std::log(p.low)) / (std::log(p.high) - std::log(p.low));
+    return (value - p.low) / (p.high - p.low);
+  };
+  const std::string title = fmt::format("Trials of {} by {} (first rung), one line each",
+                                        s.study.key.study, s.study.metric);
+  std::string svg = fmt::format(
+      R"(<svg class="chart parallel" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" )"
+      R"(viewBox="0 0 {} {}" role="img" aria-label="{}"><title>{}</title>)",
+      width, top + height + 40, width, top + height + 40, html_escape(title), html_escape(title));
+  const std::vector<size_t> order = ranked(s);
+  std::vector<size_t> rank_of(s.trials.size());
+  for (size_t r = 0; r < order.size(); ++r) rank_of[order[r]] = r;
+  // Worst first, so the best lines are drawn on top.
+  for (size_t r = order.size(); r-- > 0;) {
+    const StudyTrial& t = s.trials[order[r]];
+    const double figure = first_rung_figure(s, t);
+    std::string path;
+    for (size_t a = 0; a < axes; ++a) {
+      double f = 0;
+      if (a < params.size())
+        f = a < t.values.size() ? fraction(a, t.values[a]) : 0;
+      else
+        f = std::isfinite(figure) ? fraction(a, figure) : 0;
+      path += fmt::format("{}{},{:.1f}", path.empty() ? "M" : " L",
+                          left + spacing * static_cast<int>(a), y_of(std::clamp(f, 0.0, 1.0)));
+    }
+    const char* color = std::isfinite(figure)
+                            ? kRankColors[std::min<size_t>(
+                                  9, rank_of[order[r]] * 10 / std::max<size_t>(1, order.size()))]
+                            : kFailedColor;
+    svg += fmt::format(
+        R"(<path d="{}" fill="none" stroke="{}" stroke-width="1.5" opacity="0.8"{}><title>trial {}: {} ({} {})</title></path>)",
+        path, color, std::isfinite(figure) ? "" : R"( stroke-dasharray="4 3")", t.record.trial,
+        html_escape(t.record.settings), html_escape(s.study.metric),
+        html_escape(figure_text(s, figure)));
+  }
+  for (size_t a = 0; a < axes; ++a) {
+    const int x = left + spacing * static_cast<int>(a);
+    std::string name, top_label, bottom_label;
+    if (a < params.size()) {
+      const auto& p = params[a];
+      name = split(p.key, '.').back() + (p.log_scale ? " (log)" : "");
+      top_label = p.choices.empty() ? value_text(p, p.high) : p.choices.back();
+      bottom_label = p.choices.empty() ? value_text(p, p.low) : p.choices.front();
+    } else {
+      name = s.study.metric;
+      top_label = figure_text(s, s.minimize() ? f0 : f1);
+      bottom_label = figure_text(s, s.minimize() ? f1 : f0);
+    }
+    svg += fmt::format(
+        R"(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#333"/>)"
+        R"(<text x="{0}" y="{3}" text-anchor="middle" font-size="12">{4}</text>)"
+        R"(<text x="{5}" y="{6}" font-size="10">{7}</text><text x="{5}" y="{8}" font-size="10">{9}</text>)",
+        x, top, top + height, top - 14, html_escape(name), x + 4, top + 4, html_escape(top_label),
+        top + height, html_escape(bottom_label));
+  }
+  return svg + "</svg>";
+}
+
+std::string trial_curves(const StudySection& s) {
+  const std::vector<size_t> order = ranked(s);
+  std::vector<Series> series;
+  const size_t shown = std::min<size_t>(order.size(), 20);  // the best 20: a legend stays legible
+  for (size_t r = 0; r < shown; ++r) {
+    const StudyTrial& t = s.trials[order[r]];
+    Series line{
+        .label = fmt::format("trial {}{}: {}", t.record.trial,
+                             t.paused ? fmt::format(" (paused at epoch {})", t.record.epochs) : "",
+                             t.record.settings),
+        .color = kRankColors[std::min<size_t>(9, r * 10 / std::max<size_t>(1, order.size()))]};
+    for (const auto& [epoch, figure] : t.curve)
+      line.points.emplace_back(static_cast<double>(epoch), charted(s.study.metric, figure));
+    series.push_back(std::move(line));
+  }
+  const std::string title = fmt::format(
+      "{} of each trial by epoch{}", s.study.metric,
+      shown < order.size() ? fmt::format(" (the best {} of {})", shown, order.size()) : "");
+  return line_chart(title, "epoch", axis_title(s.study.metric), series);
+}
+
+std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
+  std::vector<std::string> figures;
+  for (const auto& item : nlohmann::json::parse(d.evidence)) {
+    const double f = item[1].is_null() ? NAN : item[1].get<double>();
+    figures.push_back(fmt::format("{}: {}", item[0].get<int64_t>(), figure_text(s, f)));
+  }
+  std::vector<std::string> promoted;
+  for (const auto& t : nlohmann::json::parse(d.promoted))
+    promoted.push_back(std::to_string(t.get<int64_t>()));
+  return fmt::format("rung {} (epoch {}): {} → trial{} {} went on", d.rung, d.epochs, join(figures),
+                     promoted.size() == 1 ? "" : "s", join(promoted));
+}
+
+}  // namespace
+
+void read_studies(Store& store, const std::vector<RunRecord>& runs,
+                  const std::vector<CurrentStudy>& studies, ExperimentReport& section) {
+  std::map<int64_t, const RunRecord*> by_id;
+  for (const RunRecord& r : runs) by_id[r.id] = &r;
+  std::set<std::string> trial_configs;
+  for (const CurrentStudy& study : studies) {
+    StudySection s{.study = study,
+                   .trials = {},
+                   .decisions = store.study_decisions(study.key),
+                   .outcome = store.study_outcome(study.key)};
+    for (const StudyTrialRow& row : store.study_trials(study.key)) {
+      StudyTrial t{.record = row};
+      for (const auto& v : nlohmann::json::parse(row.values)) t.values.push_back(v.get<double>());
+      trial_configs.insert(row.config_hash);
+      if (auto it = by_id.find(row.run_id); it != by_id.end()) {
+        t.status = it->second->status;
+        t.paused = t.status == RunStatus::interrupted &&
+                   it->second->error.rfind("paused after epoch", 0) == 0;
+        t.error = it->second->error;
+        for (const EpochRow& epoch : store.epoch_metrics(row.run_id))
+          if (auto f = epoch.values.find(study.metric); f != epoch.values.end())
+            t.curve.emplace_back(epoch.epoch, f->second);
+      }
+      s.trials.push_back(std::move(t));
+    }
+    s.effects = effects_of(s);
+    section.studies.push_back(std::move(s));
+  }
+  // The trials are the studies'; other_runs lists what the file no longer describes.
+  std::set<int64_t> trial_runs;
+  for (const RunRecord& r : runs)
+    if (trial_configs.count(r.config_hash)) trial_runs.insert(r.id);
+  std::erase_if(section.other_runs,
+                [&](const OtherRun& run) { return trial_runs.count(run.run_id) > 0; });
+}
+
+std::vector<std::string> study_answers(const ExperimentReport& section) {
+  std::vector<std::string> lines;
+  for (const StudySection& s : section.studies) {
+    if (!s.outcome) {
+      lines.push_back(fmt::format("study {}: {} of {} trials recorded, no outcome yet",
+                                  s.study.key.study, s.trials.size(), s.trials.size()));
+      continue;
+    }
+    lines.push_back(fmt::format(
+        "study {}: best of {} {} trials is trial {} ({} {}): {}; its settings run {} more "
+        "time{} on fresh seeds",
+        s.study.key.study, s.trials.size(), s.study.method, s.outcome->best_trial, s.study.metric,
+        figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN), s.outcome->settings,
+        s.study.confirm_repeats, s.study.confirm_repeats == 1 ? "" : "s"));
+  }
+  return lines;
+}
+
+std::string studies_markdown(const ExperimentReport& section) {
+  if (section.studies.empty()) return "";
+  std::string md = "\n### Studies\n\n";
+  for (const std::string& line : study_answers(section)) md += "- " + line + "\n";
+  for (const StudySection& s : section.studies) {
+    md += fmt::format(
+        "\n#### {} ({} trials, {})\n\n| rank | trial | settings | epochs | {} |\n"
+        "|---:|---:|---|---:|---:|\n",
+        s.study.key.study, s.trials.size(), s.study.method, s.study.metric);
+    const std::vector<size_t> order = ranked(s);
+    for (size_t r = 0; r < order.size(); ++r) {
+      const StudyTrial& t = s.trials[order[r]];
+      md += fmt::format("| {} | {} | {} | {}{} | {} |\n", r + 1, t.record.trial, t.record.settings,
+                        t.record.epochs, t.paused ? " (paused)" : "", figure_text(s, figure_of(t)));
+    }
+    for (const StudyDecisionRow& d : s.decisions) md += "\n- " + decision_text(s, d);
+    md += "\n";
+  }
+  return md;
+}
+
+std::string studies_html(const ExperimentReport& section) {
+  std::string html;
+  for (const StudySection& s : section.studies) {
+    html += fmt::format(R"(<div class="study"><h3>Study: {} ({} {} trials, by {})</h3>)",
+                        html_escape(s.study.key.study), s.trials.size(),
+                        html_escape(s.study.method), html_escape(s.study.metric));
+    if (s.outcome)
+      html += fmt::format(
+          R"(<p class="summary">Best: trial {} — {} ({} {}). The table above compares the )"
+          R"(variants at their best settings, each run {} time{} on fresh seeds.</p>)",
+          s.outcome->best_trial, html_escape(s.outcome->settings), html_escape(s.study.metric),
+          html_escape(figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN)),
+          s.study.confirm_repeats, s.study.confirm_repeats == 1 ? "" : "s");
+    else
+      html +=
+          R"(<p class="note">The study has no outcome yet: `trainyard run` again continues it.</p>)";
+    html += R"(<div class="table-wrap"><table class="study-trials"><thead><tr><th>rank</th>)"
+            R"(<th>trial</th><th>settings</th><th>epochs</th><th>)" +
+            html_escape(s.study.metric) + "</th><th>state</th></tr></thead><tbody>";
+    const std::vector<size_t> order = ranked(s);
+    for (size_t r = 0; r < order.size(); ++r) {
+      const StudyTrial& t = s.trials[order[r]];
+      const bool best = s.outcome && s.outcome->best_trial == t.record.trial;
+      std::string state = t.paused ? "paused" : to_string(t.status);
+      if (best) state = "best";
+      html += fmt::format(
+          R"(<tr{}><td>{}</td><td>{}</td><td class="text">{}</td><td>{}</td><td>{}</td><td class="text">{}</td></tr>)",
+          best ? R"( class="best")" : "", r + 1, t.record.trial, html_escape(t.record.settings),
+          t.record.epochs, html_escape(figure_text(s, figure_of(t))), html_escape(state));
+    }
+    html += "</tbody></table></div>";
+    if (!s.decisions.empty()) {
+      html += "<p>Successive halving's decisions (figures by trial):</p><ul class=\"decisions\">";
+      for (const StudyDecisionRow& d : s.decisions)
+        html += "<li>" + html_escape(decision_text(s, d)) + "</li>";
+      html += "</ul>";
+    }
+    if (!s.effects.empty()) {
+      html += "<p>How much " + html_escape(s.study.metric) +
+              " moved with each parameter (mean at the first rung, by group):</p><ul>";
+      for (const ParameterEffect& e : s.effects)
+        html += "<li>" +
+                html_escape(fmt::format("{}: {} at {} to {} at {}", e.parameter,
+                                        figure_text(s, e.best_mean), e.best_group,
+                                        figure_text(s, e.worst_mean), e.worst_group)) +
+                "</li>";
+      html += "</ul>";
+    }
+    html += parallel_coordinates(s) + trial_curves(s) + "</div>";
+  }
+  return html;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,69 @@
+// sweep.search: a study per variant over a space of settings (docs/search.md) — how trials are
+// proposed (grid, random, tpe), how many, which validation figure they are judged by, whether
+// successive halving pauses the worse ones, and how often the best settings run again. Read and
+// checked here; proposing is runner/search/, running the studies is the controller's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "trainyard/config_tree.h"
+#include "trainyard/diagnostics.h"
+
+namespace trainyard {
+
+enum class SearchMethod { grid, random, tpe };
+const char* to_string(SearchMethod method);
+
+// A parameter's prior: uniform or log-uniform between two numbers, whole numbers between two
+// (inclusive), or one of a list of values.
+enum class Distribution { uniform, log_uniform, int_uniform, choice };
+
+struct SearchParameter {
+  std::string key;  // the setting it sets, as --set names it: "train.optimizer.lr"
+  Distribution distribution = Distribution::uniform;
+  double low = 0, high = 0;         // uniform, log_uniform, int_uniform
+  std::vector<YAML::Node> choices;  // choice
+  Origin origin;                    // where the parameter is written
+};
+
+// A trial's values, one per parameter of the space, in the space's order: the number itself, or
+// for a choice the index of the value chosen.
+using TrialValues = std::vector<double>;
+
+struct HalvingSchedule {
+  bool on = false;           // schedule: successive-halving (off: every trial trains every epoch)
+  int64_t grace_epochs = 1;  // the first rung: every trial trains this many epochs
+  int64_t reduction = 3;     // 1/reduction of a rung's trials go on to the next
+};
+
+struct SearchSettings {
+  SearchMethod method = SearchMethod::random;
+  int64_t trials = 0;  // per variant (grid: every combination of the choices)
+  uint64_t seed = 0;
+  std::vector<SearchParameter> space;  // in the file's order
+  std::string metric = "val_loss";     // val_loss (lower is better) or val_acc (higher)
+  bool minimize() const { return metric == "val_loss"; }
+  HalvingSchedule schedule{};
+  int64_t confirm_repeats = 1;  // runs of each variant's best settings, on fresh seeds
+  std::string text;             // the section as written, in key order: part of a study's identity
+};
+
+// The study settings of `sweep` (the section without its prefix); nullopt when it has no search.
+// `max_runs` bounds trials x variants as it bounds a grid.
+std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t variants,
+                                            int64_t max_runs, Diagnostics& diagnostics);
+
+// The setting a trial gives one parameter, as YAML (a choice's value; a whole number for
+// int_uniform).
+YAML::Node parameter_value(const SearchParameter& parameter, double value);
+// "lr=0.00031 batch_size=64": a trial's values for messages and tables.
+std::string describe_values(const std::vector<SearchParameter>& space, const TrialValues& values);
+// The overrides a trial adds to its variant, each with the origin of its parameter.
+ConfigTree trial_overrides(const std::vector<SearchParameter>& space, const TrialValues& values);
+
+}  // namespace trainyard

@@ -1,0 +1,125 @@
+#include "runner/search/study.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/text.h"
+#include "trainyard/options.h"
+
+namespace trainyard {
+
+namespace {
+
+// A study's first edge: every parameter at its lower end (a choice: its first value).
+TrialValues lowest_values(const SearchSettings& search) {
+  TrialValues values;
+  for (const auto& parameter : search.space)
+    values.push_back(parameter.distribution == Distribution::choice ? 0 : parameter.low);
+  return values;
+}
+
+// A run the study resolves: validated when the file was loaded (every edge of the space), so a
+// problem now is a bug, not the user's.
+RunSpec resolve_checked(const Study& study, const TrialValues& values, const std::string& name,
+                        int64_t repeat, std::optional<int64_t> seed) {
+  Diagnostics found;
+  std::vector<std::string> notes;
+  RunSpec run = study.resolve(values, name, repeat, seed, found, notes);
+  found.throw_if_any();
+  return run;
+}
+
+}  // namespace
+
+StudyKey study_key(const Experiment& experiment, const Study& study) {
+  const RunSpec base = resolve_checked(study, lowest_values(study.search), study.variant, 0, {});
+  return {experiment.name, study.variant,
+          stable_hash(study.search.text + "\n" + study.variant + "\n" + base.config_hash)};
+}
+
+std::string trial_name(const Study& study, int64_t trial) {
+  return fmt::format("{} trial {}", study.variant, trial);
+}
+
+RunSpec trial_run(const Study& study, int64_t trial, const TrialValues& values) {
+  return resolve_checked(study, values, trial_name(study, trial), 0, {});
+}
+
+std::vector<RunSpec> confirmation_runs(const Study& study, const TrialValues& best) {
+  std::vector<RunSpec> runs;
+  const int64_t seed = trial_run(study, 0, best).train.seed;
+  for (int64_t r = 0; r < study.search.confirm_repeats; ++r)
+    runs.push_back(resolve_checked(study, best, study.variant, r, seed + 1 + r));
+  return runs;
+}
+
+void add_confirmations(Experiment& experiment, Store& store) {
+  for (const Study& study : experiment.studies)
+    if (const auto outcome = store.study_outcome(study_key(experiment, study)))
+      for (RunSpec& run : confirmation_runs(study, parse_values(outcome->values)))
+        experiment.runs.push_back(std::move(run));
+}
+
+std::vector<RunSpec> study_edge_runs(const Experiment& experiment) {
+  std::vector<RunSpec> runs;
+  for (const Study& study : experiment.studies)
+    runs.push_back(resolve_checked(study, lowest_values(study.search), study.variant, 0, {}));
+  return runs;
+}
+
+std::string describe_studies(const Experiment& experiment) {
+  if (experiment.studies.empty()) return "";
+  const SearchSettings& search = experiment.studies.front().search;
+  return fmt::format("{} of {} {} trials{}, then {} of each best",
+                     plural(static_cast<int64_t>(experiment.studies.size()), "study", "studies"),
+                     search.trials, to_string(search.method),
+                     search.schedule.on ? " (successive halving)" : "",
+                     plural(search.confirm_repeats, "run"));
+}
+
+std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
+  std::vector<CurrentStudy> studies;
+  for (const Study& study : experiment.studies) {
+    CurrentStudy current{.key = study_key(experiment, study),
+                         .method = to_string(study.search.method),
+                         .metric = study.search.metric,
+                         .confirm_repeats = study.search.confirm_repeats};
+    for (const SearchParameter& p : study.search.space) {
+      CurrentStudy::Parameter parameter{.key = p.key,
+                                        .log_scale = p.distribution == Distribution::log_uniform,
+                                        .low = p.low,
+                                        .high = p.high};
+      for (const auto& choice : p.choices) parameter.choices.push_back(yaml_flow_text(choice));
+      if (!p.choices.empty()) parameter.high = static_cast<double>(p.choices.size() - 1);
+      current.parameters.push_back(std::move(parameter));
+    }
+    studies.push_back(std::move(current));
+  }
+  return studies;
+}
+
+std::string values_json(const TrialValues& values) {
+  nlohmann::json list = nlohmann::json::array();
+  for (double v : values) list.push_back(v);
+  return list.dump();
+}
+
+TrialValues parse_values(const std::string& json) {
+  TrialValues values;
+  for (const auto& v : nlohmann::json::parse(json)) values.push_back(v.get<double>());
+  return values;
+}
+
+double figure_at(Store& store, int64_t run_id, int64_t epochs, const std::string& metric) {
+  for (const EpochRow& row : store.epoch_metrics(run_id))
+    if (row.epoch == epochs) {
+      const auto it = row.values.find(metric);
+      if (it != row.values.end()) return it->second;
+    }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace trainyard

@@ -1,0 +1,280 @@
+// sweep.search end to end on a tiny model: two variants' studies (random, and TPE past its random
+// start), successive halving that pauses and promotes, and the best settings confirmed on fresh
+// seeds. The rung decisions are recomputed here from the curves the store holds; a trial paused
+// and promoted twice equals the same settings trained straight through, bit for bit; a study whose
+// controller is SIGKILLed twice ends with the same trials, decisions and best as an undisturbed
+// one.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "db/store.h"
+#include "tests/cli_support.h"
+
+namespace trainyard {
+namespace {
+
+using testing::Result;
+using testing::trainyard;
+
+// 4 epochs: rungs at 1 and 3 (reduction 3), the last at 4.
+std::string study_file(const std::string& name, const std::string& method, int trials) {
+  return fmt::format(R"(name: {}
+model: {{name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}}
+dataset: {{name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4, image_size: 8}}
+train: {{epochs: 4, batch_size: 16, seed: 5, log_every: 100, optimizer: {{name: adamw, lr: 1.0e-3}}}}
+runtime: {{accelerator: cpu, threads: 1, data_workers: 0}}
+sweep:
+  variants: [{{name: fp32}}, {{name: small-batch, set: {{train.batch_size: 8}}}}]
+  search:
+    method: {}
+    trials: {}
+    seed: 3
+    space:
+      train.optimizer.lr: {{log_uniform: [1.0e-4, 3.0e-2]}}
+      train.optimizer.weight_decay: {{choice: [0.0, 0.1]}}
+    metric: val_loss
+    schedule: {{name: successive-halving, grace_epochs: 1, reduction: 3}}
+    confirm_repeats: 2
+report: {{baseline: fp32}}
+)",
+                     name, method, trials);
+}
+
+struct StudyRecord {
+  StudyKey key;
+  std::vector<StudyTrialRow> trials;
+  std::vector<StudyDecisionRow> decisions;
+  std::optional<StudyOutcomeRow> outcome;
+};
+
+// Every study of `experiment` in the store, by variant.
+std::map<std::string, StudyRecord> studies_of(Store& store, const std::string& experiment) {
+  std::map<std::string, StudyRecord> out;
+  for (const StudyProgress& p : store.study_progress())
+    if (p.key.experiment == experiment)
+      out[p.key.study] = {p.key, store.study_trials(p.key), store.study_decisions(p.key),
+                          store.study_outcome(p.key)};
+  return out;
+}
+
+double val_loss_at(Store& store, int64_t run_id, int64_t epoch) {
+  for (const EpochRow& row : store.epoch_metrics(run_id))
+    if (row.epoch == epoch) return row.values.at("val_loss");
+  return NAN;
+}
+
+// Successive halving as docs/search.md states it, from the stored curves alone: at each rung the
+// best floor(n / 3) (at least one) by val_loss at the rung's epoch go on, ties to the lower trial;
+// the best of the last rung is the study's.
+void expect_decisions_follow_from_the_curves(Store& store, const StudyRecord& study) {
+  std::map<int64_t, int64_t> run_of;
+  for (const auto& t : study.trials) run_of[t.trial] = t.run_id;
+  std::vector<int64_t> cohort;
+  for (const auto& t : study.trials) cohort.push_back(t.trial);
+  const std::vector<int64_t> rungs = {1, 3, 4};
+  ASSERT_EQ(study.decisions.size(), 2u);
+  for (size_t r = 0; r < rungs.size(); ++r) {
+    std::vector<std::pair<double, int64_t>> ranked;
+    for (int64_t t : cohort) ranked.push_back({val_loss_at(store, run_of.at(t), rungs[r]), t});
+    std::sort(ranked.begin(), ranked.end());
+    if (r + 1 == rungs.size()) {
+      ASSERT_TRUE(study.outcome);
+      EXPECT_EQ(study.outcome->best_trial, ranked.front().second);
+      EXPECT_EQ(*study.outcome->figure, ranked.front().first);
+      break;
+    }
+    const size_t keep = std::max<size_t>(1, cohort.size() / 3);
+    std::vector<int64_t> promoted;
+    for (size_t k = 0; k < keep; ++k) promoted.push_back(ranked[k].second);
+    std::sort(promoted.begin(), promoted.end());
+    EXPECT_EQ(study.decisions[r].epochs, rungs[r]);
+    EXPECT_EQ(nlohmann::json::parse(study.decisions[r].promoted).get<std::vector<int64_t>>(),
+              promoted)
+        << study.key.study << " rung " << r << ": " << study.decisions[r].evidence;
+    cohort = promoted;
+  }
+}
+
+class StudyTest : public testing::CliTest {};
+
+TEST_F(StudyTest, TwoVariantsAreSearchedHalvedAndConfirmedAsTheCurvesSay) {
+  for (const std::string method : {"random", "tpe"}) {
+    SCOPED_TRACE(method);
+    const std::string name = "study_" + method;
+    // TPE models from its 11th trial on (the first 10 are random).
+    const std::string file =
+        dir.write(name + ".yaml", study_file(name, method, method == "tpe" ? 12 : 9));
+    Result validate = trainyard("validate " + file);
+    EXPECT_NE(validate.output.find(
+                  fmt::format("2 studies of {} {} trials (successive halving), then 2 runs of "
+                              "each best",
+                              method == "tpe" ? 12 : 9, method)),
+              std::string::npos)
+        << validate.output;
+    Result run = trainyard("run " + file + " --db " + db());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find(fmt::format("study {}/fp32: best trial", name)), std::string::npos)
+        << run.output;
+
+    Store store(db());
+    const auto studies = studies_of(store, name);
+    ASSERT_EQ(studies.size(), 2u);
+    for (const auto& [variant, study] : studies) {
+      SCOPED_TRACE(variant);
+      expect_decisions_follow_from_the_curves(store, study);
+      // The paused trials kept their checkpoints' epochs; the promoted trained on.
+      int paused = 0;
+      for (const auto& t : study.trials) {
+        const RunRecord r = *store.run(t.run_id);
+        if (r.status == RunStatus::interrupted) {
+          ++paused;
+          EXPECT_EQ(r.error.rfind("paused after epoch", 0), 0u) << r.error;
+        }
+      }
+      EXPECT_EQ(paused, static_cast<int>(study.trials.size()) - 1);
+    }
+
+    // The variants at their best settings: 2 runs each, on seeds 6 and 7 (the file's 5 is the
+    // one the trials were chosen on), compared in the report as the variants.
+    std::map<std::string, std::vector<std::string>> seeds;
+    for (const RunRecord& r : store.runs(name))
+      if (r.variant == "fp32" || r.variant == "small-batch") {
+        EXPECT_EQ(r.status, RunStatus::completed);
+        seeds[r.variant].push_back(store.params(r.id).at("train.seed"));
+        const auto best = studies.at(r.variant).outcome;
+        EXPECT_NE(
+            r.config_yaml.find(
+                "weight_decay: " +
+                std::string(best->settings.find("weight_decay=0.1") != std::string::npos ? "0.1"
+                                                                                         : "0")),
+            std::string::npos);
+      }
+    EXPECT_EQ(seeds["fp32"], (std::vector<std::string>{"6", "7"}));
+    EXPECT_EQ(seeds["small-batch"], (std::vector<std::string>{"6", "7"}));
+    const std::string markdown = (dir.path() / (name + ".md")).string();
+    ASSERT_EQ(
+        trainyard("report --db " + db() + " --experiment " + name + " -o " + markdown).exit_code,
+        0);
+    const std::string page = testing::read_file(markdown);
+    for (const std::string& shown : std::vector<std::string>{
+             "### Studies", "#### fp32 (" + std::to_string(method == "tpe" ? 12 : 9) + " trials",
+             "rung 0 (epoch 1):", "(paused)", "n | precision", "small-batch"})
+      EXPECT_NE(page.find(shown), std::string::npos) << shown << "\n" << page;
+    // The trials are the study's, not "runs of other configurations".
+    EXPECT_EQ(page.find("Runs of other configurations"), std::string::npos) << page;
+  }
+}
+
+TEST_F(StudyTest, APromotedTrialEqualsTheSameSettingsTrainedStraightThrough) {
+  const std::string file = dir.write("halved.yaml", study_file("halved", "random", 6));
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  Store store(db());
+  const auto studies = studies_of(store, "halved");
+  const StudyRecord& study = studies.at("fp32");
+  ASSERT_TRUE(study.outcome);
+  const StudyTrialRow& best = study.trials.at(static_cast<size_t>(study.outcome->best_trial));
+  const RunRecord promoted = *store.run(best.run_id);
+  ASSERT_EQ(promoted.status, RunStatus::completed);
+  EXPECT_EQ(promoted.resumes, 2);  // paused at epochs 1 and 3
+  // The same settings as a file of their own, trained without a pause (its lr to every bit).
+  const auto values = nlohmann::json::parse(best.values);
+  std::string straight_file = study_file("straight", "random", 1);
+  straight_file = straight_file.substr(0, straight_file.find("sweep:"));
+  straight_file += fmt::format("train.optimizer.weight_decay: {}\n",
+                               values[1].get<double>() == 0 ? "0.0" : "0.1");
+  const std::string straight_db = (dir.path() / "straight.db").string();
+  Result straight =
+      trainyard("run " + dir.write("straight.yaml", straight_file) + " --db " + straight_db +
+                fmt::format(" --set train.optimizer.lr={:.17g}", values[0].get<double>()));
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  Store reference(straight_db);
+  const RunRecord whole = reference.runs("straight").at(0);
+  EXPECT_EQ(whole.config_hash, promoted.config_hash);
+  EXPECT_EQ(whole.resumes, 0);
+  const auto a = store.epoch_metrics(promoted.id), b = reference.epoch_metrics(whole.id);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t e = 0; e < a.size(); ++e)
+    for (const char* key : {"train_loss", "train_acc", "val_loss", "val_acc", "lr"})
+      EXPECT_EQ(a[e].values.at(key), b[e].values.at(key)) << "epoch " << e + 1 << " " << key;
+  for (const char* key : {"test_loss", "test_acc", "steps"})
+    EXPECT_EQ(store.final_metrics(promoted.id).at(key), reference.final_metrics(whole.id).at(key))
+        << key;
+}
+
+// Waits (60 s at most) until `ready` says so of the store at `db`.
+bool wait_for(const std::string& db, const std::function<bool(Store&)>& ready) {
+  for (int i = 0; i < 600; ++i) {
+    if (std::filesystem::exists(db)) {
+      try {
+        Store store(db);
+        if (ready(store)) return true;
+      } catch (const std::exception&) {  // created but not yet migrated
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+TEST_F(StudyTest, AStudyKilledTwiceEndsWithTheTrialsDecisionsAndBestOfAnUndisturbedOne) {
+  const std::string file = dir.write("replayed.yaml", study_file("replayed", "tpe", 12));
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  const std::string weights = " --set train.save_weights=true";  // compared at the end
+  ASSERT_EQ(trainyard("run " + file + " --db " + undisturbed_db + weights).exit_code, 0);
+
+  auto trials_recorded = [](Store& store, size_t count) {
+    size_t n = 0;
+    for (const StudyProgress& p : store.study_progress()) n += static_cast<size_t>(p.trials);
+    return n >= count;
+  };
+  // SIGKILL of the controller (its workers die with it) once 4 trials are recorded; then again
+  // during the second variant's study, once TPE models (11 trials recorded there).
+  for (size_t recorded : {size_t{4}, size_t{12 + 11}}) {
+    const pid_t controller = testing::start_run(file, db(), {"--set", "train.save_weights=true"});
+    testing::KillOnExit guard{controller};
+    ASSERT_TRUE(wait_for(db(), [&](Store& store) { return trials_recorded(store, recorded); }));
+    ASSERT_EQ(kill(controller, SIGKILL), 0);
+    ASSERT_EQ(testing::exit_code_of(controller), 128 + SIGKILL);
+    guard.pid = -1;
+  }
+  Result again = trainyard("run " + file + " --db " + db() + weights);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+
+  Store disturbed(db()), reference(undisturbed_db);
+  const auto a = studies_of(disturbed, "replayed"), b = studies_of(reference, "replayed");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (const auto& [variant, study] : b) {
+    SCOPED_TRACE(variant);
+    const StudyRecord& other = a.at(variant);
+    ASSERT_EQ(other.trials.size(), study.trials.size());
+    for (size_t i = 0; i < study.trials.size(); ++i) {
+      EXPECT_EQ(other.trials[i].values, study.trials[i].values) << "trial " << i;
+      EXPECT_EQ(other.trials[i].epochs, study.trials[i].epochs) << "trial " << i;
+      EXPECT_EQ(other.trials[i].figure, study.trials[i].figure) << "trial " << i;
+    }
+    ASSERT_EQ(other.decisions.size(), study.decisions.size());
+    for (size_t r = 0; r < study.decisions.size(); ++r) {
+      EXPECT_EQ(other.decisions[r].evidence, study.decisions[r].evidence);
+      EXPECT_EQ(other.decisions[r].promoted, study.decisions[r].promoted);
+    }
+    ASSERT_TRUE(other.outcome);
+    EXPECT_EQ(other.outcome->best_trial, study.outcome->best_trial);
+    EXPECT_EQ(other.outcome->values, study.outcome->values);
+  }
+  // And the confirmations trained to the same figures.
+  testing::expect_same_training(db(), undisturbed_db);
+}
+
+}  // namespace
+}  // namespace trainyard
