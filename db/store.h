@@ -193,8 +193,9 @@ struct StudyProgress {
   StudyKey key;
   int64_t trials = 0;
   int64_t decisions = 0;
-  std::string last_promoted{};        // JSON [trial, ...] of the last decision
-  std::optional<std::string> best{};  // the outcome's settings
+  std::string last_promoted{};  // JSON [trial, ...] of the last decision
+  std::optional<std::string> best{};
+  int64_t training = 0;  // trials whose run is queued or running now  // the outcome's settings
 };
 
 // The fields of a run that do not change once it is queued.
@@ -326,6 +327,11 @@ class Store {
   sql::Database db_;
   bool read_only_ = false;
 };
+
+// A study's trial paused at a rung by successive halving: `interrupted`, its error beginning with
+// kPausedError ("paused after epoch 3 by ..."); a promotion continues it, nothing else does.
+inline constexpr const char* kPausedError = "paused after epoch";
+bool is_paused(const RunRecord& run);
 
 // Where a run's files start: its log path without ".log"
 // (logs/<experiment>/run-<id>-<variant>-<uid>), to which ".yaml", "-rank<R>.log", ".safetensors",

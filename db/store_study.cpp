@@ -23,6 +23,10 @@ std::optional<double> figure_of(const sql::Statement& s, int column) {
 
 }  // namespace
 
+bool is_paused(const RunRecord& run) {
+  return run.status == RunStatus::interrupted && run.error.rfind(kPausedError, 0) == 0;
+}
+
 void Store::record_study_trial(const StudyKey& key, const StudyTrialRow& row) {
   auto s = db_.prepare(
       "INSERT OR REPLACE INTO study_trials (experiment, study, study_hash, trial, trial_values, "
@@ -39,8 +43,10 @@ void Store::record_study_trial(const StudyKey& key, const StudyTrialRow& row) {
 
 void Store::record_study_decision(const StudyKey& key, const StudyDecisionRow& row) {
   auto s = db_.prepare(
-      "INSERT OR REPLACE INTO study_decisions (experiment, study, study_hash, rung, epochs, "
-      "evidence, promoted, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      "INSERT INTO study_decisions (experiment, study, study_hash, rung, epochs, evidence, "
+      "promoted, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (experiment, study, "
+      "study_hash, rung) DO UPDATE SET epochs = excluded.epochs, evidence = excluded.evidence, "
+      "promoted = excluded.promoted");
   bind_key(s, key)
       .bind(4, row.rung)
       .bind(5, row.epochs)
@@ -110,7 +116,9 @@ std::vector<StudyProgress> Store::study_progress() {
       "(SELECT promoted FROM study_decisions d WHERE d.experiment = t.experiment AND "
       "d.study = t.study AND d.study_hash = t.study_hash ORDER BY rung DESC LIMIT 1), "
       "(SELECT settings FROM study_outcomes o WHERE o.experiment = t.experiment AND "
-      "o.study = t.study AND o.study_hash = t.study_hash) "
+      "o.study = t.study AND o.study_hash = t.study_hash), "
+      "SUM(EXISTS (SELECT 1 FROM runs r WHERE r.id = t.run_id AND r.status IN ('queued', "
+      "'running'))) "
       "FROM study_trials t GROUP BY t.experiment, t.study, t.study_hash "
       "ORDER BY t.experiment, t.study");
   std::vector<StudyProgress> out;
@@ -120,6 +128,7 @@ std::vector<StudyProgress> Store::study_progress() {
                     .decisions = s.column_int(4),
                     .last_promoted = s.column_text(5)};
     if (!s.column_is_null(6)) p.best = s.column_text(6);
+    p.training = s.column_int(7);
     out.push_back(std::move(p));
   }
   return out;

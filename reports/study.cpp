@@ -254,8 +254,7 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
       trial_configs.insert(row.config_hash);
       if (auto it = by_id.find(row.run_id); it != by_id.end()) {
         t.status = it->second->status;
-        t.paused = t.status == RunStatus::interrupted &&
-                   it->second->error.rfind("paused after epoch", 0) == 0;
+        t.paused = is_paused(*it->second);
         t.error = it->second->error;
         for (const EpochRow& epoch : store.epoch_metrics(row.run_id))
           if (auto f = epoch.values.find(study.metric); f != epoch.values.end())
@@ -278,8 +277,10 @@ std::vector<std::string> study_answers(const ExperimentReport& section) {
   std::vector<std::string> lines;
   for (const StudySection& s : section.studies) {
     if (!s.outcome) {
-      lines.push_back(fmt::format("study {}: {} of {} trials recorded, no outcome yet",
-                                  s.study.key.study, s.trials.size(), s.trials.size()));
+      lines.push_back(
+          fmt::format("study {}: {} recorded, no best settings (yet: `trainyard run` "
+                      "continues a study that did not end)",
+                      s.study.key.study, plural(static_cast<int64_t>(s.trials.size()), "trial")));
       continue;
     }
     lines.push_back(fmt::format(

@@ -25,9 +25,6 @@ namespace trainyard {
 
 namespace fs = std::filesystem;
 
-// How a paused trial's error begins: what tells a promotion from a continuation after a kill.
-constexpr const char* kPausedAfter = "paused after epoch";
-
 bool BatchSummary::nothing_ran() const {
   return completed + already_completed + failed == 0 && skipped > 0;
 }
@@ -285,22 +282,25 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   }
   const bool time_up = result.outcome == LaunchOutcome::interrupted && policy_.time_limit_reached &&
                        policy_.time_limit_reached->load();
-  // Stopped where the study asked, not by a signal: paused at its rung.
-  const bool paused = result.outcome == LaunchOutcome::interrupted &&
-                      planned.pause_after_epochs > 0 && !stop_requested_.load();
+  // Stopped where the study asked, not by a signal: paused at its rung, that epoch recorded.
+  bool paused = false;
+  if (result.outcome == LaunchOutcome::interrupted && planned.pause_after_epochs > 0 &&
+      !stop_requested_.load())
+    for (const EpochRow& row : store_.epoch_metrics(run_id))
+      paused = paused || row.epoch == planned.pause_after_epochs;
   std::string why;
   if (time_up)
     why = fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit);
   else if (paused)
     why = fmt::format(
         "{} {} by the study's successive halving; a promotion continues it from its checkpoint",
-        kPausedAfter, planned.pause_after_epochs);
+        kPausedError, planned.pause_after_epochs);
   record_outcome(result,
                  {.run_id = run_id,
                   .save_state = run.train.save_state,
                   .state_dir = state_dir,
                   .interrupted_why = why,
-                  .continued_by = "trainyard run"},
+                  .continued_by = paused ? "" : "trainyard run"},
                  records, log);
   switch (result.outcome) {
     case LaunchOutcome::completed:

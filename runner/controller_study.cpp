@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -41,21 +43,32 @@ double Controller::train_trial(const Experiment& experiment, const Study& study,
                     .values = values_json(values),
                     .settings = describe_values(study.search.space, values),
                     .config_hash = run.config_hash};
+  // The trial's record goes forward only: a study walked again after a kill reads its rungs back
+  // without taking the record of a trial that went further back to an earlier rung.
   auto record = [&](int64_t run_id, double figure) {
+    std::optional<StudyTrialRow> before;
+    for (const StudyTrialRow& r : store_.study_trials(key))
+      if (r.trial == trial) before = r;
+    if (before && before->epochs > epochs && before->run_id == run_id) return figure;
     row.run_id = run_id;
     row.epochs = epochs;
     if (std::isfinite(figure)) row.figure = figure;
     store_.record_study_trial(key, row);
     return figure;
   };
-  // The runs of this trial's configuration, newest first: one that reached the rung already
-  // (completed, or paused there or beyond) has its figure.
+  // The runs of this trial's configuration, newest first. One that completed has reached every
+  // rung (one that stopped early: its last epoch is where it stopped), one paused at or beyond
+  // this rung has its figure here: never trained again. A figure missing there (a diverged loss
+  // is not recorded) counts as the worst.
   std::vector<RunRecord> history;
   for (const RunRecord& r : store_.runs(experiment.name))
     if (r.config_hash == run.config_hash) history.insert(history.begin(), r);
-  for (const RunRecord& r : history)
-    if (const double figure = figure_at(store_, r.id, epochs, metric); !std::isnan(figure))
-      return record(r.id, figure);
+  for (const RunRecord& r : history) {
+    int64_t last = 0;
+    for (const EpochRow& row : store_.epoch_metrics(r.id)) last = std::max(last, row.epoch);
+    if (r.status == RunStatus::completed || last >= epochs)
+      return record(r.id, figure_at(store_, r.id, std::min(epochs, last), metric));
+  }
   const RunRecord* newest = history.empty() ? nullptr : &history.front();
   // One that failed for good counts as the worst; the study goes on.
   if (newest && newest->status == RunStatus::failed && !is_transient(newest->failure))
@@ -79,18 +92,32 @@ double Controller::train_trial(const Experiment& experiment, const Study& study,
     store_.requeue_run(newest->id);
     planned.run_id = newest->id;
     planned.continues = !newest->environment.log_path.empty();
-    planned.promoted = newest->error.rfind("paused after epoch", 0) == 0;
+    planned.promoted = is_paused(*newest);
   } else {
     planned.run_id = store_.queue_run(record_experiment(store_, experiment),
                                       queued_run(run, static_cast<size_t>(trial)));
   }
-  const std::string name = fmt::format("{}/{} to epoch {}{}", experiment.name, run.variant, epochs,
-                                       planned.continues ? " (continues where it stopped)" : "");
+  // Recorded before it trains: `trainyard status` shows the study live, a kill keeps its values.
+  bool known = false;
+  for (const StudyTrialRow& r : store_.study_trials(key)) known = known || r.trial == trial;
+  if (!known) {
+    StudyTrialRow first = row;
+    first.run_id = planned.run_id;
+    store_.record_study_trial(key, first);
+  }
+  const std::string name =
+      fmt::format("{}/{} to epoch {}{}", experiment.name, run.variant, epochs,
+                  planned.continues ? (planned.promoted ? " (promoted: continues from its pause)"
+                                                        : " (continues where it stopped)")
+                                    : "");
   console_.start_run(static_cast<int>(trial + 1), static_cast<int>(study.search.trials), name);
   const auto start = std::chrono::steady_clock::now();
   execute(planned, summary);
   console_.end_run(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return record(planned.run_id, figure_at(store_, planned.run_id, epochs, metric));
+  const double figure = figure_at(store_, planned.run_id, epochs, metric);
+  // Stopped by Ctrl-C or --time-limit before the rung: no figure yet, the next batch trains it.
+  if (std::isnan(figure) && (stop_requested_.load() || summary.interrupted)) return figure;
+  return record(planned.run_id, figure);
 }
 
 bool Controller::run_study(const Experiment& experiment, const Study& study,
@@ -101,20 +128,20 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
   const int64_t epochs =
       trial_run(study, 0, propose_random(search.space, search.seed, 0)).train.epochs;
   const std::vector<int64_t> rungs = rung_epochs(search.schedule, epochs);
-  console_.line(fmt::format("study {}/{}: {} {} trials by {}{}", experiment.name, study.variant,
-                            search.trials, to_string(search.method), search.metric,
-                            rungs.size() > 1
-                                ? fmt::format(", successive halving at epochs {}",
-                                              join(
-                                                  [&] {
-                                                    std::vector<std::string> words;
-                                                    for (int64_t e : rungs)
-                                                      words.push_back(std::to_string(e));
-                                                    return words;
-                                                  }(),
-                                                  ", "))
-                                : ""));
-  auto stopped = [&] { return stop_requested_.load() || summary.interrupted; };
+  std::vector<std::string> rung_words;
+  for (int64_t e : rungs) rung_words.push_back(std::to_string(e));
+  console_.line(fmt::format(
+      "study {}/{}: {} {} trials by {}{}", experiment.name, study.variant, search.trials,
+      to_string(search.method), search.metric,
+      rungs.size() > 1 ? ", successive halving at epochs " + join(rung_words, ", ") : ""));
+  auto stopped = [&] {
+    return stop_requested_.load() || summary.interrupted || summary.stopped_on_failure;
+  };
+  // A trial's values, once recorded, are its own: a study continued after a kill or a transient
+  // failure trains what it proposed, whatever a figure that came later would now suggest.
+  std::map<int64_t, TrialValues> recorded;
+  for (const StudyTrialRow& row : store_.study_trials(key))
+    recorded[row.trial] = parse_values(row.values);
 
   // Every trial to the first rung, proposed from the figures of those before it.
   std::vector<TrialValues> values;
@@ -123,16 +150,20 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
   for (int64_t i = 0; i < search.trials; ++i) {
     if (stopped()) return false;
     TrialValues proposal;
-    switch (search.method) {
-      case SearchMethod::grid:
-        proposal = propose_grid(search.space, i);
-        break;
-      case SearchMethod::random:
-        proposal = propose_random(search.space, search.seed, i);
-        break;
-      case SearchMethod::tpe:
-        proposal = propose_tpe(search.space, search.seed, i, seen, minimize);
-        break;
+    if (auto it = recorded.find(i); it != recorded.end()) {
+      proposal = it->second;
+    } else {
+      switch (search.method) {
+        case SearchMethod::grid:
+          proposal = propose_grid(search.space, i);
+          break;
+        case SearchMethod::random:
+          proposal = propose_random(search.space, search.seed, i);
+          break;
+        case SearchMethod::tpe:
+          proposal = propose_tpe(search.space, search.seed, i, seen, minimize);
+          break;
+      }
     }
     values.push_back(proposal);
     runs.push_back(trial_run(study, i, proposal));
@@ -142,11 +173,16 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
     seen.push_back({proposal, figure});
   }
 
-  // Each rung's decision, once its cohort is complete; the promoted go on to the next rung.
-  std::vector<int64_t> cohort(static_cast<size_t>(search.trials));
-  for (size_t i = 0; i < cohort.size(); ++i) cohort[i] = static_cast<int64_t>(i);
+  // Each rung's decision, once its cohort is complete; the promoted go on to the next rung. A
+  // trial whose settings an earlier trial already has is that trial: it takes no place of its own.
+  std::vector<int64_t> cohort;
   std::vector<double> figures;
-  for (const Observation& o : seen) figures.push_back(o.value);
+  std::set<std::string> configs;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (configs.insert(runs[i].config_hash).second) {
+      cohort.push_back(static_cast<int64_t>(i));
+      figures.push_back(seen[i].value);
+    }
   for (size_t r = 0; r + 1 < rungs.size(); ++r) {
     const std::vector<int64_t> promoted =
         promote(cohort, figures, search.schedule.reduction, minimize);
@@ -174,19 +210,28 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
     figures = next;
   }
 
-  // The best of the last rung (ties: the earlier trial).
-  size_t best = 0;
-  for (size_t k = 1; k < cohort.size(); ++k)
-    if (better_figure(figures[k], figures[best], minimize)) best = k;
-  const auto best_trial = static_cast<size_t>(cohort[best]);
-  StudyOutcomeRow outcome{.best_trial = cohort[best],
+  // The best of the last rung (ties: the earlier trial); a study whose every trial there failed
+  // has none, and its variant no settings to confirm.
+  std::optional<size_t> best;
+  for (size_t k = 0; k < cohort.size(); ++k)
+    if (std::isfinite(figures[k]) && (!best || better_figure(figures[k], figures[*best], minimize)))
+      best = k;
+  if (!best) {
+    console_.line(fmt::format(
+        "study {}/{}: no trial reached a {} at epoch {} (each failed or diverged): no best "
+        "settings, so no runs of them; the trials' logs say why",
+        experiment.name, study.variant, search.metric, rungs.back()));
+    return true;
+  }
+  const auto best_trial = static_cast<size_t>(cohort[*best]);
+  StudyOutcomeRow outcome{.best_trial = cohort[*best],
+                          .figure = figures[*best],
                           .values = values_json(values[best_trial]),
                           .settings = describe_values(search.space, values[best_trial])};
-  if (std::isfinite(figures[best])) outcome.figure = figures[best];
   store_.record_study_outcome(key, outcome);
   console_.line(fmt::format("study {}/{}: best trial {} ({} {}): {}", experiment.name,
                             study.variant, best_trial, search.metric,
-                            figure_text(figures[best], search.metric), outcome.settings));
+                            figure_text(figures[*best], search.metric), outcome.settings));
   return true;
 }
 

@@ -113,8 +113,11 @@ void record_outcome(const LaunchResult& result, const RunEnding& ending, RunReco
     case LaunchOutcome::interrupted: {
       const std::string& why =
           ending.interrupted_why.empty() ? result.error : ending.interrupted_why;
-      log.both->warn("run {} interrupted ({}); `{}` again continues it from its checkpoint",
-                     ending.run_id, why, ending.continued_by);
+      if (ending.continued_by.empty())  // paused by a study: its decision continues it, or not
+        log.both->info("run {}: {}", ending.run_id, why);
+      else
+        log.both->warn("run {} interrupted ({}); `{}` again continues it from its checkpoint",
+                       ending.run_id, why, ending.continued_by);
       records.ended(RunStatus::interrupted, why, FailureClass::interrupted);
       break;
     }

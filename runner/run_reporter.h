@@ -60,7 +60,8 @@ struct RunEnding {
   int64_t run_id = 0;
   bool save_state = false;  // train.save_state: the checkpoint outlives the run
   std::string state_dir{};  // the run's checkpoint folder
-  // Interrupted: why (the launcher's word when empty), and the command that continues it.
+  // Interrupted: why (the launcher's word when empty), and the command that continues it (none: a
+  // study's paused trial, which only a promotion continues).
   std::string interrupted_why{};
   std::string continued_by{};
   // A completed run's end on the screen too: a Slurm task's output file says it (the batch

@@ -46,6 +46,7 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   {  // turn it back into a version-1 database
     sql::Database db(path);
     db.exec(
+        "DROP TABLE study_trials; DROP TABLE study_decisions; DROP TABLE study_outcomes; "
         "DROP TABLE step_metrics; DROP TABLE slurm_runs; DROP TABLE submissions; "
         "DROP TABLE run_params; ALTER TABLE runs DROP COLUMN uid; DROP TABLE run_attributes; "
         "ALTER TABLE runs DROP COLUMN resumes; ALTER TABLE runs DROP COLUMN failure_class; "
@@ -60,6 +61,40 @@ TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   store.record_attributes(old.id, {{"param_dtype", "Float"}, {"loss_scaling", "dynamic"}});
   EXPECT_EQ(store.attributes(old.id).at("loss_scaling"), "dynamic");
   EXPECT_TRUE(store.params(old.id).empty());
+}
+
+// A study recorded again (continued after a kill) replaces its rows, never adds to them; a
+// decision keeps the moment it was first taken.
+TEST_F(StoreTest, AStudyRecordedAgainIsTheSameStudy) {
+  Store store(path);
+  const StudyKey key{"exp", "fp32", "h"}, other{"exp", "fp32", "edited"};
+  store.record_study_trial(key, {.trial = 0, .values = "[0.1]", .settings = "lr=0.1"});
+  store.record_study_trial(
+      key, {.trial = 0, .values = "[0.1]", .settings = "lr=0.1", .epochs = 3, .figure = 0.5});
+  store.record_study_trial(key, {.trial = 1, .values = "[0.2]", .settings = "lr=0.2"});
+  store.record_study_trial(other, {.trial = 0, .values = "[0.3]", .settings = "lr=0.3"});
+  const auto trials = store.study_trials(key);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].epochs, 3);
+  EXPECT_EQ(trials[0].figure, 0.5);
+  EXPECT_FALSE(trials[1].figure);
+  store.record_study_decision(key, {.rung = 0,
+                                    .epochs = 1,
+                                    .evidence = "[[0,0.5]]",
+                                    .promoted = "[0]",
+                                    .decided_at = "2026-01-01T00:00:00Z"});
+  store.record_study_decision(key, {.rung = 0,
+                                    .epochs = 1,
+                                    .evidence = "[[0,0.5]]",
+                                    .promoted = "[0]",
+                                    .decided_at = "2026-02-02T00:00:00Z"});
+  ASSERT_EQ(store.study_decisions(key).size(), 1u);
+  EXPECT_EQ(store.study_decisions(key)[0].decided_at, "2026-01-01T00:00:00Z");
+  EXPECT_FALSE(store.study_outcome(key));
+  store.record_study_outcome(key, {.best_trial = 0, .figure = 0.5, .values = "[0.1]"});
+  EXPECT_EQ(store.study_outcome(key)->best_trial, 0);
+  ASSERT_EQ(store.study_progress().size(), 2u);
+  EXPECT_EQ(store.study_progress()[0].trials + store.study_progress()[1].trials, 3);
 }
 
 // Run ids restart at 1 in every database; uids do not. The flat params are kept per run.

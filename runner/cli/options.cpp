@@ -86,6 +86,11 @@ void select_runs(std::vector<Experiment>& experiments, const RunSelection& selec
       if (!strip(part).empty()) patterns.push_back(strip(part));
   if (selection.repeats != 0) {
     for (auto& experiment : experiments) {
+      if (!experiment.studies.empty())
+        throw UserError(fmt::format(
+            "--repeats {}: experiment '{}' searches (sweep.search): its best settings run "
+            "sweep.search.confirm_repeats times; set that in {} instead",
+            selection.repeats, experiment.name, experiment.file));
       int64_t file_repeats = 0;
       for (const auto& run : experiment.runs) file_repeats = std::max(file_repeats, run.repeat + 1);
       if (selection.repeats < 1 || selection.repeats > file_repeats)
@@ -116,12 +121,26 @@ void select_runs(std::vector<Experiment>& experiments, const RunSelection& selec
       if (keep) kept.push_back(std::move(run));
     }
     experiment.runs = std::move(kept);
+    // A searched variant is its study (its runs come once the study has chosen).
+    std::erase_if(experiment.studies, [&](const Study& study) {
+      variants.push_back(study.variant);
+      const std::string full = experiment.name + "/" + study.variant;
+      bool keep = false;
+      for (size_t i = 0; i < patterns.size(); ++i)
+        if (fnmatch(patterns[i].c_str(), study.variant.c_str(), 0) == 0 ||
+            fnmatch(patterns[i].c_str(), full.c_str(), 0) == 0) {
+          matched[i] = true;
+          keep = true;
+        }
+      return !keep;
+    });
   }
   for (size_t i = 0; i < patterns.size(); ++i)
     if (!matched[i])
       throw UserError(fmt::format("--only '{}' matches no variant; the batch's variants: {}",
                                   patterns[i], join(variants)));
-  std::erase_if(experiments, [](const Experiment& e) { return e.runs.empty(); });
+  std::erase_if(experiments,
+                [](const Experiment& e) { return e.runs.empty() && e.studies.empty(); });
 }
 
 void print_notes(const std::vector<Experiment>& experiments) {

@@ -24,6 +24,7 @@
 #include "runner/engine/engine.h"
 #include "runner/nodes.h"
 #include "runner/run_plan.h"
+#include "runner/search/study.h"
 
 namespace trainyard {
 
@@ -122,6 +123,16 @@ extern "C" void on_stop_signal(int signal) {
 // variant's memory forecast.
 void print_dry_run(const Experiment& experiment, const std::string& db_path, bool verbose,
                    std::optional<double> device_bytes) {
+  for (const Study& study : experiment.studies) {
+    std::vector<std::string> keys;
+    for (const auto& parameter : study.search.space) keys.push_back(parameter.key);
+    fmt::print(
+        "{}/{}: a study of {} {} trials over {} (proposed as the study goes: their "
+        "settings are not known before), then {} of its best settings\n",
+        experiment.name, study.variant, study.search.trials, to_string(study.search.method),
+        join(keys), plural(study.search.confirm_repeats, "run"));
+  }
+  if (experiment.runs.empty()) return;
   std::map<std::string, ConfigHistory>
       histories;  // read only when it exists: a dry run creates nothing
   if (fs::exists(db_path)) {
@@ -390,9 +401,12 @@ std::vector<Experiment> load_checked_batch(const std::vector<std::string>& files
   std::vector<Experiment> experiments = load_batch(files, overrides, plugin_loader(), max_runs);
   print_notes(experiments);
   select_runs(experiments, selection);
-  for (const Experiment& experiment : experiments)
-    for (const std::string& note : check_models_fit(experiment.runs, plugin_loader().registry()))
+  for (const Experiment& experiment : experiments) {
+    std::vector<RunSpec> checked = experiment.runs;
+    for (RunSpec& run : study_edge_runs(experiment)) checked.push_back(std::move(run));
+    for (const std::string& note : check_models_fit(checked, plugin_loader().registry()))
       fmt::print(stderr, "{}\n", note);
+  }
   return experiments;
 }
 

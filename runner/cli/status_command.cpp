@@ -103,6 +103,8 @@ int status_command(const std::vector<std::string>& args) {
     if (run.failure == FailureClass::not_started) label = "not started";
     // Counted as its line below describes it.
     if (store.is_lost(run)) label = to_string(RunStatus::interrupted);
+    // A study's trial paused at a rung (successive halving) waits for a promotion, not a rerun.
+    if (is_paused(run)) label = "paused";
     const bool unfinished = run.status == RunStatus::running || run.status == RunStatus::queued;
     if (unfinished && slurm.count(run.id))
       submitted.push_back(run);
@@ -131,8 +133,9 @@ int status_command(const std::vector<std::string>& args) {
   }
   if (active.empty() && waiting.empty() && submitted.empty()) fmt::print("  nothing is running\n");
   // Studies still searching (sweep.search): how far they are.
+  // (One an edited file left, which nothing will continue, is not shown.)
   for (const StudyProgress& study : store.study_progress()) {
-    if (study.best) continue;
+    if (study.best || study.training == 0) continue;
     fmt::print("  study {}/{}: {} recorded, {} decided{}\n", study.key.experiment, study.key.study,
                plural(study.trials, "trial"), plural(study.decisions, "rung"),
                study.last_promoted.empty() ? "" : "; trials " + study.last_promoted + " went on");

@@ -392,6 +392,14 @@ int submit_command(const std::vector<std::string>& args) {
   if (!request) return kExitOk;
   std::vector<Experiment> experiments = load_checked_batch(
       request->files, request->overrides, request->plugins, request->max_runs, request->selection);
+  for (const Experiment& experiment : experiments)
+    if (!experiment.studies.empty())
+      throw UserError(fmt::format(
+          "{}: a search (sweep.search) runs under `trainyard run` for now: its trials are "
+          "proposed from the results of those before them, and `trainyard submit` cannot yet "
+          "schedule that on Slurm; run it with `trainyard run` (inside an allocation: salloc, or "
+          "an sbatch script), or submit a grid (sweep.grid)",
+          experiment.file));
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
   if (request->dry_run) return print_dry_run(*request, experiments, exe);
 

@@ -287,12 +287,24 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
     merge_layer(layers, LayeredConfig{trial_overrides(space, values), {}});
     return resolve_variant_run(layers, name, repeat, seed, registry, plugins, file, found, notes);
   };
+  // A variant that sets a searched key would have it overridden by every trial: said, as --set is.
+  for (const auto& parameter : search.space)
+    if (const ConfigValue* fixed = variant.overrides.find(parameter.key)) {
+      Diagnostics found;
+      found.error(fixed->origin,
+                  fmt::format("variant '{}' sets '{}', which the search varies "
+                              "(sweep.search.space); take it out of the variant or the space",
+                              variant.name, parameter.key));
+      problems.add(found, variant);
+    }
   // Every edge of the space: each parameter through its ends (a choice: each value), the others at
-  // their lower end.
+  // their lower end; and a range's inside, whose values are not whole numbers (a uniform range
+  // over a setting that takes whole numbers is refused here, not in the middle of the night).
   TrialValues lowest;
   for (const auto& parameter : search.space)
     lowest.push_back(parameter.distribution == Distribution::choice ? 0 : parameter.low);
   std::vector<TrialValues> edges = {lowest};
+  std::map<size_t, const SearchParameter*> inside_of;  // the edges that probe a range's inside
   for (size_t i = 0; i < search.space.size(); ++i) {
     const SearchParameter& parameter = search.space[i];
     const size_t count =
@@ -303,10 +315,29 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
           parameter.distribution == Distribution::choice ? static_cast<double>(k) : parameter.high;
       edges.push_back(edge);
     }
+    if (parameter.distribution == Distribution::uniform ||
+        parameter.distribution == Distribution::log_uniform) {
+      TrialValues inside = lowest;
+      inside[i] = parameter.low + 0.3719 * (parameter.high - parameter.low);
+      edges.push_back(inside);
+      inside_of[edges.size() - 1] = &parameter;
+    }
   }
-  for (const TrialValues& edge : edges) {
+  for (size_t e = 0; e < edges.size(); ++e) {
+    const TrialValues& edge = edges[e];
     Diagnostics found;
     const RunSpec run = study.resolve(edge, variant.name, 0, std::nullopt, found, experiment.notes);
+    if (!found.empty() && inside_of.count(e))
+      found.error(inside_of[e]->origin,
+                  fmt::format("'{}' takes values inside its range that the run refuses; for a "
+                              "setting of whole numbers, use {{int_uniform: [low, high]}}",
+                              inside_of[e]->key));
+    if (search.metric == "val_acc" && !traits(run.model.capabilities.task).has_accuracy)
+      found.error(
+          file_origin(file),
+          fmt::format("'sweep.search.metric' val_acc: variant '{}' trains {} (model {}), "
+                      "which has no accuracy; search by val_loss",
+                      variant.name, traits(run.model.capabilities.task).a_one, run.model.name));
     for (const auto& parameter : search.space)
       for (const auto& [key, path] : run.data_paths)
         if (key == parameter.key)

@@ -248,12 +248,12 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
     settings.schedule.reduction = whole_number(schedule, "reduction", 2, 100, 3,
                                                "1/reduction of a rung goes on", diagnostics);
   }
-  if (settings.schedule.on)
-    for (const auto& parameter : settings.space)
-      if (parameter.key == "train.epochs")
-        diagnostics.error(parameter.origin,
-                          "'train.epochs' in the space: successive halving sets how many epochs a "
-                          "trial trains (its rungs, up to the file's train.epochs)");
+  for (const auto& parameter : settings.space)
+    if (parameter.key == "train.epochs")
+      diagnostics.error(parameter.origin,
+                        "'train.epochs' in the space: trials are compared at the same epochs (the "
+                        "file's train.epochs, or successive halving's rungs up to it); set it in "
+                        "the file, or give each budget a variant of its own");
   return settings;
 }
 

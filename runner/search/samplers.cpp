@@ -172,7 +172,12 @@ TrialValues propose_grid(const std::vector<SearchParameter>& space, int64_t inde
 }
 
 TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,
-                        const std::vector<Observation>& observations, bool minimize) {
+                        const std::vector<Observation>& all, bool minimize) {
+  // A failed trial tells nothing about where the good settings are (as Optuna, which leaves FAIL
+  // trials out): only the finite figures count, for the start and the split.
+  std::vector<Observation> observations;
+  for (const Observation& o : all)
+    if (std::isfinite(o.value)) observations.push_back(o);
   const auto n = static_cast<int64_t>(observations.size());
   if (n < kStartupTrials) return propose_random(space, seed, index);
   // The best gamma(n) are "good" (l), the rest "bad" (g); ties: the earlier trial.
