@@ -102,6 +102,7 @@ class Controller {
   // This batch among all that wrote the store ("2026-12-05T04:20:00Z/4242"): whose rounds a run's
   // "round" attribute counts.
   std::string batch_id_;
+  double training_seconds_ = 0;  // of the study running: its trials' time in execute()
 };
 
 }  // namespace trainyard

@@ -53,75 +53,12 @@ double from_unit(const SearchParameter& p, double u) {
   return 0;
 }
 
-// --- TPE's numeric parameters: a Parzen mixture of truncated Gaussians on [low, high], in the
-// space the parameter is searched in (log for log_uniform; whole numbers widened by half a step
-// each side, as Optuna's IntDistribution).
-struct Parzen {
-  std::vector<double> mus, sigmas, weights;
-  double low = 0, high = 0;
-};
-
+// --- TPE: a Parzen estimator over all parameters at once (Optuna's multivariate TPE, its default
+// since 4.x for one objective): one kernel per observation plus a prior kernel, each a product over
+// the parameters — a truncated Gaussian for a number (in the space it is searched in: log for
+// log_uniform; whole numbers widened by half a step each side and scored by the mass of their
+// step), a distribution over the values for a choice.
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-Parzen parzen(std::vector<double> points, double low, double high) {
-  Parzen p;
-  p.low = low;
-  p.high = high;
-  const double prior_mu = 0.5 * (low + high), prior_sigma = high - low;
-  points.push_back(prior_mu);
-  std::vector<size_t> order(points.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return points[a] < points[b]; });
-  std::vector<double> sorted;
-  for (size_t i : order) sorted.push_back(points[i]);
-  // Each point's bandwidth: the larger distance to its neighbours (the ends: their one neighbour),
-  // clipped to [range / min(100, 1 + n), range].
-  const size_t n = sorted.size();
-  std::vector<double> sorted_sigma(n, prior_sigma);
-  for (size_t i = 0; i < n && n > 1; ++i) {
-    const double left = i > 0 ? sorted[i] - sorted[i - 1] : sorted[1] - sorted[0];
-    const double right = i + 1 < n ? sorted[i + 1] - sorted[i] : sorted[n - 1] - sorted[n - 2];
-    sorted_sigma[i] = std::max(left, right);
-  }
-  const double max_sigma = high - low;
-  const double min_sigma = (high - low) / std::min(100.0, 1.0 + static_cast<double>(n));
-  std::vector<double> sigma(n);
-  for (size_t k = 0; k < n; ++k)
-    sigma[order[k]] = std::clamp(sorted_sigma[k], min_sigma, max_sigma);
-  sigma.back() = prior_sigma;  // the prior keeps the whole range
-  p.mus = points;
-  p.sigmas = sigma;
-  p.weights.assign(n, 1.0 / static_cast<double>(n));
-  return p;
-}
-
-double log_density(const Parzen& p, double x) {
-  double total = 0;
-  for (size_t i = 0; i < p.mus.size(); ++i) {
-    const double s = p.sigmas[i];
-    const double mass = normal_cdf((p.high - p.mus[i]) / s) - normal_cdf((p.low - p.mus[i]) / s);
-    const double z = (x - p.mus[i]) / s;
-    total +=
-        p.weights[i] * std::exp(-0.5 * z * z) / (s * std::sqrt(2 * kPi) * std::max(mass, 1e-300));
-  }
-  return std::log(std::max(total, 1e-300));
-}
-
-double sample(const Parzen& p, Random& random) {
-  double u = random.uniform(), acc = 0;
-  size_t k = p.mus.size() - 1;
-  for (size_t i = 0; i < p.mus.size(); ++i)
-    if ((acc += p.weights[i]) > u) {
-      k = i;
-      break;
-    }
-  for (int tries = 0; tries < 100; ++tries) {  // the truncated Gaussian, by rejection
-    const double x = p.mus[k] + p.sigmas[k] * random.normal();
-    if (x >= p.low && x <= p.high) return x;
-  }
-  return std::clamp(p.mus[k], p.low, p.high);
-}
 
 // The space a numeric parameter is modelled in, and back.
 double to_model(const SearchParameter& p, double value) {
@@ -141,6 +78,161 @@ std::pair<double, double> model_range(const SearchParameter& p) {
   if (p.distribution == Distribution::log_uniform) return {std::log(p.low), std::log(p.high)};
   if (p.distribution == Distribution::int_uniform) return {p.low - 0.5, p.high + 0.5};
   return {p.low, p.high};
+}
+
+struct Parzen {
+  std::vector<double> weights;  // per kernel (the last: the prior), summing to 1
+  // Per parameter, per kernel: a number's mean and width, or a choice's probabilities.
+  std::vector<std::vector<double>> mus, sigmas;
+  std::vector<std::vector<std::vector<double>>> choices;
+};
+
+// Optuna's default_weights: the same for fewer than 25; past that, the older ramp down.
+std::vector<double> observation_weights(size_t n) {
+  std::vector<double> w(n, 1.0);
+  if (n >= 25) {
+    const size_t ramp = n - 25;
+    for (size_t i = 0; i < ramp; ++i)
+      w[i] = ramp == 1 ? 1.0 / static_cast<double>(n)
+                       : 1.0 / static_cast<double>(n) + (1.0 - 1.0 / static_cast<double>(n)) *
+                                                            static_cast<double>(i) /
+                                                            static_cast<double>(ramp - 1);
+  }
+  return w;
+}
+
+Parzen parzen(const std::vector<SearchParameter>& space,
+              const std::vector<const TrialValues*>& part) {
+  Parzen p;
+  const size_t n = part.size(), kernels = n + 1;
+  p.weights = observation_weights(n);
+  p.weights.push_back(1.0);  // the prior's
+  double total = 0;
+  for (double w : p.weights) total += w;
+  for (double& w : p.weights) w /= total;
+  p.mus.resize(space.size());
+  p.sigmas.resize(space.size());
+  p.choices.resize(space.size());
+  for (size_t d = 0; d < space.size(); ++d) {
+    const SearchParameter& parameter = space[d];
+    if (parameter.distribution == Distribution::choice) {
+      const size_t k = parameter.choices.size();
+      for (size_t j = 0; j < kernels; ++j) {
+        std::vector<double> row(k, 1.0 / static_cast<double>(kernels));
+        if (j < n) row[static_cast<size_t>((*part[j])[d])] += 1.0;
+        double sum = 0;
+        for (double v : row) sum += v;
+        for (double& v : row) v /= sum;
+        p.choices[d].push_back(std::move(row));
+      }
+      continue;
+    }
+    const auto [low, high] = model_range(parameter);
+    std::vector<double> mus;
+    for (const TrialValues* v : part) mus.push_back(to_model(parameter, (*v)[d]));
+    // Each observation's width: the larger distance to its neighbours, the range's ends counted
+    // (the outermost: their inner neighbour's distance only), clipped to [range / min(100, 1 +
+    // kernels), range].
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return mus[a] < mus[b]; });
+    std::vector<double> with_ends = {low};
+    for (size_t i : order) with_ends.push_back(mus[i]);
+    with_ends.push_back(high);
+    std::vector<double> sorted_sigma(n);
+    for (size_t i = 0; i < n; ++i)
+      sorted_sigma[i] =
+          std::max(with_ends[i + 1] - with_ends[i], with_ends[i + 2] - with_ends[i + 1]);
+    if (with_ends.size() >= 4) {
+      sorted_sigma[0] = with_ends[2] - with_ends[1];
+      sorted_sigma[n - 1] = with_ends[n] - with_ends[n - 1];
+    }
+    const double max_sigma = high - low;
+    const double min_sigma = (high - low) / std::min(100.0, 1.0 + static_cast<double>(kernels));
+    std::vector<double> sigmas(n);
+    for (size_t k = 0; k < n; ++k)
+      sigmas[order[k]] = std::clamp(sorted_sigma[k], min_sigma, max_sigma);
+    mus.push_back(0.5 * (low + high));  // the prior: the range's middle, its whole width
+    sigmas.push_back(high - low);
+    p.mus[d] = std::move(mus);
+    p.sigmas[d] = std::move(sigmas);
+  }
+  return p;
+}
+
+// log of the density (a whole number: the mass of its step) of kernel j at `values`.
+double kernel_log_density(const Parzen& p, const std::vector<SearchParameter>& space, size_t j,
+                          const TrialValues& values) {
+  double total = 0;
+  for (size_t d = 0; d < space.size(); ++d) {
+    const SearchParameter& parameter = space[d];
+    if (parameter.distribution == Distribution::choice) {
+      total += std::log(std::max(p.choices[d][j][static_cast<size_t>(values[d])], 1e-300));
+      continue;
+    }
+    const auto [low, high] = model_range(parameter);
+    const double mu = p.mus[d][j], sigma = p.sigmas[d][j];
+    const double mass = normal_cdf((high - mu) / sigma) - normal_cdf((low - mu) / sigma);
+    const double x = to_model(parameter, values[d]);
+    double density;
+    if (parameter.distribution == Distribution::int_uniform)
+      density = normal_cdf((x + 0.5 - mu) / sigma) - normal_cdf((x - 0.5 - mu) / sigma);
+    else
+      density = std::exp(-0.5 * std::pow((x - mu) / sigma, 2)) / (sigma * std::sqrt(2 * kPi));
+    total += std::log(std::max(density / std::max(mass, 1e-300), 1e-300));
+  }
+  return total;
+}
+
+double log_density(const Parzen& p, const std::vector<SearchParameter>& space,
+                   const TrialValues& values) {
+  std::vector<double> terms;
+  double top = -INFINITY;
+  for (size_t j = 0; j < p.weights.size(); ++j) {
+    terms.push_back(std::log(p.weights[j]) + kernel_log_density(p, space, j, values));
+    top = std::max(top, terms.back());
+  }
+  double sum = 0;
+  for (double t : terms) sum += std::exp(t - top);
+  return top + std::log(sum);
+}
+
+TrialValues sample(const Parzen& p, const std::vector<SearchParameter>& space, Random& random) {
+  double u = random.uniform(), acc = 0;
+  size_t j = p.weights.size() - 1;
+  for (size_t i = 0; i < p.weights.size(); ++i)
+    if ((acc += p.weights[i]) > u) {
+      j = i;
+      break;
+    }
+  TrialValues values;
+  for (size_t d = 0; d < space.size(); ++d) {
+    const SearchParameter& parameter = space[d];
+    if (parameter.distribution == Distribution::choice) {
+      const std::vector<double>& row = p.choices[d][j];
+      double v = random.uniform(), c = 0;
+      size_t pick = row.size() - 1;
+      for (size_t m = 0; m < row.size(); ++m)
+        if ((c += row[m]) > v) {
+          pick = m;
+          break;
+        }
+      values.push_back(static_cast<double>(pick));
+      continue;
+    }
+    const auto [low, high] = model_range(parameter);
+    double x = std::clamp(p.mus[d][j], low, high);
+    for (int tries = 0; tries < 100; ++tries) {  // the truncated Gaussian, by rejection
+      const double candidate = p.mus[d][j] + p.sigmas[d][j] * random.normal();
+      if (candidate >= low && candidate <= high) {
+        x = candidate;
+        break;
+      }
+    }
+    values.push_back(from_model(parameter, x));
+  }
+  return values;
 }
 
 }  // namespace
@@ -180,7 +272,8 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
     if (std::isfinite(o.value)) observations.push_back(o);
   const auto n = static_cast<int64_t>(observations.size());
   if (n < kStartupTrials) return propose_random(space, seed, index);
-  // The best gamma(n) are "good" (l), the rest "bad" (g); ties: the earlier trial.
+  // The best gamma(n) are "good" (l), the rest "bad" (g); ties: the earlier trial. Each part keeps
+  // trial order (the oldest first: Optuna's weights ramp them down).
   std::vector<size_t> ranked(observations.size());
   std::iota(ranked.begin(), ranked.end(), 0);
   std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
@@ -189,49 +282,19 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
   const auto good_count = static_cast<size_t>(std::min<int64_t>((n + 9) / 10, 25));
   std::vector<bool> good(observations.size(), false);
   for (size_t k = 0; k < good_count; ++k) good[ranked[k]] = true;
-
-  TrialValues values;
-  for (size_t i = 0; i < space.size(); ++i) {
-    const SearchParameter& p = space[i];
-    Random random = stream(seed, index, i, /*purpose=*/2);
-    if (p.distribution == Distribution::choice) {
-      // Each choice's weight: its count among the part, plus the prior spread evenly.
-      const size_t k = p.choices.size();
-      std::vector<double> l(k, 1.0 / static_cast<double>(k)), g = l;
-      for (size_t j = 0; j < observations.size(); ++j)
-        (good[j] ? l : g)[static_cast<size_t>(observations[j].values[i])] += 1.0;
-      const double l_sum = std::accumulate(l.begin(), l.end(), 0.0);
-      const double g_sum = std::accumulate(g.begin(), g.end(), 0.0);
-      double best_score = -INFINITY, best = 0;
-      for (int c = 0; c < kTpeCandidates; ++c) {
-        double u = random.uniform() * l_sum, acc = 0;
-        size_t pick = k - 1;
-        for (size_t m = 0; m < k; ++m)
-          if ((acc += l[m]) > u) {
-            pick = m;
-            break;
-          }
-        const double score = std::log(l[pick] / l_sum) - std::log(g[pick] / g_sum);
-        if (score > best_score) best_score = score, best = static_cast<double>(pick);
-      }
-      values.push_back(best);
-      continue;
-    }
-    const auto [low, high] = model_range(p);
-    std::vector<double> good_points, bad_points;
-    for (size_t j = 0; j < observations.size(); ++j)
-      (good[j] ? good_points : bad_points).push_back(to_model(p, observations[j].values[i]));
-    const Parzen l = parzen(good_points, low, high), g = parzen(bad_points, low, high);
-    double best_score = -INFINITY, best = 0;
-    for (int c = 0; c < kTpeCandidates; ++c) {
-      const double x = from_model(p, sample(l, random));
-      const double m = to_model(p, x);
-      const double score = log_density(l, m) - log_density(g, m);
-      if (score > best_score) best_score = score, best = x;
-    }
-    values.push_back(best);
+  std::vector<const TrialValues*> good_part, bad_part;
+  for (size_t j = 0; j < observations.size(); ++j)
+    (good[j] ? good_part : bad_part).push_back(&observations[j].values);
+  const Parzen l = parzen(space, good_part), g = parzen(space, bad_part);
+  Random random = stream(seed, index, 0, /*purpose=*/2);
+  TrialValues best;
+  double best_score = -INFINITY;
+  for (int c = 0; c < kTpeCandidates; ++c) {
+    TrialValues candidate = sample(l, space, random);
+    const double score = log_density(l, space, candidate) - log_density(g, space, candidate);
+    if (score > best_score) best_score = score, best = std::move(candidate);
   }
-  return values;
+  return best;
 }
 
 }  // namespace trainyard

@@ -26,17 +26,15 @@ TrialValues propose_random(const std::vector<SearchParameter>& space, uint64_t s
 // fastest (as sweep.grid expands).
 TrialValues propose_grid(const std::vector<SearchParameter>& space, int64_t index);
 
-// The Tree-structured Parzen Estimator (Bergstra et al., NeurIPS 2011), after Optuna's
-// TPESampler and its defaults: the first kStartupTrials random; then the finite figures (failed
-// trials left out) split into the best gamma(n) = min(ceil(n/10), 25) and the rest, each
-// parameter's density over each part a Parzen mixture of truncated Gaussians (plus a prior one
-// over the whole range; bandwidths from the neighbours' distances, clipped as Optuna's "magic
-// clip"), and of 24 candidates drawn from the good density the one with the highest ratio
-// good/bad is proposed. Parameters are modelled independently (Optuna's default, univariate).
-// Where it differs from Optuna (docs/search.md): every observation weighs the same (Optuna
-// lowers the oldest past 25), a choice's density is its count plus 1/k (Optuna spreads its prior
-// over each observation's kernel), and a whole number is scored by the density at it (Optuna: the
-// mass of its step). `observations` are the earlier trials', in trial order.
+// The Tree-structured Parzen Estimator (Bergstra et al., NeurIPS 2011), as Optuna's TPESampler
+// does it by default for one objective (multivariate, Falkner et al. 2018): the first
+// kStartupTrials random; then the finite figures (failed trials left out) split into the best
+// gamma(n) = min(ceil(n/10), 25) and the rest, the density of each part a Parzen mixture of one
+// kernel per trial — a product over the parameters of truncated Gaussians (bandwidths from the
+// neighbours' distances, clipped as Optuna's "magic clip"; whole numbers scored by the mass of
+// their step) and of distributions over a choice's values — plus a prior kernel, weighted as
+// Optuna's default_weights; of 24 candidates drawn from the good density the one with the highest
+// ratio good/bad is proposed. `observations` are the earlier trials', in trial order.
 inline constexpr int64_t kStartupTrials = 10;
 inline constexpr int kTpeCandidates = 24;
 TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,
