@@ -72,10 +72,9 @@ int main(int argc, char** argv) {
         std::vector<Observation> seen;
         double best = INFINITY;
         for (int i = 0; i < trials; ++i) {
-          const TrialValues v =
-              std::string(sampler) == "trainyard-tpe"
-                  ? propose_tpe(space, static_cast<uint64_t>(seed), i, seen, true)
-                  : propose_random(space, static_cast<uint64_t>(seed), i);
+          const TrialValues v = std::string(sampler) == "trainyard-tpe"
+                                    ? propose_tpe(space, static_cast<uint64_t>(seed), i, seen, true)
+                                    : propose_random(space, static_cast<uint64_t>(seed), i);
           seen.push_back({v, problem.f(v)});
           best = std::min(best, seen.back().value);
         }
