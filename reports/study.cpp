@@ -330,7 +330,7 @@ std::string studies_html(const ExperimentReport& section) {
     else
       html +=
           R"(<p class="note">The study has no outcome yet: `trainyard run` again continues it.</p>)";
-    html += R"(<div class="table-wrap"><table class="study-trials"><thead><tr><th>rank</th>)"
+    html += R"(<div class="wide"><table class="study-trials"><thead><tr><th>rank</th>)"
             R"(<th>trial</th><th>settings</th><th>epochs</th><th>)" +
             html_escape(s.study.metric) + "</th><th>state</th></tr></thead><tbody>";
     const std::vector<size_t> order = ranked(s);

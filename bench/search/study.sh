@@ -33,8 +33,14 @@ sweep:
     confirm_repeats: 1
 YAML
 start=$(date +%s.%N)
-"$build/trainyard" run "$work/study.yaml" --db "$work/study.db" >"$work/run.log" 2>&1
+status=0
+"$build/trainyard" run "$work/study.yaml" --db "$work/study.db" >"$work/run.log" 2>&1 || status=$?
 end=$(date +%s.%N)
+if [ "$status" -ne 0 ]; then
+  echo "the study's run failed (exit $status); its last lines:" >&2
+  tail -20 "$work/run.log" >&2
+  exit 1
+fi
 own=$(grep -o "the controller's own work: [0-9.]* ms a trial" "$work/run.log" | grep -o "[0-9.]* ms")
 report_start=$(date +%s.%N)
 "$build/trainyard" report --db "$work/study.db" >/dev/null
