@@ -174,6 +174,63 @@ TEST_F(StudyTest, TwoVariantsAreSearchedHalvedAndConfirmedAsTheCurvesSay) {
   }
 }
 
+// What a space can propose is checked before anything runs, each problem at its place: a misspelt
+// setting (did you mean), a uniform range over a setting of whole numbers (int_uniform), a variant
+// that fixes a searched key, val_acc for a model without accuracy; and what is not built is
+// refused.
+TEST_F(StudyTest, TheSpaceIsCheckedAtItsPlaceBeforeAnythingRuns) {
+  auto validate = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = study_file(name, "random", 4);
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    return trainyard("validate " + dir.write(name + ".yaml", text));
+  };
+  Result misspelt = validate("misspelt", "train.optimizer.lr:", "train.optimizr.lr:");
+  EXPECT_EQ(misspelt.exit_code, 2);
+  EXPECT_NE(misspelt.output.find("misspelt.yaml:13:27: error: unknown key 'train.optimizr' for "
+                                 "section 'train' (did you mean 'optimizer'?)"),
+            std::string::npos)
+      << misspelt.output;
+  Result whole = validate("whole", "train.optimizer.weight_decay: {choice: [0.0, 0.1]}",
+                          "train.log_every: {uniform: [10, 100]}");
+  EXPECT_NE(whole.output.find("whole.yaml:14:25: error: 'train.log_every' takes values inside its "
+                              "range that the run refuses; for a setting of whole numbers, use "
+                              "{int_uniform: [low, high]}"),
+            std::string::npos)
+      << whole.output;
+  Result fixed = validate("fixed", "{name: small-batch, set: {train.batch_size: 8}}",
+                          "{name: small-batch, set: {train.optimizer.lr: 0.1}}");
+  EXPECT_NE(fixed.output.find("error: variant 'small-batch' sets 'train.optimizer.lr', which the "
+                              "search varies"),
+            std::string::npos)
+      << fixed.output;
+  const std::string lm = dir.write("lm.yaml", R"(name: lm
+model: {name: gpt2, vocab_size: 64, max_positions: 16, depth: 1, width: 16, heads: 2}
+dataset: {name: synthetic-tokens, vocab_size: 64, seq_len: 16, train_size: 32, val_size: 8, test_size: 8}
+train: {epochs: 1, batch_size: 8}
+runtime: {accelerator: cpu}
+sweep:
+  search: {trials: 2, metric: val_acc, space: {train.optimizer.lr: {log_uniform: [1.0e-4, 1.0e-2]}}}
+)");
+  Result accuracy = trainyard("validate " + lm);
+  EXPECT_NE(accuracy.output.find("'sweep.search.metric' val_acc: variant 'default' trains a causal "
+                                 "language model"),
+            std::string::npos)
+      << accuracy.output;
+  const std::string fine = dir.write("fine.yaml", study_file("fine", "random", 4));
+  Result submit = trainyard("submit --slurm " + fine + " --db " + db());
+  EXPECT_EQ(submit.exit_code, 2);
+  EXPECT_NE(submit.output.find("a search (sweep.search) runs under `trainyard run` for now"),
+            std::string::npos)
+      << submit.output;
+  Result repeats = trainyard("run " + fine + " --repeats 1 --db " + db());
+  EXPECT_NE(repeats.output.find("its best settings run sweep.search.confirm_repeats times"),
+            std::string::npos)
+      << repeats.output;
+  EXPECT_FALSE(std::filesystem::exists(db())) << "nothing was written";
+}
+
 TEST_F(StudyTest, APromotedTrialEqualsTheSameSettingsTrainedStraightThrough) {
   const std::string file = dir.write("halved.yaml", study_file("halved", "random", 6));
   ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
