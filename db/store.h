@@ -320,6 +320,12 @@ class Store {
   std::optional<StudyOutcomeRow> study_outcome(const StudyKey& key);
   std::vector<StudyProgress> study_progress();  // every study of the store
 
+  // Takes in another database's runs (matched by uid: a run here already is replaced, figures
+  // and all), their experiments (by name) and its studies (replaced whole), in one transaction;
+  // returns the runs taken in (db/store_import.cpp). How a study trained by a Slurm job in its
+  // own database joins this one. Throws when the other has another schema version.
+  int import_store(const std::string& other_path);
+
   const std::string& path() const { return db_.path(); }
 
  private:

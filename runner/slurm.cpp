@@ -11,8 +11,12 @@
 
 #include <fmt/format.h>
 
+#include "common/files.h"
+#include "common/json_numbers.h"
 #include "common/text.h"
 #include "db/run_events.h"
+#include "runner/batch_lock.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 
@@ -141,6 +145,97 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
                          "--kill-on-bad-exit=1 " +
                              task + "\n"
                        : "exec " + task + "\n";
+  return s;
+}
+
+nlohmann::json SlurmStudy::to_json() const {
+  return {{"experiment", experiment},
+          {"variant", variant},
+          {"study_hash", study_hash},
+          {"file", file},
+          {"file_sha256", file_sha256},
+          {"overrides", overrides},
+          {"plugins", plugins},
+          {"max_runs", max_runs},
+          {"db", db},
+          {"nodes", shape.nodes},
+          {"ranks_per_node", shape.ranks_per_node},
+          {"cuda", shape.cuda},
+          {"max_requeues", max_requeues},
+          {"job_id", job_id}};
+}
+
+SlurmStudy SlurmStudy::from_json(const nlohmann::json& j) {
+  SlurmStudy study;
+  auto small = [&](const char* key) {  // a count: nodes, ranks, requeues
+    const int64_t n = integer_from_json(j.at(key));
+    if (n < 0 || n > 1 << 20) throw nlohmann::json::type_error::create(302, key, &j);
+    return static_cast<int>(n);
+  };
+  study.experiment = j.at("experiment").get<std::string>();
+  study.variant = j.at("variant").get<std::string>();
+  study.study_hash = j.at("study_hash").get<std::string>();
+  study.file = j.at("file").get<std::string>();
+  study.file_sha256 = j.at("file_sha256").get<std::string>();
+  study.overrides = j.at("overrides").get<std::vector<std::string>>();
+  study.plugins = j.at("plugins").get<std::vector<std::string>>();
+  study.max_runs = integer_from_json(j.at("max_runs"));
+  study.db = j.at("db").get<std::string>();
+  study.shape = {.nodes = small("nodes"),
+                 .ranks_per_node = small("ranks_per_node"),
+                 .cuda = j.at("cuda").get<bool>()};
+  study.max_requeues = small("max_requeues");
+  study.job_id = j.at("job_id").get<std::string>();
+  return study;
+}
+
+std::vector<SlurmStudy> read_slurm_studies(const std::string& folder) {
+  const std::filesystem::path path = std::filesystem::path(folder) / "studies.json";
+  std::ifstream file(path);
+  if (!file) return {};
+  const nlohmann::json list = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  std::vector<SlurmStudy> studies;
+  try {
+    if (!list.is_array()) throw nlohmann::json::type_error::create(302, "not a list", &list);
+    for (const nlohmann::json& entry : list) studies.push_back(SlurmStudy::from_json(entry));
+  } catch (const nlohmann::json::exception& e) {
+    throw UserError(fmt::format("{} is not a list of studies `trainyard submit` wrote: {}",
+                                path.string(), e.what()));
+  }
+  return studies;
+}
+
+void write_slurm_studies(const std::string& folder, const std::vector<SlurmStudy>& studies) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const SlurmStudy& study : studies) list.push_back(study.to_json());
+  write_file_atomically((std::filesystem::path(folder) / "studies.json").string(),
+                        list.dump(1) + "\n");
+}
+
+std::string study_script(int number, int64_t submission_id, const SlurmStudy& study,
+                         const SlurmOptions& options, const std::string& exe,
+                         const std::string& folder) {
+  const TaskShape& shape = study.shape;
+  std::string s = "#!/bin/bash\n";
+  s += fmt::format(
+      "# Written by `trainyard submit --slurm` (submission {}): study {} of studies.json, the\n"
+      "# search of {}/{}, trained whole by this job into its own database. See docs/search.md.\n",
+      submission_id, number, study.experiment, study.variant);
+  std::vector<std::string> lines = {
+      fmt::format("--job-name=trainyard-{}-study{}", submission_id, number), "--nodes=1",
+      "--ntasks-per-node=1"};
+  // As an array task of the same shape: the trials' workers start inside this one task.
+  if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
+  lines.push_back(fmt::format("--cpus-per-task={}", (shape.cuda ? 4 : 1) * shape.ranks_per_node));
+  common_options(lines, options);
+  lines.push_back(output_option(folder, fmt::format("slurm-study{}-%j.out", number)));
+  lines.push_back("--open-mode=append");
+  lines.push_back("--requeue");
+  lines.push_back(fmt::format("--signal=B:USR1@{}", options.signal_seconds));
+  s += directives(lines, options);
+  s += setup_lines(options);
+  s += fmt::format("exec {} slurm-study --submission {} --study {}\n", shell_quote(exe),
+                   shell_quote(folder), number);
   return s;
 }
 
@@ -326,6 +421,38 @@ bool unfinished(const std::optional<RunRecord>& run) {
   return run && (run->status == RunStatus::queued || run->status == RunStatus::running);
 }
 
+// A study's own database (SlurmStudy), taken in when nobody trains into it (its job holds the
+// database's batch lock while it runs) and it changed since this store last took it in: a file
+// beside the store (slurm/collected/, named by the study database's path) holds its state then.
+// Beside the store, not the study: the report job takes it into a copy of its own.
+void take_in_study(Store& store, const SlurmStudy& study, CollectSummary& summary) {
+  if (!std::filesystem::exists(study.db)) return;  // its job has not started
+  Sha256 name;
+  name.update(study.db);
+  const std::filesystem::path marker = std::filesystem::absolute(store.path()).parent_path() /
+                                       "slurm" / "collected" / name.hex().substr(0, 16);
+  auto state = [&] { return file_state(study.db) + " " + file_state(study.db + "-wal"); };
+  std::ifstream last(marker);
+  const std::string collected((std::istreambuf_iterator<char>(last)),
+                              std::istreambuf_iterator<char>());
+  if (collected == state()) return;
+  std::optional<BatchLock> lock;
+  try {
+    lock.emplace(study.db);
+  } catch (const UserError&) {
+    return;  // its job trains into it now: taken in once it lets go
+  }
+  try {
+    store.import_store(study.db);
+    std::filesystem::create_directories(marker.parent_path());
+    write_file_atomically(marker.string(), state());
+    ++summary.studies;
+  } catch (const std::exception& e) {
+    summary.problems.push_back(fmt::format("study {}/{} ({}): not taken in: {}", study.experiment,
+                                           study.variant, study.db, e.what()));
+  }
+}
+
 }  // namespace
 
 CollectSummary collect_slurm(Store& store) {
@@ -373,6 +500,9 @@ CollectSummary collect_slurm(Store& store) {
                   failure);
     ++summary.ended;
   }
+  for (const SubmissionRecord& submission : store.submissions())
+    for (const SlurmStudy& study : read_slurm_studies(submission.folder))
+      take_in_study(store, study, summary);
   return summary;
 }
 

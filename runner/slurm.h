@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/process.h"  // run_program, shell_quote: what the Slurm calls are made with
 #include "db/store.h"
 
@@ -71,6 +73,37 @@ std::string sbatch_option_group(const std::string& arg);
 
 std::string array_script(const ArrayJob& array, int64_t submission_id, const SlurmOptions& options,
                          const std::string& exe, const std::string& folder);
+// A study (sweep.search) submitted to Slurm: its trials are proposed from the results of those
+// before them, so one job trains the whole study with `trainyard run`'s controller, its trials as
+// worker processes inside the job's allocation, into a database of its own (`db`, on the shared
+// file system: a compute node never writes the login node's database). The job holds that
+// database's batch lock while it trains; `trainyard collect` takes it in (Store::import_store) once
+// nobody holds it. A requeued or preempted job starts the same study again, which replays from its
+// database (docs/search.md). Listed in the submission's studies.json, written by `trainyard
+// submit` and read by `trainyard slurm-study` and collect.
+struct SlurmStudy {
+  std::string experiment{}, variant{}, study_hash{};
+  std::string file{};         // the experiment file, absolute
+  std::string file_sha256{};  // its bytes when submitted: a job refuses an edited file
+  std::vector<std::string> overrides{}, plugins{};  // --set and --plugin, as given to submit
+  int64_t max_runs = 0;
+  std::string db{};  // the study's own database, absolute
+  TaskShape shape{};
+  int max_requeues = 3;
+  std::string job_id{};  // once submitted
+  nlohmann::json to_json() const;
+  static SlurmStudy from_json(const nlohmann::json& j);  // json::exception when it is not one
+};
+// The studies of the submission in `folder` (none when it has no studies.json); UserError when the
+// file is not one `trainyard submit` wrote.
+std::vector<SlurmStudy> read_slurm_studies(const std::string& folder);
+void write_slurm_studies(const std::string& folder, const std::vector<SlurmStudy>& studies);
+
+// The sbatch script of study `number` of the submission (one job, one node).
+std::string study_script(int number, int64_t submission_id, const SlurmStudy& study,
+                         const SlurmOptions& options, const std::string& exe,
+                         const std::string& folder);
+
 // The report job's script: the report from a private copy of the submission's snapshot of the
 // database, taken in from the runs' records on the node (never the shared database itself).
 // `after`: the arrays' job ids (--dependency=afterany: whatever became of them).
@@ -113,6 +146,7 @@ std::vector<std::string> submitters(Store& store);
 
 struct CollectSummary {
   int runs = 0;     // Slurm runs whose records moved
+  int studies = 0;  // studies' databases taken in
   int records = 0;  // lines taken in
   int ended = 0;    // runs that ended among them, or were ended from Slurm's word
   std::vector<std::string> problems{};

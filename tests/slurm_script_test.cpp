@@ -76,6 +76,37 @@ TEST(SlurmScript, MultiNodeRunsStartOneTaskPerNodeThroughSrun) {
   EXPECT_EQ(s.find("gpus"), std::string::npos) << s;
 }
 
+// A study's one job: the trials' shape on one node, requeued after the warning, its own output
+// file; studies.json round-trips what the job reads.
+TEST(SlurmScript, AStudyIsOneRequeueableJobOfItsTrialsShape) {
+  SlurmStudy study{.experiment = "vit",
+                   .variant = "bf16",
+                   .study_hash = "abc",
+                   .file = "/shared/vit.yaml",
+                   .file_sha256 = "00ff",
+                   .overrides = {"train.epochs=3"},
+                   .plugins = {"/shared/p.so"},
+                   .max_runs = 50,
+                   .db = "/shared/runs/slurm/studies/vit/bf16-abc.db",
+                   .shape = {1, 2, true},
+                   .max_requeues = 5,
+                   .job_id = "77"};
+  const std::string s =
+      study_script(3, 9, study, SlurmOptions{.time = "1:00:00"}, "/opt/trainyard", "/shared/sub");
+  for (const char* line :
+       {"#SBATCH --job-name=trainyard-9-study3", "#SBATCH --nodes=1", "#SBATCH --gpus-per-node=2",
+        "#SBATCH --cpus-per-task=8", "#SBATCH --time=1:00:00",
+        "#SBATCH --output=/shared/sub/slurm-study3-%j.out", "#SBATCH --requeue",
+        "#SBATCH --signal=B:USR1@120",
+        "exec '/opt/trainyard' slurm-study --submission '/shared/sub' --study 3"})
+    EXPECT_TRUE(has_line(s, line)) << line << " missing from:\n" << s;
+  EXPECT_EQ(s.find("--array"), std::string::npos) << s;
+  const SlurmStudy back = SlurmStudy::from_json(study.to_json());
+  EXPECT_EQ(back.to_json(), study.to_json());
+  EXPECT_EQ(back.shape, study.shape);
+  EXPECT_EQ(back.overrides, study.overrides);
+}
+
 TEST(SlurmScript, ReportRunsAfterEveryArrayOnACopyOfTheSnapshot) {
   const std::string s = report_script(3, {.partition = "cpu"}, "/t", "/f", {"11", "12"});
   EXPECT_TRUE(has_line(s, "#SBATCH --dependency=afterany:11:12")) << s;

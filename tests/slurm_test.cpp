@@ -11,6 +11,8 @@
 #include <functional>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "db/store.h"
 #include "tests/cli_support.h"
 
@@ -371,6 +373,123 @@ TEST_F(SlurmTest, StatusWithAccountingOffAndAKilledTaskContinuedBySubmittingAgai
   EXPECT_EQ(Store(db()).runs().size(), 1u);
   EXPECT_NE(testing::read_file(run.environment.log_path).find("from its checkpoint at epoch"),
             std::string::npos);
+}
+
+// A study (sweep.search) submitted to Slurm trains in one job, into a database of its own.
+// Slurm's time-limit warning in the middle of it (the job requeues itself), then `scontrol requeue`
+// (what preemption does: SIGTERM, then Slurm starts the job again), and it replays to the trials,
+// decisions, best settings and confirmation of the same study under `trainyard run`; collect takes
+// it into the database, and the report job's report has its section. Submitted again while its job
+// waits, it is left alone.
+TEST_F(SlurmTest, AStudyRequeuedMidwayEndsAsTheSameStudyAsUnderRun) {
+  const std::string file = dir.write("searched.yaml", R"(name: searched
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4, image_size: 8}
+train: {epochs: 4, batch_size: 16, seed: 5, log_every: 100, save_weights: true, optimizer: {name: adamw, lr: 1.0e-3}}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+sweep:
+  search:
+    method: random
+    trials: 6
+    seed: 3
+    space:
+      train.optimizer.lr: {log_uniform: [1.0e-4, 3.0e-2]}
+      train.optimizer.weight_decay: {choice: [0.0, 0.1]}
+    metric: val_loss
+    schedule: {name: successive-halving, grace_epochs: 1, reduction: 3}
+    confirm_repeats: 1
+)");
+  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
+  const Result reference = trainyard("run " + file + " --db " + reference_db);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  EXPECT_NE(submitted.output.find("1 study"), std::string::npos) << submitted.output;
+  const Result again = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("searched/default: the study is"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("nothing to submit"), std::string::npos) << again.output;
+
+  // Its database, once `count` trials have reached the first rung.
+  const fs::path studies = dir.path() / "runs" / "slurm" / "studies" / "searched";
+  auto trials_reached = [&](int count) {
+    if (!fs::exists(studies)) return false;
+    for (const auto& entry : fs::directory_iterator(studies)) {
+      if (entry.path().extension() != ".db") continue;
+      try {
+        Store store(entry.path().string());
+        int reached = 0;
+        for (const StudyProgress& p : store.study_progress())
+          for (const StudyTrialRow& t : store.study_trials(p.key)) reached += t.figure ? 1 : 0;
+        return reached >= count;
+      } catch (const std::exception&) {  // created but not yet migrated
+        return false;
+      }
+    }
+    return false;
+  };
+  const std::string job = nlohmann::json::parse(testing::read_file(submission(1) / "studies.json"))
+                              .at(0)
+                              .at("job_id")
+                              .get<std::string>();
+  auto job_output = [&] {
+    return shell("cat " + submission(1).string() + "/slurm-study0-*.out").output;
+  };
+  // Slurm's warning before the time limit after two trials: the job requeues itself. Then
+  // `scontrol requeue` (preemption) after four.
+  ASSERT_TRUE(wait_for([&] { return trials_reached(2); }, 120)) << job_output();
+  ASSERT_EQ(shell("scancel -b -s USR1 " + job).exit_code, 0);
+  ASSERT_TRUE(wait_for(
+      [&] { return job_output().find("(restart 1)") != std::string::npos && trials_reached(4); },
+      120))
+      << job_output();
+  ASSERT_EQ(shell("scontrol requeue " + job).exit_code, 0);
+
+  // Done when the report job has written the report (after the study's job, whatever became of
+  // it).
+  const fs::path report = submission(1) / "report.html";
+  ASSERT_TRUE(wait_for([&] { return fs::exists(report); }, 240))
+      << shell("squeue --me; cat " + submission(1).string() + "/slurm-*.out").output;
+  const std::string output = job_output();
+  EXPECT_NE(output.find("checkpointed; requeueing Slurm job " + job), std::string::npos) << output;
+  EXPECT_NE(output.find("as Slurm job " + job + " (restart 2)"), std::string::npos) << output;
+  EXPECT_NE(testing::read_file(report).find("<h3>Study: default"), std::string::npos);
+
+  const Result collect = trainyard("collect --db " + db());
+  ASSERT_EQ(collect.exit_code, 0) << collect.output;
+  Store collected(db()), undisturbed(reference_db);
+  const std::vector<StudyProgress> ours = collected.study_progress();
+  ASSERT_EQ(ours.size(), 1u) << collect.output;
+  const StudyKey key = ours[0].key;
+  ASSERT_EQ(undisturbed.study_progress().at(0).key.study_hash, key.study_hash);
+  const auto trials = collected.study_trials(key), expected = undisturbed.study_trials(key);
+  ASSERT_EQ(trials.size(), expected.size());
+  for (size_t i = 0; i < trials.size(); ++i) {
+    EXPECT_EQ(trials[i].values, expected[i].values) << "trial " << i;
+    EXPECT_EQ(trials[i].epochs, expected[i].epochs) << "trial " << i;
+    EXPECT_EQ(trials[i].figure, expected[i].figure) << "trial " << i;
+    ASSERT_TRUE(collected.run(trials[i].run_id)) << "trial " << i << "'s run is not taken in";
+    EXPECT_EQ(collected.run(trials[i].run_id)->config_hash, trials[i].config_hash);
+  }
+  const auto decisions = collected.study_decisions(key);
+  const auto expected_decisions = undisturbed.study_decisions(key);
+  ASSERT_EQ(decisions.size(), 2u);
+  ASSERT_EQ(decisions.size(), expected_decisions.size());
+  for (size_t r = 0; r < decisions.size(); ++r) {
+    EXPECT_EQ(decisions[r].evidence, expected_decisions[r].evidence);
+    EXPECT_EQ(decisions[r].promoted, expected_decisions[r].promoted);
+  }
+  ASSERT_TRUE(collected.study_outcome(key));
+  EXPECT_EQ(collected.study_outcome(key)->best_trial, undisturbed.study_outcome(key)->best_trial);
+  EXPECT_EQ(collected.study_outcome(key)->values, undisturbed.study_outcome(key)->values);
+  // Every trial and the confirmation trained to the same figures and weights.
+  testing::expect_same_training(db(), reference_db);
+  EXPECT_EQ(collected.runs().size(), undisturbed.runs().size());
+  // Taken in once: collecting again changes nothing.
+  const Result twice = trainyard("collect --db " + db());
+  EXPECT_EQ(twice.output.find("taken in"), std::string::npos) << twice.output;
+  EXPECT_EQ(Store(db()).runs().size(), undisturbed.runs().size());
 }
 
 // `trainyard cancel`: the running run checkpoints and is interrupted, the pending ones never start,

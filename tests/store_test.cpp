@@ -97,6 +97,82 @@ TEST_F(StoreTest, AStudyRecordedAgainIsTheSameStudy) {
   EXPECT_EQ(store.study_progress()[0].trials + store.study_progress()[1].trials, 3);
 }
 
+// A study trained in its own database (a Slurm job's) joins this one: its runs under new ids,
+// with their figures and params, its experiment by name, its trials naming the new ids; taken in
+// again after it grew, nothing doubles and the figures are the latest.
+TEST_F(StoreTest, AnotherDatabasesRunsAndStudiesAreTakenInOnceUnderTheirOwnIds) {
+  Store store(path);
+  const int64_t here =
+      store.queue_run(store.upsert_experiment("mine", "m.yaml", "", ""), queued("a", "h0"));
+  const std::string other_path = (dir.path() / "study.db").string();
+  int64_t first = 0, second = 0;
+  const StudyKey key{"searched", "fp32", "s1"};
+  {
+    Store other(other_path);
+    const int64_t experiment = other.upsert_experiment("searched", "s.yaml", "", "");
+    QueuedRun run = queued("fp32", "t0");
+    run.params = {{"train.optimizer.lr", "0.01"}};
+    first = other.queue_run(experiment, run);
+    second = other.queue_run(experiment, queued("fp32", "t1"));
+    other.record_epoch(first, 1, {{"val_loss", 0.5}});
+    other.record_step(first, 4, {{"train_loss", 0.75}});
+    other.record_attributes(first, {{"threads", "1"}});
+    other.complete_run(first, {{"test_acc", 0.25}});
+    other.record_study_trial(key, {.trial = 0,
+                                   .values = "[0.01]",
+                                   .settings = "",
+                                   .config_hash = "",
+                                   .run_id = first,
+                                   .epochs = 1});
+    other.record_study_trial(
+        key, {.trial = 1, .values = "[0.02]", .settings = "", .config_hash = "", .run_id = second});
+    other.record_study_trial(
+        key, {.trial = 2, .values = "[0.03]", .settings = "", .config_hash = ""});  // no run yet
+    other.record_study_decision(key, {.rung = 0, .epochs = 1, .evidence = "[]", .promoted = "[0]"});
+  }
+  EXPECT_EQ(store.import_store(other_path), 2);
+  auto imported = store.runs("searched");
+  ASSERT_EQ(imported.size(), 2u);
+  EXPECT_NE(imported[0].id, here);
+  EXPECT_EQ(imported[0].status, RunStatus::completed);
+  EXPECT_EQ(store.epoch_metrics(imported[0].id).at(0).values.at("val_loss"), 0.5);
+  EXPECT_EQ(store.step_metrics(imported[0].id).at(0).values.at("train_loss"), 0.75);
+  EXPECT_EQ(store.final_metrics(imported[0].id).at("test_acc"), 0.25);
+  EXPECT_EQ(store.attributes(imported[0].id).at("threads"), "1");
+  EXPECT_EQ(store.params(imported[0].id).at("train.optimizer.lr"), "0.01");
+  auto trials = store.study_trials(key);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].run_id, imported[0].id);
+  EXPECT_EQ(trials[1].run_id, imported[1].id);
+  EXPECT_EQ(trials[2].run_id, 0);
+  EXPECT_EQ(store.study_decisions(key).size(), 1u);
+  EXPECT_EQ(store.runs("mine").size(), 1u);
+  EXPECT_TRUE(store.epoch_metrics(here).empty());
+
+  {
+    Store other(other_path);
+    other.record_epoch(second, 1, {{"val_loss", 0.375}});
+    other.record_epoch(first, 1, {{"val_loss", 0.125}});  // recorded again after a resume
+    other.record_study_trial(key, {.trial = 1,
+                                   .values = "[0.02]",
+                                   .settings = "",
+                                   .config_hash = "",
+                                   .run_id = second,
+                                   .epochs = 1});
+  }
+  EXPECT_EQ(store.import_store(other_path), 2);
+  const auto again = store.runs("searched");
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].id, imported[0].id);
+  EXPECT_EQ(again[1].id, imported[1].id);
+  EXPECT_EQ(store.epoch_metrics(again[0].id).size(), 1u);
+  EXPECT_EQ(store.epoch_metrics(again[0].id).at(0).values.at("val_loss"), 0.125);
+  EXPECT_EQ(store.epoch_metrics(again[1].id).at(0).values.at("val_loss"), 0.375);
+  EXPECT_EQ(store.study_trials(key).at(1).epochs, 1);
+  EXPECT_EQ(store.study_trials(key).size(), 3u);
+  EXPECT_EQ(store.runs().size(), 3u);
+}
+
 // Run ids restart at 1 in every database; uids do not. The flat params are kept per run.
 TEST_F(StoreTest, EveryRunHasAUniqueIdAndItsFlatParams) {
   Store store(path);

@@ -219,10 +219,11 @@ sweep:
             std::string::npos)
       << accuracy.output;
   const std::string fine = dir.write("fine.yaml", study_file("fine", "random", 4));
-  Result submit = trainyard("submit --slurm " + fine + " --db " + db());
+  // A study's job trains on one node (refused before Slurm is asked: none runs here).
+  Result submit =
+      trainyard("submit --slurm " + fine + " --nodes 2 --set runtime.strategy=ddp --db " + db());
   EXPECT_EQ(submit.exit_code, 2);
-  EXPECT_NE(submit.output.find("a search (sweep.search) runs under `trainyard run` for now"),
-            std::string::npos)
+  EXPECT_NE(submit.output.find("a study submitted to Slurm trains on one node"), std::string::npos)
       << submit.output;
   Result repeats = trainyard("run " + fine + " --repeats 1 --db " + db());
   EXPECT_NE(repeats.output.find("its best settings run sweep.search.confirm_repeats times"),

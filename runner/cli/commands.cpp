@@ -35,6 +35,8 @@ const std::vector<Command>& commands() {
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
       {"slurm-task", "one run of a Slurm array (internal: started by a submission's script)",
        slurm_task_command},
+      {"slurm-study", "one study of a Slurm submission (internal: started by its script)",
+       slurm_study_command},
   };
   return table;
 }

@@ -63,6 +63,7 @@ int submit_command(const std::vector<std::string>& args);
 int collect_command(const std::vector<std::string>& args);
 int cancel_command(const std::vector<std::string>& args);
 int slurm_task_command(const std::vector<std::string>& args);
+int slurm_study_command(const std::vector<std::string>& args);
 
 // The database a reading command (runs, status, report) opens, its Slurm runs' records collected
 // first; one that cannot be written (a read-only file or file system: an archive of last month's

@@ -44,5 +44,8 @@ int worker_command(const std::vector<std::string>& args) { return exec_engine("w
 int slurm_task_command(const std::vector<std::string>& args) {
   return exec_engine("slurm-task", args);
 }
+int slurm_study_command(const std::vector<std::string>& args) {
+  return exec_engine("slurm-study", args);
+}
 
 }  // namespace trainyard

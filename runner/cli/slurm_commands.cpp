@@ -33,8 +33,12 @@ int collect_command(const std::vector<std::string>& args) {
   Store store(db_path);
   const CollectSummary summary = collect_slurm(store);
   for (const std::string& problem : summary.problems) fmt::print(stderr, "collect: {}\n", problem);
-  fmt::print("collect: {} from {}, {} ended\n", plural(summary.records, "record"),
-             plural(summary.runs, "run"), summary.ended);
+  fmt::print("collect: {} from {}, {} ended{}\n", plural(summary.records, "record"),
+             plural(summary.runs, "run"), summary.ended,
+             summary.studies > 0
+                 ? fmt::format(", {} taken in",
+                               plural(summary.studies, "study's database", "studies' databases"))
+                 : "");
   return kExitOk;
 }
 
@@ -66,6 +70,8 @@ int cancel_command(const std::vector<std::string>& args) {
   std::set<std::string> jobs;
   for (const SlurmRunRecord& task : store.slurm_runs())
     if (task.submission_id == target->id) jobs.insert(split(task.job_id, '_').front());
+  for (const SlurmStudy& study : read_slurm_studies(target->folder))
+    if (!study.job_id.empty()) jobs.insert(study.job_id);
   if (!target->report_job.empty()) jobs.insert(target->report_job);
   std::vector<std::string> argv = {"scancel"};
   argv.insert(argv.end(), jobs.begin(), jobs.end());

@@ -24,6 +24,7 @@
 #include "runner/cli/slurm_tasks.h"
 #include "runner/engine/engine.h"
 #include "runner/run_plan.h"
+#include "runner/search/study.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -151,7 +152,7 @@ const ConfigHistory& history_of(const std::map<std::string, ConfigHistory>& hist
 // --dry-run: the arrays and scripts a submission would write, from the database as it is (read
 // only when it exists: a dry run creates nothing, and does not ask Slurm).
 int print_dry_run(const SubmitRequest& request, const std::vector<Experiment>& experiments,
-                  const std::string& exe) {
+                  const std::vector<SlurmStudy>& studies, const std::string& exe) {
   std::optional<Store> store;
   if (fs::exists(request.db_path)) store.emplace(request.db_path);
   std::vector<TaskShape> shapes;
@@ -179,10 +180,95 @@ int print_dry_run(const SubmitRequest& request, const std::vector<Experiment>& e
   for (const ArrayJob& array : arrays)
     fmt::print("\n--- array-{}.sbatch\n{}", array.number,
                array_script(array, 0, request.slurm, exe, folder));
-  if (!arrays.empty())
-    fmt::print("\n--- report.sbatch\n{}",
-               report_script(0, request.slurm, exe, folder, {"<arrays>"}));
+  if (!studies.empty())
+    fmt::print("\nand {}, a job each, trained into their own databases:\n",
+               plural(static_cast<int64_t>(studies.size()), "study", "studies"));
+  for (size_t i = 0; i < studies.size(); ++i)
+    fmt::print("\n--- study-{}.sbatch ({})\n{}", i, studies[i].db,
+               study_script(static_cast<int>(i), 0, studies[i], request.slurm, exe, folder));
+  if (!arrays.empty() || !studies.empty())
+    fmt::print("\n--- report.sbatch\n{}", report_script(0, request.slurm, exe, folder, {"<jobs>"}));
   return kExitOk;
+}
+
+// The batch's studies (sweep.search), a Slurm job each, in the batch's order. A study trains on
+// one node (its trials' ranks inside the job), into a database of its own kept beside the shared
+// one under slurm/studies/, the same for every submission of the study, so that one submitted
+// again continues it.
+std::vector<SlurmStudy> plan_studies(const SubmitRequest& request,
+                                     const std::vector<Experiment>& experiments) {
+  std::vector<SlurmStudy> studies;
+  const fs::path folder =
+      fs::absolute(fs::path(log_dir_of(request.db_path)).parent_path() / "slurm" / "studies");
+  for (const Experiment& experiment : experiments) {
+    const std::vector<RunSpec> edges = study_edge_runs(experiment);
+    for (size_t i = 0; i < experiment.studies.size(); ++i) {
+      const Study& study = experiment.studies[i];
+      const TaskShape shape = shape_of(edges.at(i), request.slurm);
+      if (shape.nodes > 1)
+        throw UserError(fmt::format(
+            "{}: the study of {} would train each trial on --nodes {}; a study submitted to Slurm "
+            "trains on one node (its trials' ranks inside one job): submit it with --nodes 1",
+            experiment.file, study.variant, shape.nodes));
+      const StudyKey key = study_key(experiment, study);
+      studies.push_back(
+          {.experiment = experiment.name,
+           .variant = study.variant,
+           .study_hash = key.study_hash,
+           .file = fs::absolute(experiment.file).string(),
+           .file_sha256 = file_sha256(experiment.file),
+           .overrides = request.overrides,
+           .plugins = request.plugins,
+           .max_runs = request.max_runs,
+           .db = (folder / experiment.name /
+                  fmt::format("{}-{}.db", study.variant, key.study_hash.substr(0, 12)))
+                     .string(),
+           .shape = shape,
+           .max_requeues = request.slurm.max_requeues});
+    }
+  }
+  return studies;
+}
+
+// Takes out of `studies` those a job trains now (it holds the study database's lock) or that an
+// earlier submission's job waits in Slurm's queue to train; returns how many.
+int leave_studies_in_slurm(Store& store, std::vector<SlurmStudy>& studies) {
+  std::map<std::string, std::string> earlier_job;  // by database
+  for (const SubmissionRecord& submission : store.submissions())
+    for (const SlurmStudy& study : read_slurm_studies(submission.folder))
+      if (!study.job_id.empty()) earlier_job[study.db] = study.job_id;
+  std::vector<std::string> asked;
+  for (const SlurmStudy& study : studies)
+    if (earlier_job.count(study.db)) asked.push_back(earlier_job.at(study.db));
+  std::optional<SlurmStates> states;
+  if (!asked.empty()) {
+    states = query_slurm(asked, submitters(store));
+    if (!states)
+      throw UserError(
+          "submit: squeue failed, so whether the studies' earlier jobs still wait in Slurm is "
+          "unknown; nothing was submitted — try again when `squeue` answers");
+  }
+  int left = 0;
+  std::erase_if(studies, [&](const SlurmStudy& study) {
+    std::string why;
+    if (const auto job = earlier_job.find(study.db); job != earlier_job.end()) {
+      const auto state = states->jobs.find(job->second);
+      if (state != states->jobs.end() && state->second.active())
+        why = fmt::format("{} in Slurm as job {}", state->second.state, job->second);
+    }
+    if (why.empty() && fs::exists(study.db)) {
+      try {
+        const BatchLock lock(study.db);
+      } catch (const UserError&) {
+        why = "trained now by a job (its database is locked)";
+      }
+    }
+    if (why.empty()) return false;
+    fmt::print("= {}/{}: the study is {}; left alone\n", study.experiment, study.variant, why);
+    ++left;
+    return true;
+  });
+  return left;
 }
 
 // `scontrol show config`: the cluster's settings; UserError when Slurm cannot be reached.
@@ -363,6 +449,36 @@ std::vector<std::string> submit_arrays(Store& store, RecordedSubmission& submiss
   return array_jobs;
 }
 
+// Writes studies.json and each study's script, submits them, and records their jobs in
+// studies.json; returns the jobs. When sbatch refuses one, UserError says which were submitted.
+std::vector<std::string> submit_studies(const RecordedSubmission& submission,
+                                        std::vector<SlurmStudy>& studies, const SlurmOptions& slurm,
+                                        const std::string& exe) {
+  std::vector<std::string> jobs;
+  if (studies.empty()) return jobs;
+  const std::string folder = submission.folder.string();
+  write_slurm_studies(folder, studies);
+  for (size_t i = 0; i < studies.size(); ++i) {
+    SlurmStudy& study = studies[i];
+    fs::create_directories(fs::path(study.db).parent_path());
+    const fs::path script = submission.folder / fmt::format("study-{}.sbatch", i);
+    write_file_atomically(
+        script, study_script(static_cast<int>(i), submission.id, study, slurm, exe, folder));
+    const CommandOutput sbatch = run_program({"sbatch", "--parsable", script.string()});
+    if (sbatch.exit_code != 0 || job_of(sbatch).empty())
+      throw UserError(fmt::format(
+          "submit: sbatch refused {}: {}{}; `trainyard submit` again submits what is left",
+          script.string(), strip(sbatch.err),
+          jobs.empty() ? "" : fmt::format(" (jobs submitted before it: {})", join(jobs))));
+    study.job_id = job_of(sbatch);
+    jobs.push_back(study.job_id);
+    write_slurm_studies(folder, studies);
+    fmt::print("study {}/{}: job {}, into {}\n", study.experiment, study.variant, study.job_id,
+               study.db);
+  }
+  return jobs;
+}
+
 // The report job, after the arrays: it reads a snapshot, for the database itself stays on this
 // host. Returns its job id, "" when sbatch refused it (then `trainyard report` here writes it).
 std::string submit_report_job(Store& store, const RecordedSubmission& submission,
@@ -392,16 +508,9 @@ int submit_command(const std::vector<std::string>& args) {
   if (!request) return kExitOk;
   std::vector<Experiment> experiments = load_checked_batch(
       request->files, request->overrides, request->plugins, request->max_runs, request->selection);
-  for (const Experiment& experiment : experiments)
-    if (!experiment.studies.empty())
-      throw UserError(fmt::format(
-          "{}: a search (sweep.search) runs under `trainyard run` for now: its trials are "
-          "proposed from the results of those before them, and `trainyard submit` cannot yet "
-          "schedule that on Slurm; run it with `trainyard run` (inside an allocation: salloc, or "
-          "an sbatch script), or submit a grid (sweep.grid)",
-          experiment.file));
   const std::string exe = self_executable(), log_dir = log_dir_of(request->db_path);
-  if (request->dry_run) return print_dry_run(*request, experiments, exe);
+  std::vector<SlurmStudy> studies = plan_studies(*request, experiments);
+  if (request->dry_run) return print_dry_run(*request, experiments, studies, exe);
 
   const std::string slurm_config = reach_slurm();
   if (const fs::path db(request->db_path); db.has_parent_path())
@@ -422,21 +531,26 @@ int submit_command(const std::vector<std::string>& args) {
   }
 
   Decisions decisions = decide(store, experiments, *request, states ? &*states : nullptr);
-  if (decisions.to_submit.empty()) {
+  const int studies_left_alone = leave_studies_in_slurm(store, studies);
+  if (decisions.to_submit.empty() && studies.empty()) {
     fmt::print("nothing to submit: {} already completed, {} pending or running in Slurm\n",
-               decisions.already_completed, decisions.already_in_slurm);
+               decisions.already_completed, decisions.already_in_slurm + studies_left_alone);
     return kExitOk;
   }
   RecordedSubmission submission =
       record_submission(store, experiments, decisions.to_submit, log_dir, max_array_size);
-  const std::vector<std::string> array_jobs = submit_arrays(store, submission, request->slurm, exe);
-  const std::string report_job =
-      submit_report_job(store, submission, request->slurm, exe, array_jobs);
+  std::vector<std::string> jobs = submit_arrays(store, submission, request->slurm, exe);
+  for (const std::string& job : submit_studies(submission, studies, request->slurm, exe))
+    jobs.push_back(job);
+  const std::string report_job = submit_report_job(store, submission, request->slurm, exe, jobs);
   fmt::print(
-      "submission {}: {} ({} continue where they stopped), {} already completed, {} left alone; "
+      "submission {}: {} ({} continue where they stopped){}, {} already completed, {} left alone; "
       "report job {} writes {}\nfiles: {}\nnext: trainyard status --db {}\n",
       submission.id, plural(static_cast<int64_t>(submission.tasks.size()), "run"),
-      submission.continuing, decisions.already_completed, decisions.already_in_slurm,
+      submission.continuing,
+      studies.empty() ? ""
+                      : ", " + plural(static_cast<int64_t>(studies.size()), "study", "studies"),
+      decisions.already_completed, decisions.already_in_slurm + studies_left_alone,
       report_job.empty() ? "-" : report_job, (submission.folder / "report.html").string(),
       submission.folder.string(), request->db_path);
   return kExitOk;
