@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "db/store.h"
 #include "tests/cli_support.h"
@@ -324,6 +325,58 @@ TEST_F(MicroBatchTest, TheDryRunForecastsAPeakTheRunReaches) {
   const double measured = store.final_metrics(store.runs("forecast").at(0).id).at("peak_rss_bytes");
   EXPECT_NEAR(forecast / measured, 1.0, 0.25)
       << forecast << " forecast, " << measured << " measured";
+}
+
+// A study's trial that runs out of memory (a real allocation failure under the data limit: the
+// batch of 256 does not fit, as above) is recorded failed with its class, counts as the worst at
+// its rung, and the study goes on to its best settings.
+TEST_F(MicroBatchTest, AStudysTrialOutOfMemoryIsTheWorstAndTheStudyGoesOn) {
+  const std::string file = dir.write("searched.yaml", experiment("searched", "", 256) + R"(sweep:
+  search:
+    method: random
+    trials: 4
+    seed: 2
+    space:
+      train.batch_size: {choice: [16, 256]}
+    metric: val_loss
+    schedule: {name: successive-halving, grace_epochs: 1, reduction: 3}
+    confirm_repeats: 0
+)");
+  Result run;
+  {
+    DataLimit limit(kLimit);
+    run = trainyard("run " + file + " --db " + db());
+  }
+  Store store(db());
+  const auto studies = store.study_progress();
+  ASSERT_EQ(studies.size(), 1u) << run.output;
+  const StudyKey key = studies[0].key;
+  const auto trials = store.study_trials(key);
+  ASSERT_EQ(trials.size(), 4u) << run.output;
+  int failed = 0;
+  for (const StudyTrialRow& trial : trials) {
+    const RunRecord record = *store.run(trial.run_id);
+    const bool whole_batch = trial.settings.find("batch_size=256") != std::string::npos;
+    SCOPED_TRACE(trial.settings);
+    if (!whole_batch) {
+      EXPECT_TRUE(trial.figure) << record.error;
+      continue;
+    }
+    ++failed;
+    EXPECT_EQ(record.status, RunStatus::failed);
+    EXPECT_EQ(record.failure, FailureClass::out_of_memory) << record.error;
+    EXPECT_FALSE(trial.figure);
+  }
+  ASSERT_GE(failed, 1) << "the seed proposes no batch of 256: choose another";
+  ASSERT_LE(failed, 3) << "the seed proposes no batch of 16: choose another";
+  // The rung's one promotion and the best are trials that trained.
+  const auto decisions = store.study_decisions(key);
+  ASSERT_EQ(decisions.size(), 1u);
+  const int64_t promoted = nlohmann::json::parse(decisions[0].promoted).at(0).get<int64_t>();
+  EXPECT_TRUE(trials.at(promoted).figure) << decisions[0].evidence;
+  ASSERT_TRUE(store.study_outcome(key)) << run.output;
+  EXPECT_EQ(store.study_outcome(key)->best_trial, promoted);
+  EXPECT_TRUE(store.study_outcome(key)->figure);
 }
 
 }  // namespace
