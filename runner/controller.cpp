@@ -71,7 +71,7 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
     if (node_.multi_node())
       throw UserError(fmt::format(
           "{}: a search (sweep.search) runs on one node; run it without --nnodes, or on Slurm "
-          "with `trainyard submit` once that takes searches",
+          "with `trainyard submit --slurm` (a job per study)",
           experiment.file));
     for (const Study& study : experiment.studies)
       if (!summary.interrupted && !run_study(experiment, study, summary))
