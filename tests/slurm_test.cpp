@@ -380,7 +380,7 @@ TEST_F(SlurmTest, StatusWithAccountingOffAndAKilledTaskContinuedBySubmittingAgai
 // (what preemption does: SIGTERM, then Slurm starts the job again), and it replays to the trials,
 // decisions, best settings and confirmation of the same study under `trainyard run`; collect takes
 // it into the database, and the report job's report has its section. Submitted again while its job
-// waits, it is left alone.
+// waits, and once it is collected, complete, it is left alone.
 TEST_F(SlurmTest, AStudyRequeuedMidwayEndsAsTheSameStudyAsUnderRun) {
   const std::string file = dir.write("searched.yaml", R"(name: searched
 model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
@@ -490,6 +490,13 @@ sweep:
   const Result twice = trainyard("collect --db " + db());
   EXPECT_EQ(twice.output.find("taken in"), std::string::npos) << twice.output;
   EXPECT_EQ(Store(db()).runs().size(), undisturbed.runs().size());
+  // Its outcome and confirmation collected, submitting again submits nothing.
+  const Result done = trainyard("submit " + file + " --slurm --db " + db());
+  EXPECT_NE(done.output.find("searched/default: the study and its confirmations completed"),
+            std::string::npos)
+      << done.output;
+  EXPECT_NE(done.output.find("nothing to submit: 1 already completed"), std::string::npos)
+      << done.output;
 }
 
 // `trainyard cancel`: the running run checkpoints and is interrupted, the pending ones never start,

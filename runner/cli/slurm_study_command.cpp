@@ -29,6 +29,7 @@
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
 #include "runner/controller.h"
+#include "runner/search/study.h"
 #include "runner/slurm.h"
 
 namespace trainyard {
@@ -52,10 +53,12 @@ std::string env_or(const char* name, const std::string& fallback) {
   return value && *value ? value : fallback;
 }
 
-// The study's database lock. `trainyard collect` holds it for the moment it takes the database in:
-// waited for, a minute at most; anything longer is another job training the same study.
+// The study's database lock, taken before the database is opened: only its holder opens it
+// (SQLite's WAL must not be shared between hosts), and `trainyard collect` holds it for the moment
+// it takes the database in. Waited for five minutes at most: longer is another job training the
+// same study, or a lock a dead node left on a network file system that has not let it go yet.
 BatchLock lock_study_database(const SlurmStudy& study) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
   for (;;) {
     try {
       return BatchLock(study.db, "a second job of the same study must not train it too");
@@ -103,8 +106,17 @@ int slurm_study_command(const std::vector<std::string>& args) {
   const int restarts = std::atoi(env_or("SLURM_RESTART_COUNT", "0").c_str());
   fmt::print(stderr, "study {}/{} as Slurm job {} (restart {}) on {}, into {}\n", study.experiment,
              study.variant, job, restarts, host_name(), study.db);
-  Store store(study.db);
+  // The file's `extends:`, plugins and data make the study too: its key says whether they changed.
+  for (const Experiment& experiment : experiments)
+    for (const Study& searched : experiment.studies)
+      if (const StudyKey key = study_key(experiment, searched); key.study_hash != study.study_hash)
+        throw UserError(fmt::format(
+            "slurm-study: the study {}/{} is no longer the one submitted (what its file extends, "
+            "its plugins or its data changed since); put them back, or cancel the submission and "
+            "submit again",
+            study.experiment, study.variant));
   const BatchLock lock = lock_study_database(study);
+  Store store(study.db);
   Controller controller(store, plugin_loader().registry(), log_dir_of(study.db), g_study_stop);
   const BatchSummary summary = controller.run_batch(experiments, /*force=*/false);
   print_verdicts(store, experiments);

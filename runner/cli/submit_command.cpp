@@ -230,9 +230,32 @@ std::vector<SlurmStudy> plan_studies(const SubmitRequest& request,
   return studies;
 }
 
+// Whether the database holds the study's outcome and a completed run of each of its confirmations:
+// then a job would only replay it.
+bool study_is_complete(Store& store, const std::vector<Experiment>& experiments,
+                       const SlurmStudy& submitted) {
+  for (const Experiment& experiment : experiments)
+    for (const Study& study : experiment.studies) {
+      if (experiment.name != submitted.experiment || study.variant != submitted.variant) continue;
+      const auto outcome =
+          store.study_outcome({submitted.experiment, submitted.variant, submitted.study_hash});
+      const auto found = store.find_experiment(experiment.name);
+      if (!outcome || !found) return false;
+      for (const RunSpec& run : confirmation_runs(study, parse_values(outcome->values)))
+        if (!store.find_completed_run(found->id, run.config_hash)) return false;
+      return true;
+    }
+  return false;
+}
+
 // Takes out of `studies` those a job trains now (it holds the study database's lock) or that an
-// earlier submission's job waits in Slurm's queue to train; returns how many.
-int leave_studies_in_slurm(Store& store, std::vector<SlurmStudy>& studies) {
+// earlier submission's job waits in Slurm's queue to train, and those whose outcome and
+// confirmation runs the database holds, completed; returns the earlier job of each left in Slurm
+// ("" when unknown; the report job waits for the others too), and counts the completed ones in
+// `completed`.
+std::vector<std::string> leave_studies_in_slurm(Store& store,
+                                                const std::vector<Experiment>& experiments,
+                                                std::vector<SlurmStudy>& studies, int& completed) {
   std::map<std::string, std::string> earlier_job;  // by database
   for (const SubmissionRecord& submission : store.submissions())
     for (const SlurmStudy& study : read_slurm_studies(submission.folder))
@@ -248,8 +271,14 @@ int leave_studies_in_slurm(Store& store, std::vector<SlurmStudy>& studies) {
           "submit: squeue failed, so whether the studies' earlier jobs still wait in Slurm is "
           "unknown; nothing was submitted — try again when `squeue` answers");
   }
-  int left = 0;
+  std::vector<std::string> left;
   std::erase_if(studies, [&](const SlurmStudy& study) {
+    if (study_is_complete(store, experiments, study)) {
+      fmt::print("= {}/{}: the study and its confirmations completed; left alone\n",
+                 study.experiment, study.variant);
+      ++completed;
+      return true;
+    }
     std::string why;
     if (const auto job = earlier_job.find(study.db); job != earlier_job.end()) {
       const auto state = states->jobs.find(job->second);
@@ -265,7 +294,7 @@ int leave_studies_in_slurm(Store& store, std::vector<SlurmStudy>& studies) {
     }
     if (why.empty()) return false;
     fmt::print("= {}/{}: the study is {}; left alone\n", study.experiment, study.variant, why);
-    ++left;
+    left.push_back(earlier_job.count(study.db) ? earlier_job.at(study.db) : "");
     return true;
   });
   return left;
@@ -449,13 +478,12 @@ std::vector<std::string> submit_arrays(Store& store, RecordedSubmission& submiss
   return array_jobs;
 }
 
-// Writes studies.json and each study's script, submits them, and records their jobs in
-// studies.json; returns the jobs. When sbatch refuses one, UserError says which were submitted.
-std::vector<std::string> submit_studies(const RecordedSubmission& submission,
-                                        std::vector<SlurmStudy>& studies, const SlurmOptions& slurm,
-                                        const std::string& exe) {
-  std::vector<std::string> jobs;
-  if (studies.empty()) return jobs;
+// Writes studies.json and each study's script, submits them, records their jobs in studies.json
+// and appends them to `jobs`. When sbatch refuses one, UserError says which were submitted.
+void submit_studies(const RecordedSubmission& submission, std::vector<SlurmStudy>& studies,
+                    const SlurmOptions& slurm, const std::string& exe,
+                    std::vector<std::string>& jobs) {
+  if (studies.empty()) return;
   const std::string folder = submission.folder.string();
   write_slurm_studies(folder, studies);
   for (size_t i = 0; i < studies.size(); ++i) {
@@ -476,7 +504,6 @@ std::vector<std::string> submit_studies(const RecordedSubmission& submission,
     fmt::print("study {}/{}: job {}, into {}\n", study.experiment, study.variant, study.job_id,
                study.db);
   }
-  return jobs;
 }
 
 // The report job, after the arrays: it reads a snapshot, for the database itself stays on this
@@ -531,7 +558,11 @@ int submit_command(const std::vector<std::string>& args) {
   }
 
   Decisions decisions = decide(store, experiments, *request, states ? &*states : nullptr);
-  const int studies_left_alone = leave_studies_in_slurm(store, studies);
+  int studies_completed = 0;
+  const std::vector<std::string> studies_in_slurm =
+      leave_studies_in_slurm(store, experiments, studies, studies_completed);
+  decisions.already_completed += studies_completed;
+  const int studies_left_alone = static_cast<int>(studies_in_slurm.size());
   if (decisions.to_submit.empty() && studies.empty()) {
     fmt::print("nothing to submit: {} already completed, {} pending or running in Slurm\n",
                decisions.already_completed, decisions.already_in_slurm + studies_left_alone);
@@ -540,9 +571,17 @@ int submit_command(const std::vector<std::string>& args) {
   RecordedSubmission submission =
       record_submission(store, experiments, decisions.to_submit, log_dir, max_array_size);
   std::vector<std::string> jobs = submit_arrays(store, submission, request->slurm, exe);
-  for (const std::string& job : submit_studies(submission, studies, request->slurm, exe))
-    jobs.push_back(job);
+  // A study refused by sbatch still leaves the report job waiting for the jobs that went in.
+  std::optional<UserError> refused;
+  try {
+    submit_studies(submission, studies, request->slurm, exe, jobs);
+  } catch (const UserError& error) {
+    refused = error;
+  }
+  for (const std::string& job : studies_in_slurm)
+    if (!job.empty()) jobs.push_back(job);
   const std::string report_job = submit_report_job(store, submission, request->slurm, exe, jobs);
+  if (refused) throw *refused;
   fmt::print(
       "submission {}: {} ({} continue where they stopped){}, {} already completed, {} left alone; "
       "report job {} writes {}\nfiles: {}\nnext: trainyard status --db {}\n",
