@@ -53,6 +53,8 @@ const std::vector<MetricInfo>& metric_vocabulary() {
        "learning rate at the end of the epoch"},
       {metric::kEpochSamplesPerSecond, "samples/s", per_second, B::higher, S::epoch,
        "training samples per second in the epoch's training loop (later epochs: warmed up)"},
+      {metric::kEpochStep, "step", count, B::neither, S::epoch,
+       "optimizer steps taken by the epoch's end (where TensorBoard and MLflow plot the epoch)"},
       {metric::kElapsedSeconds, "elapsed", seconds, B::neither, S::step,
        "training time up to the step, validation included (MLPerf's rule for time-to-target)"},
       {metric::kValSeconds, "validation time", seconds, B::lower, S::step,

@@ -64,6 +64,8 @@ inline constexpr const char* kValAcc = "val_acc";
 inline constexpr const char* kEpochSeconds = "epoch_seconds";
 inline constexpr const char* kLearningRate = "lr";
 inline constexpr const char* kEpochSamplesPerSecond = "epoch_samples_per_s";
+// The optimizer steps taken by an epoch's end: where trackers plot its figures (Lightning's rule).
+inline constexpr const char* kEpochStep = "step";
 inline constexpr const char* kElapsedSeconds = "elapsed_seconds";
 inline constexpr const char* kValSeconds = "val_seconds";
 inline constexpr const char* kTrainSeconds = "train_seconds";

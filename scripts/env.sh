@@ -3,5 +3,6 @@ TRAINYARD_HOME=${TRAINYARD_HOME:-$HOME/.local/share/trainyard}
 TRAINYARD_VENV=${TRAINYARD_VENV:-$TRAINYARD_HOME/venv}
 TRAINYARD_PYTHON=$TRAINYARD_VENV/bin/python
 TRAINYARD_TORCH_VERSION=${TRAINYARD_TORCH_VERSION:-2.11.0}
+TRAINYARD_TENSORBOARD_VERSION=${TRAINYARD_TENSORBOARD_VERSION:-2.21.0}  # the export test reads with it
 TRAINYARD_BUILD=${TRAINYARD_BUILD:-build}
 torch_cmake_prefix() { "$TRAINYARD_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null; }

@@ -9,7 +9,7 @@
 # tests/slurm/cluster.sh, with iproute2 for the two-node cluster's network namespaces — their
 # services are not started here), clang with its sanitizer and
 # libFuzzer runtimes (scripts/fuzz.sh), Google Benchmark, the sqlite3 shell and procps (the tests
-# that signal processes).
+# that signal processes), and the tensorboard package in the venv (the export test reads with it).
 # Prints nothing but progress; the build reads the venv's location from scripts/env.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,5 +42,11 @@ if ! "$TRAINYARD_PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split
   [ -x "$TRAINYARD_PYTHON" ] || python3 -m venv "$TRAINYARD_VENV"
   "$TRAINYARD_PYTHON" -m pip install -q --upgrade pip
   "$TRAINYARD_PYTHON" -m pip install -q "torch==$TRAINYARD_TORCH_VERSION"
+fi
+# The tests read `trainyard export`'s event files with TensorBoard's own reader.
+if [ "${1:-}" != --product ] &&
+   ! "$TRAINYARD_PYTHON" -c "import tensorboard, sys; sys.exit(tensorboard.__version__ != '$TRAINYARD_TENSORBOARD_VERSION')" 2>/dev/null; then
+  echo "setup: installing tensorboard==$TRAINYARD_TENSORBOARD_VERSION into $TRAINYARD_VENV (for the tests)"
+  "$TRAINYARD_PYTHON" -m pip install -q "tensorboard==$TRAINYARD_TENSORBOARD_VERSION"
 fi
 echo "setup: ok (LibTorch $("$TRAINYARD_PYTHON" -c 'import torch; print(torch.__version__)') at $(torch_cmake_prefix))"

@@ -178,6 +178,8 @@ TEST_F(EngineTest, LearnsAndReportsEveryEpochAndTheFinalFigures) {
   EXPECT_GT(m.at("tflops"), 0);
   EXPECT_EQ(m.count("mfu"), 0u);  // no peak is known for a CPU: no MFU rather than a guess
   EXPECT_GT(recorder.epochs[1].second.at("epoch_samples_per_s"), 0);
+  for (int e = 0; e < 3; ++e)  // the optimizer step each epoch ended at: where trackers plot it
+    EXPECT_EQ(recorder.epochs[e].second.at("step"), 16 * (e + 1));
   double best = 0;
   for (const auto& [epoch, values] : recorder.epochs) best = std::max(best, values.at("val_acc"));
   EXPECT_DOUBLE_EQ(m.at("best_val_acc"), best);

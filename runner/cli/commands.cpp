@@ -31,6 +31,8 @@ const std::vector<Command>& commands() {
       {"rm", "remove runs (by id, experiment, variant or status) with their files", rm_command},
       {"submit", "submit the runs to a Slurm cluster as job arrays, then exit", submit_command},
       {"collect", "take the records of Slurm runs into the database", collect_command},
+      {"export", "write the runs as TensorBoard event files or Lightning's CSV layout",
+       export_command},
       {"cancel", "cancel a Slurm submission", cancel_command},
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
       {"slurm-task", "one run of a Slurm array (internal: started by a submission's script)",

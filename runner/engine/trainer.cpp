@@ -302,7 +302,8 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
                          {metric::kValLoss, val.loss},
                          {metric::kEpochSeconds, epoch_seconds},
                          {metric::kLearningRate, base_lr_ * schedule_(step_ - 1)},
-                         {metric::kEpochSamplesPerSecond, epoch_samples_per_s_}};
+                         {metric::kEpochSamplesPerSecond, epoch_samples_per_s_},
+                         {metric::kEpochStep, static_cast<double>(step_)}};
   add_quality(task_, Split::train, train, values);
   add_quality(task_, Split::val, val, values);
   log("epoch {}/{} done in {}: train {} | val {}", epoch + 1, options.epochs,
