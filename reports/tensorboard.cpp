@@ -178,43 +178,46 @@ std::string tensorboard_folder(const std::string& dir, const RunRecord& run) {
   return (fs::path(dir) / run.experiment / fmt::format("{}-run{}", run.variant, run.id)).string();
 }
 
-int64_t write_tensorboard_records(TensorBoardRun& writer, Store& store, const RunRecord& run) {
+int64_t epoch_step(const EpochRow& row, int64_t last_epoch, std::optional<double> total_steps) {
+  if (const auto recorded = row.values.find(metric::kEpochStep); recorded != row.values.end())
+    return static_cast<int64_t>(recorded->second);
+  if (total_steps && last_epoch > 0)
+    return static_cast<int64_t>(std::llround(*total_steps * static_cast<double>(row.epoch) /
+                                             static_cast<double>(last_epoch)));
+  return row.epoch;
+}
+
+TensorBoardSteps write_tensorboard_records(TensorBoardRun& writer, Store& store,
+                                           const RunRecord& run) {
   const double start = unix_time_of(run.started_at.empty() ? run.queued_at : run.started_at);
   writer.session_start(store.params(run.id), run.experiment + "/" + run.variant, start);
-  int64_t last_step = 0;
+  TensorBoardSteps written;
   for (const StepRow& row : store.step_metrics(run.id)) {
     const auto elapsed = row.values.find(metric::kElapsedSeconds);
     writer.scalars("step", row.step, start + (elapsed == row.values.end() ? 0 : elapsed->second),
                    row.values);
-    last_step = std::max(last_step, row.step);
+    written.step = std::max(written.step, row.step);
   }
-  // An epoch's step is recorded with it; a run recorded before that was is placed by its share of
-  // the run's steps.
   const std::vector<EpochRow> epochs = store.epoch_metrics(run.id);
   const std::map<std::string, double> finals = store.final_metrics(run.id);
-  const auto total_steps = finals.find(metric::kSteps);
+  std::optional<double> total_steps;
+  if (const auto steps = finals.find(metric::kSteps); steps != finals.end())
+    total_steps = steps->second;
   double wall = start;
   for (const EpochRow& row : epochs) {
+    const int64_t step = epoch_step(row, epochs.back().epoch, total_steps);
     std::map<std::string, double> values = row.values;
-    int64_t step = row.epoch;
-    if (const auto recorded = values.find(metric::kEpochStep); recorded != values.end()) {
-      step = static_cast<int64_t>(recorded->second);
-      values.erase(recorded);
-    } else if (total_steps != finals.end() && !epochs.empty()) {
-      step =
-          static_cast<int64_t>(std::llround(total_steps->second * static_cast<double>(row.epoch) /
-                                            static_cast<double>(epochs.back().epoch)));
-    }
+    values.erase(metric::kEpochStep);
     if (const auto seconds = values.find(metric::kEpochSeconds); seconds != values.end())
       wall += seconds->second;
     writer.scalars("epoch", step, wall, values);
-    last_step = std::max(last_step, step);
+    written.epoch = std::max(written.epoch, step);
   }
   const bool ended = run.status != RunStatus::queued && run.status != RunStatus::running;
   const double end = run.ended_at.empty() ? wall : unix_time_of(run.ended_at);
-  if (run.status == RunStatus::completed) writer.scalars("final", last_step, end, finals);
+  if (run.status == RunStatus::completed) writer.scalars("final", written.last(), end, finals);
   if (ended) writer.session_end(run.status, end);
-  return last_step;
+  return written;
 }
 
 int export_tensorboard(Store& store, const std::string& dir, const std::string& experiment) {

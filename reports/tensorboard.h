@@ -11,9 +11,11 @@
 // whenever its run starts or continues, so a continued run shows one line, never two.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "db/store.h"
@@ -52,10 +54,21 @@ class TensorBoardRun {
 // The run's folder under `dir`: <dir>/<experiment>/<variant>-run<id> (a name TensorBoard lists).
 std::string tensorboard_folder(const std::string& dir, const RunRecord& run);
 
+// The last optimizer step written of each kind of figure (-1: none yet).
+struct TensorBoardSteps {
+  int64_t step = -1;   // "step/" figures
+  int64_t epoch = -1;  // "epoch/" figures
+  int64_t last() const { return std::max<int64_t>({step, epoch, 0}); }
+};
+
 // Writes into `writer` everything the store holds of `run`: its session start, its step and epoch
-// figures in step order, and, when it has ended, its final figures and session end. Returns the
-// last optimizer step written.
-int64_t write_tensorboard_records(TensorBoardRun& writer, Store& store, const RunRecord& run);
+// figures, and, when it has ended, its final figures and session end.
+TensorBoardSteps write_tensorboard_records(TensorBoardRun& writer, Store& store,
+                                           const RunRecord& run);
+
+// An epoch's figures as recorded, and the optimizer step it ended at (recorded with it as "step";
+// a run recorded before that was is placed by its share of the run's `total_steps`, when known).
+int64_t epoch_step(const EpochRow& row, int64_t last_epoch, std::optional<double> total_steps);
 
 // Every run of `experiment` ("" for all), each into its folder under `dir`; returns how many.
 int export_tensorboard(Store& store, const std::string& dir, const std::string& experiment);

@@ -20,6 +20,7 @@
 #include "runner/launcher.h"
 #include "runner/run_plan.h"
 #include "runner/run_reporter.h"
+#include "runner/tracked_records.h"
 
 namespace trainyard {
 
@@ -240,7 +241,16 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   if (!continues)
     log.both->info("run {} of experiment '{}', variant '{}' (config {})", run_id, experiment.name,
                    run.variant, run.config_hash);
-  StoreRunRecords records(store_, run_id);
+  StoreRunRecords stored(store_, run_id);
+  std::optional<TensorBoardRecords> tracked;
+  const auto& loggers = run.runtime.loggers;
+  if (node_.node_rank == 0 &&  // the other nodes' stores are in memory
+      std::find(loggers.begin(), loggers.end(), "tensorboard") != loggers.end())
+    tracked.emplace(stored, store_, run_id,
+                    tensorboard_folder((fs::path(log_dir_).parent_path() / "tensorboard").string(),
+                                       *store_.run(run_id)),
+                    [&log](const std::string& problem) { log.both->warn("{}", problem); });
+  RunRecords& records = tracked ? static_cast<RunRecords&>(*tracked) : stored;
   records.heartbeat(std::nullopt);
   RunReporter reporter(records, log, &console_, std::chrono::seconds(2));
   // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:

@@ -552,6 +552,11 @@ TEST_F(ConfigTest, CommandLineWinsOverTheVariant) {
 TEST_F(ConfigTest, SameConfigSameHash) {
   EXPECT_EQ(load(kValid).runs[0].config_hash, load(kValid).runs[0].config_hash);
   EXPECT_NE(load(kValid).runs[0].config_hash, load(kValid, {"train.seed=1"}).runs[0].config_hash);
+  // A logger changes no figure: a run trained without one is the same run with one.
+  const RunSpec logged = load(kValid, {"runtime.loggers=[tensorboard]"}).runs[0];
+  EXPECT_EQ(logged.runtime.loggers, std::vector<std::string>{"tensorboard"});
+  EXPECT_EQ(logged.config_hash, load(kValid).runs[0].config_hash);
+  EXPECT_TRUE(has(errors(kValid, {"runtime.loggers=[wandb]"}), "tensorboard"));
 }
 
 TEST_F(ConfigTest, BadSweeps) {

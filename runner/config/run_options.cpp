@@ -131,6 +131,10 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              "CUDA: warn about, or fail the run on, any host synchronisation inside a training "
              "step (as "
              "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed")
+        .add("loggers", &RuntimeOptions::loggers,
+             "where the figures also go while the run trains: tensorboard (event files under "
+             "tensorboard/ beside the database); the database has them either way",
+             one_of({"tensorboard"}))
         .check([](const RuntimeOptions& o) -> std::optional<std::string> {
           if (!o.threads.valid())
             return fmt::format(
@@ -184,7 +188,8 @@ namespace {
 // `resolved` without the keys that change how a run is looked after but not what it computes.
 ConfigTree without_care_keys(const ConfigTree& resolved) {
   ConfigTree identity = resolved;
-  for (const char* key : {"train.checkpoint_every_steps", "train.checkpoint_every_minutes"})
+  for (const char* key :
+       {"train.checkpoint_every_steps", "train.checkpoint_every_minutes", "runtime.loggers"})
     identity.erase(key);
   // Whole batches are what a config without the option did (older runs).
   const ConfigValue* micro = resolved.find("train.micro_batch_size");

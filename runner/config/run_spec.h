@@ -143,6 +143,9 @@ struct RuntimeOptions {
   int64_t timeout_s = 600;   // a rendezvous or collective that takes longer fails the run
   Compile compile = Compile::none;
   SyncDebug sync_debug = SyncDebug::off;
+  // Where the run's figures also go while it trains: "tensorboard" (docs/trackers.md). Not part of
+  // the run's identity: logging changes no figure.
+  std::vector<std::string> loggers{};
 };
 
 const OptionSet<WeightsOptions>& weights_option_set();

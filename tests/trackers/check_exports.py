@@ -3,7 +3,7 @@ the database (sqlite3, read directly): TensorBoard's EventAccumulator for the sc
 plugin's protocol buffers for each run's settings and ending, Python's csv module for Lightning's
 layout. Prints what it checked; exits 1 naming every difference.
 
-    python check_exports.py DB TENSORBOARD_DIR CSV_DIR
+    python check_exports.py DB TENSORBOARD_DIR CSV_DIR   (CSV_DIR "-": no CSV to check)
 """
 import csv
 import math
@@ -133,7 +133,8 @@ for run_id, experiment, variant, status, config_yaml in db.execute(
         "JOIN experiments e ON e.id = r.experiment_id WHERE r.status NOT IN ('queued', 'skipped')"):
     figures, epoch_steps = expected_figures(run_id, status)
     check_tensorboard(run_id, os.path.join(experiment, f"{variant}-run{run_id}"), figures, status)
-    check_csv(run_id, experiment, figures, epoch_steps, config_yaml)
+    if csv_dir != "-":
+        check_csv(run_id, experiment, figures, epoch_steps, config_yaml)
     checked["runs"] += 1
 
 print("checked: " + ", ".join(f"{count} {what}" for what, count in checked.items()))
