@@ -11,4 +11,7 @@ std::string utc_now();
 // Seconds since a timestamp of utc_now()'s form; negative when it cannot be read.
 double seconds_since(const std::string& timestamp);
 
+// Seconds since 1970 of a timestamp of utc_now()'s form; 0 when it cannot be read.
+double unix_time_of(const std::string& timestamp);
+
 }  // namespace trainyard

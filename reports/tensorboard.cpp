@@ -88,11 +88,6 @@ std::string event_file_name() {
 
 }  // namespace
 
-double unix_time_of(const std::string& timestamp) {
-  const double ago = seconds_since(timestamp);
-  return ago < 0 ? 0 : static_cast<double>(std::time(nullptr)) - ago;
-}
-
 TensorBoardRun::TensorBoardRun(const std::string& folder) {
   std::error_code error;
   fs::create_directories(folder, error);
@@ -178,46 +173,15 @@ std::string tensorboard_folder(const std::string& dir, const RunRecord& run) {
   return (fs::path(dir) / run.experiment / fmt::format("{}-run{}", run.variant, run.id)).string();
 }
 
-int64_t epoch_step(const EpochRow& row, int64_t last_epoch, std::optional<double> total_steps) {
-  if (const auto recorded = row.values.find(metric::kEpochStep); recorded != row.values.end())
-    return static_cast<int64_t>(recorded->second);
-  if (total_steps && last_epoch > 0)
-    return static_cast<int64_t>(std::llround(*total_steps * static_cast<double>(row.epoch) /
-                                             static_cast<double>(last_epoch)));
-  return row.epoch;
-}
-
 TensorBoardSteps write_tensorboard_records(TensorBoardRun& writer, Store& store,
                                            const RunRecord& run) {
-  const double start = unix_time_of(run.started_at.empty() ? run.queued_at : run.started_at);
-  writer.session_start(store.params(run.id), run.experiment + "/" + run.variant, start);
-  TensorBoardSteps written;
-  for (const StepRow& row : store.step_metrics(run.id)) {
-    const auto elapsed = row.values.find(metric::kElapsedSeconds);
-    writer.scalars("step", row.step, start + (elapsed == row.values.end() ? 0 : elapsed->second),
-                   row.values);
-    written.step = std::max(written.step, row.step);
-  }
-  const std::vector<EpochRow> epochs = store.epoch_metrics(run.id);
-  const std::map<std::string, double> finals = store.final_metrics(run.id);
-  std::optional<double> total_steps;
-  if (const auto steps = finals.find(metric::kSteps); steps != finals.end())
-    total_steps = steps->second;
-  double wall = start;
-  for (const EpochRow& row : epochs) {
-    const int64_t step = epoch_step(row, epochs.back().epoch, total_steps);
-    std::map<std::string, double> values = row.values;
-    values.erase(metric::kEpochStep);
-    if (const auto seconds = values.find(metric::kEpochSeconds); seconds != values.end())
-      wall += seconds->second;
-    writer.scalars("epoch", step, wall, values);
-    written.epoch = std::max(written.epoch, step);
-  }
-  const bool ended = run.status != RunStatus::queued && run.status != RunStatus::running;
-  const double end = run.ended_at.empty() ? wall : unix_time_of(run.ended_at);
-  if (run.status == RunStatus::completed) writer.scalars("final", written.last(), end, finals);
-  if (ended) writer.session_end(run.status, end);
-  return written;
+  const RunFigures figures = run_figures(store, run);
+  writer.session_start(store.params(run.id), run.experiment + "/" + run.variant, figures.start);
+  for (const FigureGroup& group : figures.groups)
+    writer.scalars(group.scope, group.step, group.wall_time, group.values);
+  if (run.status != RunStatus::queued && run.status != RunStatus::running)
+    writer.session_end(run.status, figures.end);
+  return {.step = figures.last_step, .epoch = figures.last_epoch_step};
 }
 
 int export_tensorboard(Store& store, const std::string& dir, const std::string& experiment) {

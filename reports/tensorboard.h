@@ -19,6 +19,7 @@
 #include <string>
 
 #include "db/store.h"
+#include "reports/run_figures.h"
 
 namespace trainyard {
 
@@ -66,14 +67,7 @@ struct TensorBoardSteps {
 TensorBoardSteps write_tensorboard_records(TensorBoardRun& writer, Store& store,
                                            const RunRecord& run);
 
-// An epoch's figures as recorded, and the optimizer step it ended at (recorded with it as "step";
-// a run recorded before that was is placed by its share of the run's `total_steps`, when known).
-int64_t epoch_step(const EpochRow& row, int64_t last_epoch, std::optional<double> total_steps);
-
 // Every run of `experiment` ("" for all), each into its folder under `dir`; returns how many.
 int export_tensorboard(Store& store, const std::string& dir, const std::string& experiment);
-
-// Seconds since 1970 of a timestamp of utc_now()'s form; 0 when it cannot be read.
-double unix_time_of(const std::string& timestamp);
 
 }  // namespace trainyard

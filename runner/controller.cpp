@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -25,6 +26,29 @@
 namespace trainyard {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// `runtime.loggers: [mlflow]` sends to MLFLOW_TRACKING_URI: a batch whose runs ask for it without
+// an address to send to is refused before it starts, as is an address that is no server's.
+void check_mlflow_address(const std::vector<Experiment>& experiments) {
+  const char* uri = std::getenv("MLFLOW_TRACKING_URI");
+  for (const Experiment& experiment : experiments)
+    for (const RunSpec& run : experiment.runs) {
+      const auto& loggers = run.runtime.loggers;
+      if (std::find(loggers.begin(), loggers.end(), "mlflow") == loggers.end()) continue;
+      if (!uri || !*uri)
+        throw UserError(fmt::format(
+            "{}: variant '{}' logs to MLflow (runtime.loggers), but MLFLOW_TRACKING_URI is not "
+            "set: export MLFLOW_TRACKING_URI=http://HOST:5000 (your tracking server), or leave "
+            "mlflow out of runtime.loggers",
+            experiment.file, run.variant));
+      mlflow_server(uri);  // UserError for an address that is no server's
+      return;
+    }
+}
+
+}  // namespace
 
 bool BatchSummary::nothing_ran() const {
   return completed + already_completed + failed == 0 && skipped > 0;
@@ -50,6 +74,7 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
   BatchSummary summary;
   for (const Experiment& experiment : experiments)
     check_experiment_name_is_free(store_, experiment);
+  check_mlflow_address(experiments);
   if (int orphans = store_.mark_orphaned_runs_interrupted())
     console_.line(
         fmt::format("{} left unfinished by an earlier trainyard process marked "
@@ -106,8 +131,23 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
     console_.end_run(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  if (mlflow_) {
+    // Each run was sent as it trained; once more now, with the report, if the server answers.
+    for (const std::string& unsent : mlflow_->finish(std::chrono::seconds(60)))
+      console_.line(fmt::format("MLflow: not sent in full: {}", unsent));
+    mlflow_.reset();
+  }
   console_.finish();
   return summary;
+}
+
+MlflowSender* Controller::mlflow_sender() {
+  if (!mlflow_) {
+    const char* uri = std::getenv("MLFLOW_TRACKING_URI");
+    if (!uri || !*uri) return nullptr;
+    mlflow_ = std::make_unique<MlflowSender>(store_.path(), mlflow_server(uri));
+  }
+  return mlflow_.get();
 }
 
 std::string Controller::not_started_reason(const BatchSummary& summary) const {
@@ -250,7 +290,19 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
                     tensorboard_folder((fs::path(log_dir_).parent_path() / "tensorboard").string(),
                                        *store_.run(run_id)),
                     [&log](const std::string& problem) { log.both->warn("{}", problem); });
-  RunRecords& records = tracked ? static_cast<RunRecords&>(*tracked) : stored;
+  RunRecords* records_so_far = tracked ? static_cast<RunRecords*>(&*tracked) : &stored;
+  std::optional<MlflowRecords> mlflow;
+  if (node_.node_rank == 0 &&
+      std::find(loggers.begin(), loggers.end(), "mlflow") != loggers.end()) {
+    if (MlflowSender* sender = mlflow_sender())
+      mlflow.emplace(*records_so_far, *sender, run_id,
+                     [&log](const std::string& problem) { log.both->warn("{}", problem); });
+    else
+      log.both->warn(
+          "runtime.loggers has mlflow, but MLFLOW_TRACKING_URI is not set: nothing goes to "
+          "MLflow (`trainyard export --mlflow URI` sends the run later)");
+  }
+  RunRecords& records = mlflow ? static_cast<RunRecords&>(*mlflow) : *records_so_far;
   records.heartbeat(std::nullopt);
   RunReporter reporter(records, log, &console_, std::chrono::seconds(2));
   // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "db/store.h"
@@ -15,6 +16,7 @@
 #include "runner/console.h"
 #include "runner/nodes.h"
 #include "runner/search/study.h"
+#include "runner/tracked_records.h"
 #include "trainyard/registry.h"
 
 namespace trainyard {
@@ -89,6 +91,9 @@ class Controller {
   double train_trial(const Experiment& experiment, const Study& study, const StudyKey& key,
                      int64_t trial, const RunSpec& run, const TrialValues& values, int64_t epochs,
                      BatchSummary& summary);
+  // The batch's MLflow sender, started by its first run that logs to MLflow; null when
+  // MLFLOW_TRACKING_URI is not set.
+  MlflowSender* mlflow_sender();
   // Why a run that did not start stays for later ("the batch reached its --time-limit 9h").
   std::string not_started_reason(const BatchSummary& summary) const;
 
@@ -102,7 +107,9 @@ class Controller {
   // This batch among all that wrote the store ("2026-12-05T04:20:00Z/4242"): whose rounds a run's
   // "round" attribute counts.
   std::string batch_id_;
-  double training_seconds_ = 0;  // of the study running: its trials' time in execute()
+  double training_seconds_ = 0;
+  std::unique_ptr<MlflowSender>
+      mlflow_;  // runtime.loggers: [mlflow]  // of the study running: its trials' time in execute()
 };
 
 }  // namespace trainyard

@@ -9,7 +9,8 @@
 # tests/slurm/cluster.sh, with iproute2 for the two-node cluster's network namespaces — their
 # services are not started here), clang with its sanitizer and
 # libFuzzer runtimes (scripts/fuzz.sh), Google Benchmark, the sqlite3 shell and procps (the tests
-# that signal processes), and the tensorboard package in the venv (the export test reads with it).
+# that signal processes), the tensorboard package in the venv (the export test reads with it), and
+# MLflow in a venv of its own (the tests start its server; its many dependencies stay apart).
 # Prints nothing but progress; the build reads the venv's location from scripts/env.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +18,8 @@ source "$here/env.sh"
 
 product_debs=(build-essential cmake ninja-build ccache pkg-config python3-venv git
               libyaml-cpp-dev libspdlog-dev libfmt-dev libsqlite3-dev libboost-program-options-dev
-              nlohmann-json3-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev)
+              nlohmann-json3-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev
+              libcurl4-openssl-dev)
 test_debs=(libgtest-dev libgmock-dev clang-format libbenchmark-dev sqlite3 chromium
            slurm-wlm munge iproute2 clang libclang-rt-14-dev procps)
 case "${1:-}" in
@@ -48,5 +50,12 @@ if [ "${1:-}" != --product ] &&
    ! "$TRAINYARD_PYTHON" -c "import tensorboard, sys; sys.exit(tensorboard.__version__ != '$TRAINYARD_TENSORBOARD_VERSION')" 2>/dev/null; then
   echo "setup: installing tensorboard==$TRAINYARD_TENSORBOARD_VERSION into $TRAINYARD_VENV (for the tests)"
   "$TRAINYARD_PYTHON" -m pip install -q "tensorboard==$TRAINYARD_TENSORBOARD_VERSION"
+fi
+# The tests start a real MLflow tracking server and read back with its client.
+if [ "${1:-}" != --product ] &&
+   ! "$TRAINYARD_MLFLOW_VENV/bin/python" -c "import mlflow, sys; sys.exit(mlflow.__version__ != '$TRAINYARD_MLFLOW_VERSION')" 2>/dev/null; then
+  echo "setup: installing mlflow==$TRAINYARD_MLFLOW_VERSION into $TRAINYARD_MLFLOW_VENV (for the tests)"
+  [ -x "$TRAINYARD_MLFLOW_VENV/bin/python" ] || python3 -m venv "$TRAINYARD_MLFLOW_VENV"
+  "$TRAINYARD_MLFLOW_VENV/bin/python" -m pip install -q "mlflow==$TRAINYARD_MLFLOW_VERSION"
 fi
 echo "setup: ok (LibTorch $("$TRAINYARD_PYTHON" -c 'import torch; print(torch.__version__)') at $(torch_cmake_prefix))"

@@ -133,8 +133,9 @@ const OptionSet<RuntimeOptions>& runtime_option_set() {
              "torch.cuda.set_sync_debug_mode); logging reads at train.log_every are allowed")
         .add("loggers", &RuntimeOptions::loggers,
              "where the figures also go while the run trains: tensorboard (event files under "
-             "tensorboard/ beside the database); the database has them either way",
-             one_of({"tensorboard"}))
+             "tensorboard/ beside the database), mlflow (the tracking server at "
+             "MLFLOW_TRACKING_URI); the database has them either way",
+             one_of({"tensorboard", "mlflow"}))
         .check([](const RuntimeOptions& o) -> std::optional<std::string> {
           if (!o.threads.valid())
             return fmt::format(

@@ -15,6 +15,8 @@ import sys
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
+from database_figures import expected_figures
+
 db_path, tensorboard_dir, csv_dir = sys.argv[1:4]
 db = sqlite3.connect(db_path)
 problems = []
@@ -23,27 +25,6 @@ checked = {"runs": 0, "scalars": 0, "hparams": 0, "csv values": 0}
 
 def as_float32(value):  # what a scalar's simple_value holds
     return struct.unpack("f", struct.pack("f", value))[0]
-
-
-def expected_figures(run_id, status):
-    """{(scope, key): {step: value}} as the database holds them."""
-    figures = {}
-    for step, key, value in db.execute(
-            "SELECT step, key, value FROM step_metrics WHERE run_id = ?", (run_id,)):
-        figures.setdefault(("step", key), {})[step] = value
-    epoch_steps = dict(db.execute(
-        "SELECT epoch, CAST(value AS INTEGER) FROM epoch_metrics WHERE run_id = ? AND key = 'step'",
-        (run_id,)))
-    for epoch, key, value in db.execute(
-            "SELECT epoch, key, value FROM epoch_metrics WHERE run_id = ? AND key != 'step'",
-            (run_id,)):
-        figures.setdefault(("epoch", key), {})[epoch_steps[epoch]] = value
-    last = max((step for steps in figures.values() for step in steps), default=0)
-    if status == "completed":
-        for key, value in db.execute(
-                "SELECT key, value FROM final_metrics WHERE run_id = ?", (run_id,)):
-            figures[("final", key)] = {last: value}
-    return figures, epoch_steps
 
 
 def check_tensorboard(run_id, name, figures, status):
@@ -131,7 +112,7 @@ def check_csv(run_id, experiment, figures, epoch_steps, config_yaml):
 for run_id, experiment, variant, status, config_yaml in db.execute(
         "SELECT r.id, e.name, r.variant, r.status, r.config_yaml FROM runs r "
         "JOIN experiments e ON e.id = r.experiment_id WHERE r.status NOT IN ('queued', 'skipped')"):
-    figures, epoch_steps = expected_figures(run_id, status)
+    figures, epoch_steps = expected_figures(db, run_id, status)
     check_tensorboard(run_id, os.path.join(experiment, f"{variant}-run{run_id}"), figures, status)
     if csv_dir != "-":
         check_csv(run_id, experiment, figures, epoch_steps, config_yaml)

@@ -1,0 +1,376 @@
+#include "reports/mlflow.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "reports/report.h"
+#include "reports/run_figures.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMetricsPerBatch = 1000;  // MLflow's log-batch limits
+constexpr size_t kParamsPerBatch = 100;
+constexpr size_t kTagsPerBatch = 100;
+constexpr size_t kParamValueLength = 6000;
+constexpr size_t kTagValueLength = 8000;
+constexpr size_t kKeyLength = 250;
+
+std::string dump(const json& body) {
+  // Replace, never throw on, bytes that are not UTF-8 (an error message, a cut value).
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// At most `limit` bytes, cut before a UTF-8 continuation byte (MLflow counts characters).
+std::string cut(const std::string& text, size_t limit) {
+  if (text.size() <= limit) return text;
+  size_t end = limit;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+int64_t millis(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000)); }
+
+// MLflow's JSON writes int64 fields as numbers or as strings, by version.
+int64_t int64_field(const json& object, const char* key) {
+  const auto found = object.find(key);
+  if (found == object.end() || found->is_null()) return 0;
+  if (found->is_string()) return std::stoll(found->get<std::string>());
+  return found->get<int64_t>();
+}
+
+std::string string_field(const json& object, const char* key) {
+  const auto found = object.find(key);
+  return found == object.end() || !found->is_string() ? "" : found->get<std::string>();
+}
+
+MlflowRun parse_run(const json& run) {
+  const json& info = run.at("info");
+  MlflowRun parsed{.run_id = string_field(info, "run_id"),
+                   .artifact_uri = string_field(info, "artifact_uri"),
+                   .status = string_field(info, "status"),
+                   .end_time = int64_field(info, "end_time")};
+  const json data = run.value("data", json::object());
+  for (const json& metric : data.value("metrics", json::array()))
+    parsed.last_steps[string_field(metric, "key")] = int64_field(metric, "step");
+  for (const json& param : data.value("params", json::array()))
+    parsed.params[string_field(param, "key")] = string_field(param, "value");
+  for (const json& tag : data.value("tags", json::array()))
+    parsed.tags[string_field(tag, "key")] = string_field(tag, "value");
+  return parsed;
+}
+
+json key_values(const std::map<std::string, std::string>& entries) {
+  json list = json::array();
+  for (const auto& [key, value] : entries) list.push_back({{"key", key}, {"value", value}});
+  return list;
+}
+
+// A number as MLflow's protobuf JSON takes it: NaN and infinities as words (JSON has none).
+json metric_value(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "Infinity" : "-Infinity";
+  return value;
+}
+
+const char* mlflow_status(RunStatus status) {
+  switch (status) {
+    case RunStatus::queued:
+      return "SCHEDULED";
+    case RunStatus::running:
+      return "RUNNING";
+    case RunStatus::completed:
+      return "FINISHED";
+    case RunStatus::failed:
+      return "FAILED";
+    case RunStatus::interrupted:
+    case RunStatus::skipped:
+      return "KILLED";
+  }
+  return "RUNNING";
+}
+
+// The tags a run carries: who it is, and how it ran. Empty values are left out.
+std::map<std::string, std::string> run_tags(const RunRecord& run) {
+  std::map<std::string, std::string> tags = {
+      {"trainyard.uid", run.uid},
+      {"trainyard.run", std::to_string(run.id)},
+      {"trainyard.experiment", run.experiment},
+      {"trainyard.variant", run.variant},
+      {"trainyard.repeat", std::to_string(run.repeat)},
+      {"trainyard.config_hash", run.config_hash},
+      {"trainyard.status", to_string(run.status)},
+      {"trainyard.precision", run.precision},
+      {"trainyard.strategy", run.strategy},
+      {"trainyard.devices", std::to_string(run.devices)},
+      {"trainyard.device", run.environment.device_name},
+      {"trainyard.torch_version", run.environment.torch_version},
+      {"trainyard.host", run.host},
+      {"mlflow.source.git.commit", run.environment.git_revision},
+  };
+  if (run.failure != FailureClass::none) tags["trainyard.failure"] = to_string(run.failure);
+  tags["trainyard.error"] = run.error;
+  std::erase_if(tags, [](const auto& tag) { return tag.second.empty(); });
+  for (auto& [key, value] : tags) value = cut(value, kTagValueLength);
+  return tags;
+}
+
+}  // namespace
+
+std::string mlflow_key(const std::string& key) {
+  std::string name = key.substr(0, kKeyLength);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view("_-. :/").find(c) == std::string_view::npos)
+      c = '_';
+  return name;
+}
+
+MlflowServer mlflow_server(const std::string& uri) {
+  if (!uri.starts_with("http://") && !uri.starts_with("https://"))
+    throw UserError(fmt::format(
+        "MLflow: '{}' is not a tracking server's address; give its http:// or https:// address "
+        "(start one with `mlflow server --backend-store-uri sqlite:///mlflow.db`, then "
+        "http://127.0.0.1:5000)",
+        uri));
+  MlflowServer server{.uri = uri};
+  while (server.uri.ends_with('/')) server.uri.pop_back();
+  const char* token = std::getenv("MLFLOW_TRACKING_TOKEN");
+  const char* user = std::getenv("MLFLOW_TRACKING_USERNAME");
+  const char* password = std::getenv("MLFLOW_TRACKING_PASSWORD");
+  if (token && *token) {
+    server.http.headers.push_back(fmt::format("Authorization: Bearer {}", token));
+  } else if (user && *user) {
+    server.http.basic_auth = fmt::format("{}:{}", user, password ? password : "");
+  }
+  return server;
+}
+
+MlflowClient::MlflowClient(MlflowServer server) : server_(std::move(server)), http_(server_.http) {}
+
+std::string MlflowClient::call(const std::string& method, const std::string& endpoint,
+                               const std::string& body) {
+  const std::string url = server_.uri + "/api/2.0/mlflow/" + endpoint;
+  const HttpResponse response =
+      http_.request(method, url, body, body.empty() ? "" : "application/json");
+  if (response.status == 200) return response.body;
+  std::string code = fmt::format("HTTP {}", response.status), message = response.body;
+  const json error = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (error.is_object()) {
+    code = error.value("error_code", code);
+    message = error.value("message", message);
+  }
+  throw MlflowRefusal(fmt::format("MLflow at {} refused {}: {}: {}", server_.uri, endpoint, code,
+                                  cut(message, 500)),
+                      code);
+}
+
+std::string MlflowClient::experiment_id(const std::string& name) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      const json found = json::parse(
+          call("GET", "experiments/get-by-name?experiment_name=" + url_escape(name), ""));
+      const json& experiment = found.at("experiment");
+      if (string_field(experiment, "lifecycle_stage") == "deleted")
+        throw std::runtime_error(fmt::format(
+            "MLflow at {} has experiment '{}' deleted (id {}): restore it (`mlflow experiments "
+            "restore --experiment-id {}`) or remove it for good (`mlflow gc`), then export "
+            "again",
+            server_.uri, name, string_field(experiment, "experiment_id"),
+            string_field(experiment, "experiment_id")));
+      return string_field(experiment, "experiment_id");
+    } catch (const MlflowRefusal& e) {
+      if (e.code() != "RESOURCE_DOES_NOT_EXIST" || attempt > 0) throw;
+    }
+    try {
+      return string_field(json::parse(call("POST", "experiments/create", dump({{"name", name}}))),
+                          "experiment_id");
+    } catch (const MlflowRefusal& e) {
+      if (e.code() != "RESOURCE_ALREADY_EXISTS") throw;  // created meanwhile: found next time
+    }
+  }
+}
+
+std::map<std::string, MlflowRun> MlflowClient::runs_by_uid(const std::string& experiment_id,
+                                                           const std::string& uid) {
+  std::map<std::string, MlflowRun> runs;
+  json request = {{"experiment_ids", {experiment_id}}, {"max_results", 1000}};
+  if (!uid.empty()) request["filter"] = fmt::format("tags.`trainyard.uid` = '{}'", uid);
+  for (;;) {
+    const json page = json::parse(call("POST", "runs/search", dump(request)));
+    for (const json& run : page.value("runs", json::array())) {
+      MlflowRun parsed = parse_run(run);
+      const auto tag = parsed.tags.find("trainyard.uid");
+      if (tag != parsed.tags.end()) runs[tag->second] = std::move(parsed);
+    }
+    const std::string token = string_field(page, "next_page_token");
+    if (token.empty()) return runs;
+    request["page_token"] = token;
+  }
+}
+
+MlflowRun MlflowClient::create_run(const std::string& experiment_id, const std::string& name,
+                                   int64_t start_time,
+                                   const std::map<std::string, std::string>& tags) {
+  const json created = json::parse(call("POST", "runs/create",
+                                        dump({{"experiment_id", experiment_id},
+                                              {"run_name", name},
+                                              {"start_time", start_time},
+                                              {"tags", key_values(tags)}})));
+  return parse_run(created.at("run"));
+}
+
+void MlflowClient::log_batch(const std::string& run_id, const std::vector<Metric>& metrics,
+                             const std::map<std::string, std::string>& params,
+                             const std::map<std::string, std::string>& tags) {
+  json batch = {{"run_id", run_id}, {"params", key_values(params)}, {"tags", key_values(tags)}};
+  batch["metrics"] = json::array();
+  for (const Metric& metric : metrics)
+    batch["metrics"].push_back({{"key", metric.key},
+                                {"value", metric_value(metric.value)},
+                                {"timestamp", metric.timestamp},
+                                {"step", metric.step}});
+  call("POST", "runs/log-batch", dump(batch));
+}
+
+void MlflowClient::update_run(const std::string& run_id, const std::string& status,
+                              int64_t end_time) {
+  json update = {{"run_id", run_id}, {"status", status}};
+  if (end_time > 0) update["end_time"] = end_time;
+  call("POST", "runs/update", dump(update));
+}
+
+void MlflowClient::delete_tag(const std::string& run_id, const std::string& key) {
+  call("POST", "runs/delete-tag", dump({{"run_id", run_id}, {"key", key}}));
+}
+
+bool MlflowClient::upload_artifact(const MlflowRun& run, const std::string& name,
+                                   const std::string& content) {
+  // "mlflow-artifacts:/<experiment>/<run>/artifacts", or with the server's address after "//".
+  constexpr std::string_view kScheme = "mlflow-artifacts:";
+  if (!run.artifact_uri.starts_with(kScheme)) return false;
+  std::string path = run.artifact_uri.substr(kScheme.size());
+  if (path.starts_with("//")) path = path.substr(std::min(path.find('/', 2), path.size()));
+  while (path.starts_with('/')) path.erase(0, 1);
+  const std::string url =
+      fmt::format("{}/api/2.0/mlflow-artifacts/artifacts/{}/{}", server_.uri, path, name);
+  const HttpResponse response = http_.request("PUT", url, content, "text/html");
+  if (response.status != 200)
+    throw MlflowRefusal(fmt::format("MLflow at {} refused the artifact {}: HTTP {}: {}",
+                                    server_.uri, name, response.status, cut(response.body, 500)),
+                        fmt::format("HTTP {}", response.status));
+  return true;
+}
+
+MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecord& run,
+                              const std::string& experiment_id,
+                              const std::optional<MlflowRun>& existing,
+                              const std::string* report_html) {
+  MlflowSent sent;
+  const RunFigures figures = run_figures(store, run);
+  const std::map<std::string, std::string> tags = run_tags(run);
+  MlflowRun mlflow;
+  if (existing) {
+    mlflow = *existing;
+  } else {  // created with its uid: found again by the next send, whatever fails after
+    mlflow = client.create_run(experiment_id, fmt::format("{}-run{}", run.variant, run.id),
+                               millis(figures.start), tags);
+    sent.created = true;
+  }
+
+  std::map<std::string, std::string> changed;
+  for (const auto& [key, value] : tags) {
+    const auto held = mlflow.tags.find(key);
+    if (held == mlflow.tags.end() || held->second != value) changed[key] = value;
+    if (changed.size() == kTagsPerBatch) {
+      client.log_batch(mlflow.run_id, {}, {}, changed);
+      changed.clear();
+    }
+  }
+  if (!changed.empty()) client.log_batch(mlflow.run_id, {}, {}, changed);
+  for (const char* gone : {"trainyard.error", "trainyard.failure"})  // a run retried since
+    if (mlflow.tags.count(gone) && !tags.count(gone)) client.delete_tag(mlflow.run_id, gone);
+
+  std::map<std::string, std::string> params;
+  for (const auto& [key, value] : store.params(run.id)) {
+    const std::string name = mlflow_key(key);
+    if (mlflow.params.count(name)) continue;  // MLflow's params never change
+    params[name] = cut(value, kParamValueLength);
+    ++sent.params;
+    if (params.size() == kParamsPerBatch) {
+      client.log_batch(mlflow.run_id, {}, params, {});
+      params.clear();
+    }
+  }
+  if (!params.empty()) client.log_batch(mlflow.run_id, {}, params, {});
+
+  // In the order reached: a send that fails midway leaves each metric sent up to a step, which
+  // the next send goes on from.
+  std::vector<MlflowClient::Metric> metrics;
+  for (const FigureGroup& group : figures.groups)
+    for (const auto& [key, value] : group.values) {
+      std::string name = mlflow_key(group.scope + "/" + key);
+      const auto last = mlflow.last_steps.find(name);
+      if (last != mlflow.last_steps.end() && group.step <= last->second) continue;
+      metrics.push_back({.key = std::move(name),
+                         .value = value,
+                         .timestamp = millis(group.wall_time),
+                         .step = group.step});
+    }
+  for (size_t first = 0; first < metrics.size(); first += kMetricsPerBatch) {
+    const size_t end = std::min(metrics.size(), first + kMetricsPerBatch);
+    client.log_batch(mlflow.run_id, {metrics.begin() + first, metrics.begin() + end}, {}, {});
+  }
+  sent.metrics = metrics.size();
+
+  const bool ended = run.status != RunStatus::queued && run.status != RunStatus::running;
+  const int64_t end_time = ended ? millis(figures.end) : 0;
+  if (mlflow.status != mlflow_status(run.status) || (ended && mlflow.end_time != end_time))
+    client.update_run(mlflow.run_id, mlflow_status(run.status), end_time);
+  if (report_html) sent.artifact = client.upload_artifact(mlflow, "report.html", *report_html);
+  return sent;
+}
+
+MlflowExport export_mlflow(Store& store, MlflowClient& client, const std::string& experiment) {
+  MlflowExport summary;
+  for (const ExperimentRecord& record : store.experiments()) {
+    if (!experiment.empty() && record.name != experiment) continue;
+    std::vector<RunRecord> runs = store.runs(record.name);
+    std::erase_if(runs, [](const RunRecord& run) {  // never trained
+      return run.status == RunStatus::queued || run.status == RunStatus::skipped;
+    });
+    if (runs.empty()) continue;
+    const std::string html = render_html(build_report(store, record.name));
+    const std::string id = client.experiment_id(record.name);
+    const std::map<std::string, MlflowRun> held = client.runs_by_uid(id);
+    for (const RunRecord& run : runs) {
+      const auto found = held.find(run.uid);
+      try {
+        const MlflowSent sent =
+            send_run_to_mlflow(client, store, run, id,
+                               found == held.end() ? std::nullopt : std::optional(found->second),
+                               summary.reports_elsewhere ? nullptr : &html);
+        ++summary.runs;
+        summary.created += sent.created;
+        summary.metrics += sent.metrics;
+        summary.params += sent.params;
+        summary.reports += sent.artifact;
+        summary.reports_elsewhere = summary.reports_elsewhere || !sent.artifact;
+      } catch (const MlflowRefusal& e) {  // this run's; the others may go
+        summary.problems.push_back(
+            fmt::format("run {} ({}/{}): {}", run.id, run.experiment, run.variant, e.what()));
+      }
+    }
+  }
+  return summary;
+}
+
+}  // namespace trainyard
