@@ -88,7 +88,9 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& u
   lib.easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS,
                   static_cast<long>(options_.connect_timeout.count()));
   lib.easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.timeout.count()));
-  lib.easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 1L);
+  lib.easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 1L);  // http:// to https://, say: the body again
+  lib.easy_setopt(curl_, CURLOPT_POSTREDIR, static_cast<long>(CURL_REDIR_POST_ALL));
+  lib.easy_setopt(curl_, CURLOPT_MAXREDIRS, 5L);
   lib.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, append_to_string);
   lib.easy_setopt(curl_, CURLOPT_WRITEDATA, &response.body);
   if (!options_.basic_auth.empty()) {

@@ -12,6 +12,7 @@
 
 #include "common/files.h"
 #include "common/metrics.h"
+#include "reports/run_figures.h"
 
 namespace trainyard {
 
@@ -22,8 +23,8 @@ namespace {
 // One row of metrics.csv.
 struct Row {
   int64_t step = 0;
-  std::optional<int64_t> epoch;  // 0-based
-  std::map<std::string, double> values;
+  std::optional<int64_t> epoch{};  // 0-based
+  std::map<std::string, double> values{};
 };
 
 // Python's repr of a float, which Lightning's csv.DictWriter writes: the shortest text that reads
@@ -49,13 +50,16 @@ std::string metrics_csv(Store& store, const RunRecord& run) {
 
   std::vector<Row> rows;
   std::vector<std::pair<int64_t, int64_t>> epoch_ends;  // (step, 0-based epoch)
+  const std::map<std::string, double> finals = store.final_metrics(run.id);
+  std::optional<double> total_steps;
+  if (const auto found = finals.find(metric::kSteps); found != finals.end())
+    total_steps = found->second;
   for (const EpochRow& row : epochs) {
-    Row out{.epoch = row.epoch - 1};
+    // At the step TensorBoard and MLflow show it (a run recorded before epochs had their step is
+    // placed by its share of the steps).
+    Row out{.step = epoch_step(row, epochs.back().epoch, total_steps), .epoch = row.epoch - 1};
     for (const auto& [key, value] : row.values)
-      if (key == metric::kEpochStep)
-        out.step = static_cast<int64_t>(value);
-      else
-        out.values[named(key, false)] = value;
+      if (key != metric::kEpochStep) out.values[named(key, false)] = value;
     epoch_ends.push_back({out.step, row.epoch - 1});
     rows.push_back(std::move(out));
   }
@@ -75,7 +79,7 @@ std::string metrics_csv(Store& store, const RunRecord& run) {
   if (run.status == RunStatus::completed) {
     Row final_row{.step = rows.empty() ? 0 : rows.back().step};
     if (!epoch_ends.empty()) final_row.epoch = epoch_ends.back().second;
-    final_row.values = store.final_metrics(run.id);
+    final_row.values = finals;
     rows.push_back(std::move(final_row));
   }
 

@@ -1,6 +1,7 @@
 #include "reports/mlflow.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -43,8 +44,13 @@ int64_t millis(double seconds) { return static_cast<int64_t>(std::llround(second
 int64_t int64_field(const json& object, const char* key) {
   const auto found = object.find(key);
   if (found == object.end() || found->is_null()) return 0;
-  if (found->is_string()) return std::stoll(found->get<std::string>());
-  return found->get<int64_t>();
+  if (found->is_number()) return found->get<int64_t>();
+  int64_t value = 0;  // a string, or anything else: 0
+  if (found->is_string()) {
+    const std::string text = found->get<std::string>();
+    std::from_chars(text.data(), text.data() + text.size(), value);
+  }
+  return value;
 }
 
 std::string string_field(const json& object, const char* key) {
@@ -53,7 +59,7 @@ std::string string_field(const json& object, const char* key) {
 }
 
 MlflowRun parse_run(const json& run) {
-  const json& info = run.at("info");
+  const json info = run.value("info", json::object());
   MlflowRun parsed{.run_id = string_field(info, "run_id"),
                    .artifact_uri = string_field(info, "artifact_uri"),
                    .status = string_field(info, "status"),
@@ -101,7 +107,7 @@ const char* mlflow_status(RunStatus status) {
 // The tags a run carries: who it is, and how it ran. Empty values are left out.
 std::map<std::string, std::string> run_tags(const RunRecord& run) {
   std::map<std::string, std::string> tags = {
-      {"trainyard.uid", run.uid},
+      {"trainyard.uid", mlflow_uid(run)},
       {"trainyard.run", std::to_string(run.id)},
       {"trainyard.experiment", run.experiment},
       {"trainyard.variant", run.variant},
@@ -125,13 +131,30 @@ std::map<std::string, std::string> run_tags(const RunRecord& run) {
 
 }  // namespace
 
+std::string mlflow_uid(const RunRecord& run) {
+  // A run recorded before runs had a uid (schema 3): its id and queue time, unique in its database.
+  return run.uid.empty() ? fmt::format("run{}-{}", run.id, run.queued_at) : run.uid;
+}
+
 std::string mlflow_key(const std::string& key) {
   std::string name = key.substr(0, kKeyLength);
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) &&
         std::string_view("_-. :/").find(c) == std::string_view::npos)
       c = '_';
-  return name;
+  // MLflow takes names as paths that must not resolve to another: no empty, "." or ".." part.
+  std::string normal;
+  size_t start = 0;
+  for (;;) {
+    const size_t end = std::min(name.find('/', start), name.size());
+    const std::string part = name.substr(start, end - start);
+    normal +=
+        part.empty() || part == "." || part == ".." ? std::string(part.size() + 1, '_') : part;
+    if (end == name.size()) break;
+    normal += '/';
+    start = end + 1;
+  }
+  return normal.substr(0, kKeyLength);
 }
 
 MlflowServer mlflow_server(const std::string& uri) {
@@ -156,17 +179,23 @@ MlflowServer mlflow_server(const std::string& uri) {
 
 MlflowClient::MlflowClient(MlflowServer server) : server_(std::move(server)), http_(server_.http) {}
 
-std::string MlflowClient::call(const std::string& method, const std::string& endpoint,
-                               const std::string& body) {
+json MlflowClient::call(const std::string& method, const std::string& endpoint,
+                        const std::string& body) {
+  if (stop_ && stop_->load()) throw std::runtime_error("stopped before MLflow took everything");
   const std::string url = server_.uri + "/api/2.0/mlflow/" + endpoint;
   const HttpResponse response =
       http_.request(method, url, body, body.empty() ? "" : "application/json");
-  if (response.status == 200) return response.body;
+  const json answer = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
+  if (response.status == 200 && answer.is_object()) return answer;
+  if (response.status == 200)  // a web page, a proxy's answer: not an MLflow server's API
+    throw std::runtime_error(fmt::format(
+        "{} answered with something other than MLflow's JSON (\"{}\"): is {} an MLflow tracking "
+        "server's address?",
+        url, cut(response.body, 80), server_.uri));
   std::string code = fmt::format("HTTP {}", response.status), message = response.body;
-  const json error = json::parse(response.body, nullptr, /*allow_exceptions=*/false);
-  if (error.is_object()) {
-    code = error.value("error_code", code);
-    message = error.value("message", message);
+  if (answer.is_object()) {
+    code = answer.value("error_code", code);
+    message = answer.value("message", message);
   }
   throw MlflowRefusal(fmt::format("MLflow at {} refused {}: {}: {}", server_.uri, endpoint, code,
                                   cut(message, 500)),
@@ -176,9 +205,9 @@ std::string MlflowClient::call(const std::string& method, const std::string& end
 std::string MlflowClient::experiment_id(const std::string& name) {
   for (int attempt = 0;; ++attempt) {
     try {
-      const json found = json::parse(
-          call("GET", "experiments/get-by-name?experiment_name=" + url_escape(name), ""));
-      const json& experiment = found.at("experiment");
+      const json found =
+          call("GET", "experiments/get-by-name?experiment_name=" + url_escape(name), "");
+      const json experiment = found.value("experiment", json::object());
       if (string_field(experiment, "lifecycle_stage") == "deleted")
         throw std::runtime_error(fmt::format(
             "MLflow at {} has experiment '{}' deleted (id {}): restore it (`mlflow experiments "
@@ -191,7 +220,7 @@ std::string MlflowClient::experiment_id(const std::string& name) {
       if (e.code() != "RESOURCE_DOES_NOT_EXIST" || attempt > 0) throw;
     }
     try {
-      return string_field(json::parse(call("POST", "experiments/create", dump({{"name", name}}))),
+      return string_field(call("POST", "experiments/create", dump({{"name", name}})),
                           "experiment_id");
     } catch (const MlflowRefusal& e) {
       if (e.code() != "RESOURCE_ALREADY_EXISTS") throw;  // created meanwhile: found next time
@@ -205,7 +234,7 @@ std::map<std::string, MlflowRun> MlflowClient::runs_by_uid(const std::string& ex
   json request = {{"experiment_ids", {experiment_id}}, {"max_results", 1000}};
   if (!uid.empty()) request["filter"] = fmt::format("tags.`trainyard.uid` = '{}'", uid);
   for (;;) {
-    const json page = json::parse(call("POST", "runs/search", dump(request)));
+    const json page = call("POST", "runs/search", dump(request));
     for (const json& run : page.value("runs", json::array())) {
       MlflowRun parsed = parse_run(run);
       const auto tag = parsed.tags.find("trainyard.uid");
@@ -220,12 +249,12 @@ std::map<std::string, MlflowRun> MlflowClient::runs_by_uid(const std::string& ex
 MlflowRun MlflowClient::create_run(const std::string& experiment_id, const std::string& name,
                                    int64_t start_time,
                                    const std::map<std::string, std::string>& tags) {
-  const json created = json::parse(call("POST", "runs/create",
-                                        dump({{"experiment_id", experiment_id},
-                                              {"run_name", name},
-                                              {"start_time", start_time},
-                                              {"tags", key_values(tags)}})));
-  return parse_run(created.at("run"));
+  const json created = call("POST", "runs/create",
+                            dump({{"experiment_id", experiment_id},
+                                  {"run_name", name},
+                                  {"start_time", start_time},
+                                  {"tags", key_values(tags)}}));
+  return parse_run(created.value("run", json::object()));
 }
 
 void MlflowClient::log_batch(const std::string& run_id, const std::vector<Metric>& metrics,
@@ -314,8 +343,13 @@ MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecor
 
   // In the order reached: a send that fails midway leaves each metric sent up to a step, which
   // the next send goes on from.
+  // While the run trains, its latest step waits: a validation may still add to it, or replace its
+  // training time, as the store merges them (TensorBoard's logger waits the same way), and MLflow
+  // cannot take a point back.
+  const bool ended = run.status != RunStatus::queued && run.status != RunStatus::running;
   std::vector<MlflowClient::Metric> metrics;
-  for (const FigureGroup& group : figures.groups)
+  for (const FigureGroup& group : figures.groups) {
+    if (!ended && group.scope == "step" && group.step == figures.last_step) continue;
     for (const auto& [key, value] : group.values) {
       std::string name = mlflow_key(group.scope + "/" + key);
       const auto last = mlflow.last_steps.find(name);
@@ -325,13 +359,13 @@ MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecor
                          .timestamp = millis(group.wall_time),
                          .step = group.step});
     }
+  }
   for (size_t first = 0; first < metrics.size(); first += kMetricsPerBatch) {
     const size_t end = std::min(metrics.size(), first + kMetricsPerBatch);
     client.log_batch(mlflow.run_id, {metrics.begin() + first, metrics.begin() + end}, {}, {});
   }
   sent.metrics = metrics.size();
 
-  const bool ended = run.status != RunStatus::queued && run.status != RunStatus::running;
   const int64_t end_time = ended ? millis(figures.end) : 0;
   if (mlflow.status != mlflow_status(run.status) || (ended && mlflow.end_time != end_time))
     client.update_run(mlflow.run_id, mlflow_status(run.status), end_time);
@@ -345,14 +379,15 @@ MlflowExport export_mlflow(Store& store, MlflowClient& client, const std::string
     if (!experiment.empty() && record.name != experiment) continue;
     std::vector<RunRecord> runs = store.runs(record.name);
     std::erase_if(runs, [](const RunRecord& run) {  // never trained
-      return run.status == RunStatus::queued || run.status == RunStatus::skipped;
+      return run.status == RunStatus::queued || run.status == RunStatus::skipped ||
+             run.started_at.empty();
     });
     if (runs.empty()) continue;
     const std::string html = render_html(build_report(store, record.name));
     const std::string id = client.experiment_id(record.name);
     const std::map<std::string, MlflowRun> held = client.runs_by_uid(id);
     for (const RunRecord& run : runs) {
-      const auto found = held.find(run.uid);
+      const auto found = held.find(mlflow_uid(run));
       try {
         const MlflowSent sent =
             send_run_to_mlflow(client, store, run, id,

@@ -15,6 +15,7 @@
 // what a live logger sent, creates nothing twice.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,6 +23,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "common/http.h"
 #include "db/store.h"
@@ -65,6 +68,9 @@ class MlflowClient {
  public:
   explicit MlflowClient(MlflowServer server);
   const std::string& uri() const { return server_.uri; }
+  // Once `stop` is set, no request starts ("stopped ..."; the one in flight ends within the
+  // server's time-outs).
+  void stop_when(const std::atomic<bool>* stop) { stop_ = stop; }
 
   // The id of the active experiment `name`, created when there is none.
   std::string experiment_id(const std::string& name);
@@ -90,9 +96,13 @@ class MlflowClient {
   bool upload_artifact(const MlflowRun& run, const std::string& name, const std::string& content);
 
  private:
-  std::string call(const std::string& method, const std::string& endpoint, const std::string& body);
+  // The server's JSON answer; MlflowRefusal when it refuses, std::runtime_error when it cannot be
+  // reached or answers with something else (a web page: the wrong address).
+  nlohmann::json call(const std::string& method, const std::string& endpoint,
+                      const std::string& body);
   MlflowServer server_;
   HttpClient http_;
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 // What one send did.
@@ -124,8 +134,13 @@ struct MlflowExport {
 // (std::runtime_error), what went before staying sent.
 MlflowExport export_mlflow(Store& store, MlflowClient& client, const std::string& experiment);
 
+// The tag trainyard.uid that finds a run again: its uid (one made of its id and queue time for a
+// run recorded before runs had one).
+std::string mlflow_uid(const RunRecord& run);
+
 // The MLflow names for a run's flat key: characters MLflow refuses (anything but letters, digits,
-// "_-. :/") become "_"; `max_length` cuts (MLflow's limit on keys is 250).
+// "_-. :/") become "_", as do empty, "." and ".." parts between slashes (MLflow refuses a name that
+// resolves to another path); cut at MLflow's 250 bytes.
 std::string mlflow_key(const std::string& key);
 
 }  // namespace trainyard

@@ -140,6 +140,7 @@ MlflowSender::~MlflowSender() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
+    stop_requests_ = true;  // no request starts now; the one in flight ends within its time-outs
   }
   changed_.notify_all();
   thread_.join();
@@ -171,20 +172,26 @@ std::vector<std::string> MlflowSender::finish(std::chrono::seconds wait) {
   std::vector<std::string> unsent;
   for (const auto& [run_id, why] : failing_)
     unsent.push_back(fmt::format("run {}: {}", run_id, why));
-  if (!done)
+  if (!done) {
+    stop_requests_ = true;  // what is left stays for `trainyard export --mlflow`
     unsent.push_back(fmt::format("the server did not take every run within {} s", wait.count()));
+  }
   return unsent;
 }
 
 void MlflowSender::send_now(Store& store, int64_t run_id, const std::string* report_html) {
   const std::optional<RunRecord> run = store.run(run_id);
   if (!run) return;
-  if (!client_) client_ = std::make_unique<MlflowClient>(server_);
+  if (!client_) {
+    client_ = std::make_unique<MlflowClient>(server_);
+    client_->stop_when(&stop_requests_);
+  }
   auto id = experiment_ids_.find(run->experiment);
   if (id == experiment_ids_.end())
     id = experiment_ids_.emplace(run->experiment, client_->experiment_id(run->experiment)).first;
-  std::map<std::string, MlflowRun> held = client_->runs_by_uid(id->second, run->uid);
-  const auto found = held.find(run->uid);
+  const std::string uid = mlflow_uid(*run);
+  std::map<std::string, MlflowRun> held = client_->runs_by_uid(id->second, uid);
+  const auto found = held.find(uid);
   send_run_to_mlflow(*client_, store, *run, id->second,
                      found == held.end() ? std::nullopt : std::optional(found->second),
                      report_html);

@@ -11,6 +11,7 @@
 // the run and its database records go on.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -68,7 +69,7 @@ class TensorBoardRecords : public RunRecords {
 class MlflowSender {
  public:
   MlflowSender(std::string db_path, MlflowServer server);
-  ~MlflowSender();  // stops after the request in flight (bounded by its HTTP time-outs)
+  ~MlflowSender();  // stops after the HTTP request in flight (at most its 30 s time-out)
   MlflowSender(const MlflowSender&) = delete;
   MlflowSender& operator=(const MlflowSender&) = delete;
 
@@ -92,7 +93,8 @@ class MlflowSender {
   std::set<int64_t> requested_, batch_runs_;
   std::map<int64_t, std::string> new_problems_, failing_;  // failing_: the last send's failure
   bool finishing_ = false, finished_ = false, stop_ = false;
-  std::thread thread_;  // last: starts once the rest is built
+  std::atomic<bool> stop_requests_ = false;  // the client's: checked before each request
+  std::thread thread_;                       // last: starts once the rest is built
 };
 
 // A run's records, and a request to send the run after each epoch, at its end, and at heartbeats

@@ -37,6 +37,9 @@ for round in $(seq "$rounds"); do
       { tail -20 "$work/$name-$round.log" >&2; exit 1; }
   done
 done
+# The mlflow rounds must have reached the server, or the comparison says nothing.
+sent=$(sqlite3 "$work/mlflow.db" "SELECT count(*) FROM runs WHERE status = 'FINISHED'")
+[ "$sent" = "$rounds" ] || { echo "MLflow has $sent finished runs, not $rounds" >&2; exit 1; }
 "$TRAINYARD_PYTHON" - "$work" "$rounds" <<'PY'
 import sqlite3, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])

@@ -29,7 +29,7 @@ int export_to_mlflow(Store& store, const MlflowServer& server, const std::string
   MlflowExport sent;
   try {
     sent = export_mlflow(store, client, experiment);
-  } catch (const std::runtime_error& e) {  // the server unreachable, or refusing an experiment
+  } catch (const std::exception& e) {  // the server unreachable, or refusing an experiment
     throw UserError(fmt::format(
         "export: {}\nnothing more was sent; the database keeps every run: export again once "
         "the server answers (what was sent is not sent twice)",

@@ -56,7 +56,7 @@ runtime: {accelerator: cpu, threads: 1, data_workers: 0, loggers: [mlflow]}
 sweep:
   variants:
     - {name: fp32}
-    - {name: low-lr, set: {train.optimizer.lr: 1.0e-4, train.epochs: 30, dataset.train_size: 1024, train.log_every: 16, train.val_every_steps: 40}}
+    - {name: low-lr, set: {train.optimizer.lr: 1.0e-4, train.epochs: 45, dataset.train_size: 1024, train.log_every: 16, train.val_every_steps: 40}}
     - {name: broken, set: {dataset: {name: cifar10, root: $work/broken-cifar}, model.image_size: 32, model.num_classes: 10}}
 YAML
 
