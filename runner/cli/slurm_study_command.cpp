@@ -6,13 +6,12 @@
 // that database to the same trials, decisions and best (docs/search.md); `trainyard collect` on
 // the login node takes the database in once the job lets go of it.
 //
-// Signals as `trainyard slurm-task` takes them: SIGUSR1 (Slurm's warning before the time limit)
-// stops the trial training now with a checkpoint and requeues the job; SIGTERM (scancel,
+// Signals as `trainyard slurm-task` takes them (slurm_job.h): Slurm's warning before the time
+// limit stops the trial training now with a checkpoint and requeues the job; SIGTERM (scancel,
 // preemption, `scontrol requeue`) stops it with a checkpoint, and Slurm requeues the job itself
 // when it is preemption or a requeue.
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -28,6 +27,7 @@
 #include "runner/batch_lock.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/cli/slurm_job.h"
 #include "runner/controller.h"
 #include "runner/search/study.h"
 #include "runner/slurm.h"
@@ -38,20 +38,6 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::atomic<bool> g_study_stop{false};
-std::atomic<bool> g_study_warned{false};
-
-extern "C" void on_study_warning(int) {
-  g_study_warned.store(true);
-  g_study_stop.store(true);
-}
-extern "C" void on_study_terminate(int) { g_study_stop.store(true); }
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : fallback;
-}
 
 // The study's database lock, taken before the database is opened: only its holder opens it
 // (SQLite's WAL must not be shared between hosts), and `trainyard collect` holds it for the moment
@@ -80,9 +66,7 @@ int slurm_study_command(const std::vector<std::string>& args) {
       "study", po::value(&index), "the study's index in studies.json");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
-  std::signal(SIGUSR1, on_study_warning);
-  std::signal(SIGTERM, on_study_terminate);
-  std::signal(SIGINT, on_study_terminate);
+  take_slurm_signals();
 
   const std::vector<SlurmStudy> studies = read_slurm_studies(folder);
   if (index < 0 || index >= static_cast<int>(studies.size()))
@@ -117,27 +101,19 @@ int slurm_study_command(const std::vector<std::string>& args) {
             study.experiment, study.variant));
   const BatchLock lock = lock_study_database(study);
   Store store(study.db);
-  Controller controller(store, plugin_loader().registry(), log_dir_of(study.db), g_study_stop);
+  Controller controller(store, plugin_loader().registry(), log_dir_of(study.db), slurm_stop());
   const BatchSummary summary = controller.run_batch(experiments, /*force=*/false);
   print_verdicts(store, experiments);
 
-  if (summary.interrupted && g_study_warned.load()) {
-    if (fs::exists(fs::path(folder) / "cancelled")) {
-      fmt::print(stderr, "study {}/{}: its submission was cancelled; not requeued\n",
-                 study.experiment, study.variant);
-    } else if (restarts >= study.max_requeues) {
-      fmt::print(stderr,
-                 "study {}/{}: Slurm's time-limit warning came after {} already; no more requeues "
-                 "(--max-requeues); `trainyard submit` again continues it\n",
-                 study.experiment, study.variant, plural(restarts, "requeue"));
-    } else {
-      fmt::print(stderr, "study {}/{}: checkpointed; requeueing Slurm job {}\n", study.experiment,
-                 study.variant, job);
-      const CommandOutput requeue = run_program({"scontrol", "requeue", job});
-      if (requeue.exit_code == 0) return kExitOk;
-      fmt::print(stderr, "study {}/{}: Slurm refused to requeue it ({})\n", study.experiment,
-                 study.variant, strip(requeue.err));
-    }
+  if (summary.interrupted && slurm_warned()) {
+    const std::string not_requeued =
+        requeue_after_warning(folder, job, restarts, study.max_requeues, [&] {
+          fmt::print(stderr, "study {}/{}: checkpointed; requeueing Slurm job {}\n",
+                     study.experiment, study.variant, job);
+        });
+    if (not_requeued.empty()) return kExitOk;
+    fmt::print(stderr, "study {}/{}: not requeued: {}; `trainyard submit` again continues it\n",
+               study.experiment, study.variant, not_requeued);
   }
   return summary.exit_code();
 }

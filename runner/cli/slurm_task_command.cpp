@@ -1,9 +1,6 @@
 // `trainyard slurm-task`: one run of a submission's job array. It trains its run through the
 // launcher, as the controller does, with an observer that appends to the run's records file
-// (db/run_events.h) instead of the store; SIGUSR1 (Slurm's warning) stops it with a checkpoint and
-// requeues the job, SIGTERM stops it with a checkpoint.
-#include <atomic>
-#include <csignal>
+// (db/run_events.h) instead of the store; Slurm's signals as slurm_job.h takes them.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +19,7 @@
 #include "runner/batch_records.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/cli/slurm_job.h"
 #include "runner/cli/slurm_tasks.h"
 #include "runner/launcher.h"
 #include "runner/run_reporter.h"
@@ -35,28 +33,12 @@ using nlohmann::json;
 
 namespace {
 
-std::atomic<bool> g_task_stop{false};
-std::atomic<bool> g_task_warned{false};
-
-// Slurm's warning before the time limit (--signal=USR1@T): stop soon, then requeue.
-extern "C" void on_task_warning(int) {
-  g_task_warned.store(true);
-  g_task_stop.store(true);
-}
-// SIGTERM: scancel, preemption, or `scontrol requeue` (Slurm requeues those itself): stop soon.
-extern "C" void on_task_terminate(int) { g_task_stop.store(true); }
-
 // The other nodes' tasks: their ranks' logs are their own; node 0 reports.
 class QuietObserver : public RunObserver {
  public:
   void on_log(const std::string& line) override { fmt::print("{}\n", line); }
   void on_epoch(int64_t, const MetricValues&) override {}
 };
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : fallback;
-}
 
 // The task's run, once its records file is open (below slurm_task_command, which reads it first).
 // `position`: where its checkpoint stands ("" when it has none).
@@ -75,9 +57,7 @@ int slurm_task_command(const std::vector<std::string>& args) {
       "task", po::value(&index), "the task's index in tasks.json");
   po::variables_map vm;
   if (!parse_command_line(args, options, {}, vm)) return kExitOk;
-  std::signal(SIGUSR1, on_task_warning);
-  std::signal(SIGTERM, on_task_terminate);
-  std::signal(SIGINT, on_task_terminate);
+  take_slurm_signals();
 
   const fs::path list_path = fs::path(folder) / "tasks.json";
   std::ifstream list_file(list_path);
@@ -131,8 +111,8 @@ int slurm_task_command(const std::vector<std::string>& args) {
     // Stopped by a signal is no failure here: a non-zero exit would make srun's
     // --kill-on-bad-exit kill node 0's task before it records what happened.
     QuietObserver quiet;
-    return launch_run(spec, quiet, g_task_stop).outcome == LaunchOutcome::failed ? kExitFailure
-                                                                                 : kExitOk;
+    return launch_run(spec, quiet, slurm_stop()).outcome == LaunchOutcome::failed ? kExitFailure
+                                                                                  : kExitOk;
   }
 
   RunEventWriter events(task.stem + ".events.jsonl");
@@ -177,7 +157,7 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
   }
   // The records file takes a line per write, fsync'd: progress no more often than the heartbeat.
   RunReporter reporter(events, log, /*console=*/nullptr, std::chrono::seconds(kHeartbeatSeconds));
-  const LaunchResult result = launch_run(spec, reporter, g_task_stop);
+  const LaunchResult result = launch_run(spec, reporter, slurm_stop());
   RunEnding ending{.run_id = task.run_id,
                    .save_state = task.save_state,
                    .state_dir = state_dir,
@@ -187,21 +167,13 @@ int train_task(const SlurmTask& task, const std::string& folder, const std::stri
   // Stopped by a signal. After the warning before the time limit the task goes back in the queue
   // (once the checkpoint is written); after SIGTERM it does not: that is scancel, or preemption
   // and `scontrol requeue`, after which Slurm starts the job again itself.
-  if (result.outcome == LaunchOutcome::interrupted && g_task_warned.load()) {
-    if (fs::exists(fs::path(folder) / "cancelled"))
-      ending.interrupted_why = "its submission was cancelled";
-    else if (restarts >= task.max_requeues)
-      ending.interrupted_why = fmt::format(
-          "Slurm's time-limit warning came after {} already; no more requeues (--max-requeues)",
-          plural(restarts, "requeue"));
-    else {
-      events.requeued(restarts + 1);
-      log.both->info("run {} checkpointed; requeueing Slurm job {}", task.run_id, job);
-      const CommandOutput requeue =
-          run_program({"scontrol", "requeue", env_or("SLURM_JOB_ID", job)});
-      if (requeue.exit_code == 0) return kExitOk;
-      ending.interrupted_why = "Slurm refused to requeue it (" + strip(requeue.err) + ")";
-    }
+  if (result.outcome == LaunchOutcome::interrupted && slurm_warned()) {
+    ending.interrupted_why = requeue_after_warning(
+        folder, env_or("SLURM_JOB_ID", job), restarts, task.max_requeues, [&] {
+          events.requeued(restarts + 1);
+          log.both->info("run {} checkpointed; requeueing Slurm job {}", task.run_id, job);
+        });
+    if (ending.interrupted_why.empty()) return kExitOk;
   }
   record_outcome(result, ending, events, log);
   switch (result.outcome) {
