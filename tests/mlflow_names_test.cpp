@@ -32,15 +32,15 @@ bool mlflow_takes(const std::string& name) {
 }
 
 TEST(MlflowNames, EveryKeyIsANameMlflowTakesAndCleanKeysStayAsTheyAre) {
-  for (const std::string clean : {"train.optimizer.lr", "step/train_loss", "epoch/val_acc",
-                                  "final/samples_per_s", "runtime.strategy.name"}) {
+  for (const std::string& clean : {"train.optimizer.lr", "step/train_loss", "epoch/val_acc",
+                                   "final/samples_per_s", "runtime.strategy.name"}) {
     EXPECT_EQ(mlflow_key(clean), clean);
     EXPECT_TRUE(mlflow_takes(mlflow_key(clean))) << clean;
   }
   EXPECT_EQ(mlflow_key("data.transforms[0]"), "data.transforms_0_");
   EXPECT_EQ(mlflow_key("a//b"), "a/_/b");
   EXPECT_EQ(mlflow_key("step/../x"), "step/___/x");
-  for (const std::string odd :
+  for (const std::string& odd :
        std::vector<std::string>{"/lead", "trail/", "a//b", "./x", "x/.", "..", "a/../b", "é/ü",
                                 "tab\tkey", "a[b]{c}", std::string(300, 'k'), "/"})
     EXPECT_TRUE(mlflow_takes(mlflow_key(odd))) << odd << " -> " << mlflow_key(odd);
@@ -56,7 +56,7 @@ TEST(MlflowNames, ARunWithoutAUidIsFoundByItsIdAndQueueTime) {
 }
 
 TEST(MlflowNames, OnlyAServersAddressIsTakenAndItsTokenSignsIn) {
-  for (const std::string wrong : {"file:///tmp/mlruns", "sqlite:///mlflow.db", "databricks", ""})
+  for (const std::string& wrong : {"file:///tmp/mlruns", "sqlite:///mlflow.db", "databricks", ""})
     EXPECT_THROW(mlflow_server(wrong), UserError) << wrong;
   unsetenv("MLFLOW_TRACKING_USERNAME");
   setenv("MLFLOW_TRACKING_TOKEN", "secret", 1);
