@@ -34,6 +34,7 @@ const std::vector<Command>& commands() {
       {"export", "write the runs as TensorBoard event files or Lightning's CSV layout",
        export_command},
       {"cancel", "cancel a Slurm submission", cancel_command},
+      {"tokenize", "text files to the token files a language model trains on", tokenize_command},
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
       {"slurm-task", "one run of a Slurm array (internal: started by a submission's script)",
        slurm_task_command},

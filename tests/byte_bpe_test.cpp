@@ -1,0 +1,209 @@
+// Byte-level BPE gives the `tokenizers` library's ids on 3000 generated texts for three
+// tokenizer.json files it wrote (GPT-2's settings, RoBERTa's, a template with single_word, rstrip
+// and normalized added tokens; fixtures/make_byte_bpe_fixture.py), decodes as it does, cuts long
+// texts where the ids stay the same, keeps any bytes, and refuses every setting it does not
+// implement by name.
+#include "components/text/byte_bpe.h"
+
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "trainyard/error.h"
+
+using namespace trainyard;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const nlohmann::json& differential() {
+  static const nlohmann::json cases = nlohmann::json::parse(read(fixture("bpe_differential.json")));
+  return cases;
+}
+
+const std::vector<std::string> kNames = {"gpt2", "roberta", "template"};
+
+std::vector<int64_t> ordinary(const ByteBpeTokenizer& tokenizer, std::string_view text) {
+  std::vector<int32_t> ids;
+  tokenizer.encode_ordinary(text, ids);
+  return {ids.begin(), ids.end()};
+}
+
+}  // namespace
+
+TEST(ByteBpeTest, MatchesTheTokenizersLibraryOnGeneratedText) {
+  const nlohmann::json& fixture_json = differential();
+  ASSERT_GE(fixture_json["cases"].size(), 3000u);
+  for (const std::string& name : kNames) {
+    const ByteBpeTokenizer tokenizer =
+        ByteBpeTokenizer::from_tokenizer_json(fixture("bpe_" + name + ".json"));
+    const auto& frame = fixture_json["frames"][name];
+    int failures = 0;
+    for (const auto& c : fixture_json["cases"]) {
+      const std::string text = c["text"].get<std::string>();
+      const auto expected = c["ids"][name].get<std::vector<int64_t>>();
+      const std::vector<int64_t> ids = tokenizer.encode(text);
+      EXPECT_EQ(ids, expected) << name << ": " << nlohmann::json(text).dump();
+      const std::string decoded =
+          c.contains("decoded") && c["decoded"].contains(name)
+              ? c["decoded"][name].get<std::string>()
+              : frame[0].get<std::string>() + text + frame[1].get<std::string>();
+      EXPECT_EQ(tokenizer.decode(expected), decoded) << name << ": " << nlohmann::json(text).dump();
+      if (ids != expected && ++failures > 10) FAIL() << "more than 10 texts differ";
+    }
+  }
+}
+
+// A long text cut where next_cut says, each piece encoded on its own, gives the whole text's ids.
+TEST(ByteBpeTest, CutsLongTextsWhereTheIdsStayTheSame) {
+  std::string text;
+  for (const auto& c : differential()["cases"]) text += c["text"].get<std::string>() + "\n";
+  for (const std::string& name : kNames) {
+    const ByteBpeTokenizer tokenizer =
+        ByteBpeTokenizer::from_tokenizer_json(fixture("bpe_" + name + ".json"));
+    std::vector<int32_t> whole, pieces;
+    tokenizer.encode_ordinary(text, whole);
+    size_t start = 0, cuts = 0;
+    while (start < text.size()) {
+      const size_t end = tokenizer.next_cut(text, start + 1 + (start * 7919) % 300);
+      tokenizer.encode_ordinary(std::string_view(text).substr(start, end - start), pieces,
+                                /*continues=*/start > 0);
+      start = end;
+      ++cuts;
+    }
+    EXPECT_GT(cuts, 500u) << name;
+    EXPECT_EQ(pieces, whole) << name;
+  }
+}
+
+// Any bytes, UTF-8 or not, come back from their ids (GPT-2's settings: no token takes spaces).
+TEST(ByteBpeTest, AnyBytesDecodeBackToThemselves) {
+  const ByteBpeTokenizer tokenizer =
+      ByteBpeTokenizer::from_tokenizer_json(fixture("bpe_gpt2.json"));
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes(rng() % 40, '\0');
+    for (char& b : bytes) b = static_cast<char>(rng() % 4 == 0 ? rng() % 256 : 'a' + rng() % 26);
+    const std::vector<int64_t> ids = ordinary(tokenizer, bytes);
+    for (int64_t id : ids) ASSERT_LT(id, tokenizer.vocab_size());
+    ASSERT_EQ(tokenizer.decode(ids), bytes) << "case " << i;
+  }
+  EXPECT_EQ(tokenizer.decode(ordinary(tokenizer, "caf\xC3")), "caf\xC3");
+}
+
+TEST(ByteBpeTest, FramesTruncatesAndPads) {
+  const ByteBpeTokenizer roberta =
+      ByteBpeTokenizer::from_tokenizer_json(fixture("bpe_roberta.json"));
+  const int64_t s = roberta.token_id("<s>"), end = roberta.token_id("</s>"),
+                pad = roberta.token_id("<pad>");
+  EXPECT_EQ(roberta.pad_id(), pad);
+  const Encoding e = roberta.encode("the movie was great, the movie was great", 6, true);
+  ASSERT_EQ(e.input_ids.size(), 6u);
+  EXPECT_EQ(e.input_ids.front(), s);
+  EXPECT_EQ(e.input_ids.back(), end);
+  const Encoding padded = roberta.encode("the", 8, true);
+  EXPECT_EQ(padded.input_ids.back(), pad);
+  EXPECT_EQ(padded.attention_mask.back(), 0);
+  EXPECT_EQ(padded.attention_mask.front(), 1);
+  const Encoding dynamic = roberta.encode("the", 8, false);
+  EXPECT_EQ(dynamic.input_ids.size(), dynamic.attention_mask.size());
+  EXPECT_LT(dynamic.input_ids.size(), 8u);
+  const ByteBpeTokenizer gpt2 = ByteBpeTokenizer::from_tokenizer_json(fixture("bpe_gpt2.json"));
+  EXPECT_EQ(gpt2.pad_id(), gpt2.token_id("<|endoftext|>"));  // no <pad>: the end of text
+  EXPECT_EQ(gpt2.vocab_size(), 1200);
+  EXPECT_THROW(gpt2.decode({1200}), UserError);
+}
+
+// Each setting the reader does not implement is refused, naming it (edits of bpe_gpt2.json).
+TEST(ByteBpeTest, RefusesWhatItDoesNotImplementByName) {
+  const nlohmann::json base = nlohmann::json::parse(read(fixture("bpe_gpt2.json")));
+  auto refusal = [&](const std::function<void(nlohmann::json&)>& edit) -> std::string {
+    nlohmann::json j = base;
+    edit(j);
+    try {
+      ByteBpeTokenizer::from_json_text(j.dump(), "edited.json");
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  auto refused_with = [&](const std::function<void(nlohmann::json&)>& edit,
+                          const std::string& words) {
+    const std::string message = refusal(edit);
+    EXPECT_NE(message.find("edited.json"), std::string::npos) << message;
+    EXPECT_NE(message.find(words), std::string::npos) << message;
+  };
+  EXPECT_EQ(refusal([](nlohmann::json&) {}), "(accepted)");
+  refused_with([](auto& j) { j["model"]["type"] = "WordPiece"; }, "its model is WordPiece");
+  refused_with([](auto& j) { j["model"]["dropout"] = 0.1; }, "dropout");
+  refused_with([](auto& j) { j["model"]["byte_fallback"] = true; }, "byte_fallback");
+  refused_with([](auto& j) { j["model"]["ignore_merges"] = true; }, "ignore_merges");
+  refused_with([](auto& j) { j["model"]["continuing_subword_prefix"] = "##"; },
+               "continuing_subword_prefix");
+  refused_with([](auto& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "end_of_word_suffix");
+  refused_with([](auto& j) { j["normalizer"] = {{"type", "NFC"}}; }, "its normalizer is NFC");
+  refused_with(
+      [](auto& j) {
+        j["pre_tokenizer"] = {{"type", "Sequence"}};
+      },
+      "its pre_tokenizer is Sequence");
+  refused_with([](auto& j) { j["pre_tokenizer"]["use_regex"] = false; }, "use_regex");
+  refused_with(
+      [](auto& j) {
+        j["decoder"] = {{"type", "BPEDecoder"}};
+      },
+      "its decoder is BPEDecoder");
+  refused_with(
+      [](auto& j) {
+        j["post_processor"] = {{"type", "Sequence"}};
+      },
+      "its post_processor is Sequence");
+  refused_with([](auto& j) { j["model"]["vocab"].erase("a"); }, "lacks the byte 0x61");
+  refused_with([](auto& j) { j["model"]["merges"][0] = {"a", "zzzz"}; }, "not in its vocab");
+  refused_with([](auto& j) { j["model"]["merges"][0] = "a b c"; }, "not two tokens");
+  refused_with([](auto& j) { j["model"]["merges"][0] = "#version: 0.2"; }, "not in its vocab");
+  refused_with([](auto& j) { j["model"]["vocab"]["a"] = -3; }, "not an id");
+  refused_with([](auto& j) { j["added_tokens"][0]["id"] = 5; }, "has id 5");
+  refused_with([](auto& j) { j["model"]["vocab"] = 3; }, "has no vocab");
+  refused_with([](auto& j) { j["added_tokens"][0]["lstrip"] = "yes"; }, "not a tokenizer.json");
+  EXPECT_NE(refusal([](auto& j) { j = nlohmann::json::array(); }).find("not a JSON object"),
+            std::string::npos);
+}
+
+// GPT-2's split, case by case (what the pattern's alternatives give; the differential test holds
+// the library to the same).
+TEST(ByteBpeTest, SplitsAsGpt2sPattern) {
+  const ByteBpeTokenizer tokenizer =
+      ByteBpeTokenizer::from_tokenizer_json(fixture("bpe_gpt2.json"));
+  auto pieces = [&](std::string_view text) {
+    std::vector<std::string> out;
+    for (int64_t id : ordinary(tokenizer, text)) out.push_back(tokenizer.decode({id}));
+    std::string joined;
+    for (const std::string& piece : out) joined += piece;
+    EXPECT_EQ(joined, text);
+    return ordinary(tokenizer, text).size();
+  };
+  // A whitespace run before a word gives its last space to the word; a newline stays alone.
+  EXPECT_EQ(ordinary(tokenizer, "a  b"), [&] {
+    auto ids = ordinary(tokenizer, "a ");
+    auto word = ordinary(tokenizer, " b");
+    ids.insert(ids.end(), word.begin(), word.end());
+    return ids;
+  }());
+  EXPECT_GT(pieces("I'm here, you're there\n\n  and they'll go."), 5u);
+  EXPECT_TRUE(ordinary(tokenizer, "").empty());
+}
