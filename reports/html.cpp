@@ -37,6 +37,7 @@ table.results td:first-child { white-space: normal; min-width: 6rem; }
 .error { color: #a11; text-align: left; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .8rem; }
 .charts { display: flex; flex-wrap: wrap; gap: 2rem; align-items: flex-start; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; } svg text.tick { font-size: 11px; fill: #5b6475; }
 td.files { font-size: .8rem; } h4 .meta { font-weight: 400; }
+pre.sample { white-space: pre-wrap; background: #f6f7f9; padding: .5rem .7rem; margin: .3rem 0; font-size: .85rem; }
 svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
 .wide { overflow-x: auto; } .range { display: block; color: #5b6475; font-size: .75rem; white-space: normal; }
@@ -176,6 +177,24 @@ std::string results_table(const Report& report, const ExperimentReport& section)
 
 // Runs of this experiment whose configuration is not what its file resolves to now (a smoke test,
 // an edited file): listed apart, never in the table, with the keys in which they differ.
+// A language model's samples: what each variant writes from a document's start.
+std::string samples_html(const ExperimentReport& section) {
+  if (section.samples.empty() && section.sample_notes.empty()) return "";
+  std::string html =
+      R"(<h3>Samples</h3><p class="meta">What each variant writes: 48 tokens from a document's )"
+      R"(start, temperature 0.8, top-k 40, seeds 1 and 2, by its first run that kept its weights )"
+      R"((<code>trainyard sample RUN</code> writes more).</p>)";
+  for (const VariantSample& sample : section.samples) {
+    html += fmt::format(R"(<h4>{} <span class="meta">run {}</span></h4>)",
+                        html_escape(sample.variant), sample.run_id);
+    for (const std::string& text : sample.texts)
+      html += R"(<pre class="sample">)" + html_escape(text) + "</pre>";
+  }
+  for (const std::string& note : section.sample_notes)
+    html += R"(<p class="meta">No sample: )" + html_escape(note) + "</p>";
+  return html;
+}
+
 std::string other_runs(const ExperimentReport& section) {
   if (section.other_runs.empty()) return "";
   std::string html = fmt::format(
@@ -636,9 +655,9 @@ std::string render_html(const Report& report) {
       continue;
     }
     html += results_table(report, section) + studies_html(section) + other_runs(section) +
-            charts(section) + pareto_chart(section) + curves(section) + validation_costs(section) +
-            epoch_tables(section) + run_details(section) + environment_table(section) +
-            "</section>";
+            charts(section) + pareto_chart(section) + curves(section) + samples_html(section) +
+            validation_costs(section) + epoch_tables(section) + run_details(section) +
+            environment_table(section) + "</section>";
   }
   return html + "</body></html>\n";
 }

@@ -180,6 +180,14 @@ struct StudySection {
   bool minimize() const { return study.metric == "val_loss"; }
 };
 
+// Text a language-model variant wrote (`trainyard sample` from a document's start): the report
+// command fills these, which needs the engine.
+struct VariantSample {
+  std::string variant;
+  int64_t run_id = 0;
+  std::vector<std::string> texts{};
+};
+
 struct ExperimentReport {
   ExperimentRecord experiment;
   ReportOptions options;
@@ -200,6 +208,10 @@ struct ExperimentReport {
   // sweep.search: each variant's study (its rows above are its best settings' confirmation runs;
   // its trials are here, not among other_runs).
   std::vector<StudySection> studies{};
+  // A language model's samples, a variant's first run that kept its weights; the note says why a
+  // variant has none (no saved weights, no dataset.tokenizer).
+  std::vector<VariantSample> samples{};
+  std::vector<std::string> sample_notes{};
 };
 
 // What an experiment file says now: its variants in order, each with the config it resolves to

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "db/store.h"
+#include "reports/report.h"
 #include "tests/cli_support.h"
 
 namespace trainyard {
@@ -169,6 +170,76 @@ runtime: {accelerator: cpu, threads: 1}
   const auto m = store.final_metrics(store.runs("files").at(0).id);
   EXPECT_EQ(m.at("steps"), 2 * 25);  // 400 windows of 16 + 1 tokens, batches of 16
   EXPECT_LT(m.at("test_loss"), 3.0);
+}
+
+// The one-command path of docs/language-models.md: a few megabytes of text tokenised by `trainyard
+// tokenize`, the GPT-2 of experiments/gpt2_cpu.yaml trained on them, `trainyard sample` writing
+// the same text for the same seed, and the report showing each variant's samples.
+TEST_F(LanguageModelTest, TextToTokensToGpt2ToSamplesInTheReport) {
+  std::string text;  // this repository's documentation, again and again: 3 MB of prose
+  for (const auto& entry : fs::directory_iterator(testing::source("docs")))
+    if (entry.path().extension() == ".md") text += testing::read_file(entry.path()) + "\n";
+  while (text.size() < (3u << 20)) text += text;
+  const std::string corpus = dir.write("corpus.txt", text);
+  const std::string tokenizer = testing::source("tests/fixtures/bpe_gpt2.json");
+  Result tokenized =
+      trainyard("tokenize --tokenizer " + tokenizer + " " + corpus + " -o " +
+                (dir.path() / "data" / "train.bin").string() + " --val-fraction 0.05");
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.output;
+  const std::string file =
+      dir.write("text.yaml", "extends: " + testing::source("experiments/gpt2_cpu.yaml") +
+                                 R"(
+name: gpt2_text
+model: {vocab_size: 1200}
+dataset:
+  name: tokens
+  train: )" + (dir.path() / "data" / "train.bin").string() +
+                                 R"(
+  val: )" + (dir.path() / "data" / "val.bin").string() +
+                                 R"(
+  tokenizer: )" + tokenizer + R"(
+  seq_len: 64
+  train_size: 512
+  val_size: 64
+  test_size: 64
+train: {epochs: 2, save_weights: true}
+)");
+  Result run = trainyard("run " + file + " --db " + db() + " --only fp32 --only ddp-2-ranks");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  const auto runs = store.runs("gpt2_text");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_LT(store.final_metrics(runs[0].id).at("test_loss"), std::log(1200.0) - 1);  // learned
+
+  const std::string sample = "sample " + std::to_string(runs[0].id) + " --db " + db();
+  Result first = trainyard(sample + " --prompt 'The report' --tokens 24 --seed 3");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(first.output.rfind("The report", 0), 0u) << first.output;
+  EXPECT_GT(first.output.size(), std::string("The report\n").size()) << first.output;
+  EXPECT_EQ(trainyard(sample + " --prompt 'The report' --tokens 24 --seed 3").output,
+            first.output);  // the same seed, the same text
+  Result from_start = trainyard(sample + " --tokens 48 --seed 1");
+  ASSERT_EQ(from_start.exit_code, 0) << from_start.output;
+
+  const std::string html = (dir.path() / "report.html").string();
+  Result report = trainyard("report --db " + db() + " -o " + html);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string page = testing::read_file(html);
+  EXPECT_NE(page.find("<h3>Samples</h3>"), std::string::npos);
+  for (const auto& run : runs)
+    EXPECT_NE(page.find(run.variant + R"( <span class="meta">run )" + std::to_string(run.id)),
+              std::string::npos)
+        << run.variant;
+  // The report's first sample of the first run is `trainyard sample`'s from a document's start.
+  const std::string escaped =
+      html_escape(from_start.output.substr(0, from_start.output.size() - 1));
+  EXPECT_NE(page.find(R"(<pre class="sample">)" + escaped + "</pre>"), std::string::npos)
+      << from_start.output;
+
+  // What sample says when it cannot: no such run; no tokenizer named (given one, it writes).
+  Result missing = trainyard("sample 99 --db " + db());
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("no run 99"), std::string::npos) << missing.output;
 }
 
 TEST_F(LanguageModelTest, BadTokenFilesAreRefusedBeforeAnythingTrains) {

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "components/text/byte_bpe.h"
+#include "components/weights/safetensors.h"
 #include "db/store.h"
 #include "tests/cli_support.h"
 
@@ -195,6 +197,46 @@ TEST_F(TextFileTest, ATokenizerJsonServesAsTheVocabulary) {
   EXPECT_EQ(validate.exit_code, 2) << validate.output;
   EXPECT_NE(validate.output.find("does not lowercase (a cased model)"), std::string::npos)
       << validate.output;
+}
+
+// A byte-level BPE tokenizer.json (RoBERTa's settings) serves too: the texts are cached as the
+// tokenizer encodes them, <s> ... </s> and truncated to max_length, and a DistilBERT of its
+// vocabulary trains on them.
+TEST_F(TextFileTest, ARobertaStyleTokenizerJsonServesToo) {
+  const std::string rows = csv_rows(24, "\n");
+  const std::string data = dir.write("reviews.csv", "text,label\n" + rows);
+  std::string yaml = experiment("roberta", "file: " + data);
+  const std::string vocab = source("tests/fixtures/vocab.txt");
+  const std::string roberta = source("tests/fixtures/bpe_roberta.json");
+  yaml.replace(yaml.find(vocab), vocab.size(), roberta);
+  yaml.replace(yaml.find("vocab_size: 297"), 15, "vocab_size: 1200");
+  Result run = trainyard("run " + dir.write("roberta.yaml", yaml) + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::vector<fs::path> caches;
+  for (const auto& entry : fs::directory_iterator(dir.path() / ".trainyard-cache"))
+    if (entry.path().filename().string().rfind("textfile-", 0) == 0) caches.push_back(entry.path());
+  ASSERT_EQ(caches.size(), 1u);
+  const SafetensorsFile cache(caches[0].string());
+  const SafetensorsEntry* ids = cache.find("ids");
+  const SafetensorsEntry* offsets = cache.find("offsets");
+  ASSERT_TRUE(ids && offsets);
+  const auto* id = reinterpret_cast<const int32_t*>(ids->data);
+  const auto* offset = reinterpret_cast<const int64_t*>(offsets->data);
+  const ByteBpeTokenizer tokenizer = ByteBpeTokenizer::from_tokenizer_json(roberta);
+  // The texts as the CSV holds them (csv_rows' own quoting undone), in the file's order.
+  for (int i = 0; i < 24; ++i) {
+    std::string text;
+    if (i % 7 == 0)
+      text = "";
+    else if (i % 3 == 0)
+      text = fmt::format("a \"quoted\" review,{}\nover two lines", i);
+    else
+      text = fmt::format("review number {} was {}", i, i % 2 ? "good" : "bad");
+    const std::vector<int64_t> expected = tokenizer.encode(text, 32, false).input_ids;
+    const std::vector<int64_t> cached(id + offset[i], id + offset[i + 1]);
+    EXPECT_EQ(cached, expected) << text;
+    EXPECT_EQ(cached.front(), tokenizer.token_id("<s>"));
+  }
 }
 
 }  // namespace

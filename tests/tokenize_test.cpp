@@ -103,6 +103,9 @@ TEST_F(TokenizeTest, WritesLlmcTokenFilesWithASeparatorBeforeEachDocumentAndAVal
 TEST_F(TokenizeTest, AVocabularyBeyondUint16WritesUint32Tokens) {
   std::ifstream in(gpt2);
   nlohmann::json j = nlohmann::json::parse(in);
+  // 70000 tokens: the vocabulary's own, then many more, then an added one after them all.
+  const int64_t own = static_cast<int64_t>(j["model"]["vocab"].size());
+  for (int64_t id = own; id < 70000; ++id) j["model"]["vocab"][fmt::format("<{}>", id)] = id;
   j["added_tokens"].push_back({{"id", 70000},
                                {"content", "<|far|>"},
                                {"single_word", false},

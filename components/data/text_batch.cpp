@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "components/text/wordpiece.h"
+#include "components/text/text_tokenizer.h"
 
 namespace trainyard {
 
@@ -56,7 +56,7 @@ Batch TextDataset::get_batch(const std::vector<int64_t>& indices) const {
 
 TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
                               const std::function<std::string(size_t)>& text_of,
-                              const WordPieceTokenizer& tokenizer, int64_t max_length) {
+                              const TextTokenizer& tokenizer, int64_t max_length) {
   const size_t count = labels.size();
   const size_t workers =
       std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), 16));
@@ -82,7 +82,7 @@ TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
 }
 
 std::shared_ptr<const TokenizedTexts> tokenize_corpus(const TextCorpus& corpus,
-                                                      const WordPieceTokenizer& tokenizer,
+                                                      const TextTokenizer& tokenizer,
                                                       int64_t max_length,
                                                       const TokenCacheFile& cache,
                                                       const DataContext& context) {
@@ -117,8 +117,8 @@ std::shared_ptr<const TokenizedTexts> tokenize_corpus(const TextCorpus& corpus,
 }
 
 DataSplits text_splits(std::shared_ptr<const TokenizedTexts> texts, SplitIndices indices,
-                       int64_t max_length, bool dynamic_padding,
-                       const WordPieceTokenizer& tokenizer, int64_t num_classes) {
+                       int64_t max_length, bool dynamic_padding, const TextTokenizer& tokenizer,
+                       int64_t num_classes) {
   auto split = [&](std::vector<int64_t> chosen) {
     return std::make_shared<TextDataset>(texts, std::move(chosen), max_length, dynamic_padding,
                                          tokenizer.pad_id());

@@ -14,7 +14,7 @@
 
 namespace trainyard {
 
-class WordPieceTokenizer;
+class TextTokenizer;
 
 class TextDataset : public Dataset {
  public:
@@ -32,11 +32,12 @@ class TextDataset : public Dataset {
   int64_t pad_id_;
 };
 
-// Tokenises `labels.size()` texts ([CLS] ... [SEP], truncated to max_length, unpadded) on every
+// Tokenises `labels.size()` texts (framed, [CLS] ... [SEP] or <s> ... </s>, truncated to
+// max_length, unpadded) on every
 // core; `text_of(i)` gives text i (read from a file, say) and may be called from any thread.
 TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
                               const std::function<std::string(size_t)>& text_of,
-                              const WordPieceTokenizer& tokenizer, int64_t max_length);
+                              const TextTokenizer& tokenizer, int64_t max_length);
 
 // What the text datasets (imdb, textfile) share once their files are read: the texts tokenised, or
 // read back from their token cache, and cut into splits.
@@ -61,7 +62,7 @@ struct TokenCacheFile {
 // (a damaged one is ignored, and said so), else tokenised and the cache written — a cache that
 // cannot be written only costs the next run the tokenisation. The run's log says which.
 std::shared_ptr<const TokenizedTexts> tokenize_corpus(const TextCorpus& corpus,
-                                                      const WordPieceTokenizer& tokenizer,
+                                                      const TextTokenizer& tokenizer,
                                                       int64_t max_length,
                                                       const TokenCacheFile& cache,
                                                       const DataContext& context);
@@ -72,8 +73,8 @@ struct SplitIndices {
   std::vector<int64_t> train, validation, test;
 };
 DataSplits text_splits(std::shared_ptr<const TokenizedTexts> texts, SplitIndices indices,
-                       int64_t max_length, bool dynamic_padding,
-                       const WordPieceTokenizer& tokenizer, int64_t num_classes);
+                       int64_t max_length, bool dynamic_padding, const TextTokenizer& tokenizer,
+                       int64_t num_classes);
 
 // numpy.random.RandomState(seed).permutation(n), exactly: the reference studies' shuffle.
 std::vector<int64_t> numpy_permutation(uint32_t seed, int64_t n);

@@ -212,12 +212,12 @@ DatasetCapabilities describe_textfile(const TextFileOptions& o) {
     capabilities.files.problems.emplace_back(
         "vocab", fmt::format("textfile: cannot read the vocabulary '{}'; dataset.vocab must be "
                              "the model's vocab.txt (one WordPiece token a line) or its "
-                             "tokenizer.json",
+                             "tokenizer.json (WordPiece or byte-level BPE)",
                              o.vocab));
     return capabilities;
   }
   try {
-    capabilities.vocab_size = WordPieceTokenizer::from_file(o.vocab).vocab_size();
+    capabilities.vocab_size = load_text_tokenizer(o.vocab)->vocab_size();
   } catch (const UserError& e) {
     capabilities.files.problems.emplace_back("vocab", e.what());
   }
@@ -226,10 +226,10 @@ DatasetCapabilities describe_textfile(const TextFileOptions& o) {
 
 // What the token cache is keyed by: the files' contents, how they are read, the tokenizer.
 std::string cache_key(const TextFileOptions& o, const TextFiles& files,
-                      const WordPieceTokenizer& tokenizer) {
-  std::string key = fmt::format("tokenizer {} vocab {} max_length {} fields {} {} format {}",
-                                WordPieceTokenizer::kVersion, tokenizer.vocab_hash(), o.max_length,
-                                o.text_field, o.label_field, o.format);
+                      const TextTokenizer& tokenizer) {
+  std::string key =
+      fmt::format("tokenizer {} max_length {} fields {} {} format {}", tokenizer.cache_id(),
+                  o.max_length, o.text_field, o.label_field, o.format);
   for (const NamedFile& file : files.files)
     key += fmt::format(" {} {}", file.option, content_fingerprint(file.path).hash);
   return key;
@@ -261,10 +261,11 @@ void register_textfile(Registry& registry) {
            "the split's shuffle: numpy.random.RandomState(split_seed).permutation",
            between(0, 4294967295.0))
       .add("vocab", &TextFileOptions::vocab,
-           "the model's BERT vocab.txt, or its tokenizer.json (the uncased BERT family)",
+           "the model's tokenizer: a BERT vocab.txt, or a tokenizer.json (the uncased BERT "
+           "family's WordPiece, or byte-level BPE: RoBERTa's, GPT-2's)",
            names_data(required()))
-      .add("max_length", &TextFileOptions::max_length, "tokens per text, [CLS] and [SEP] included",
-           at_least(2))
+      .add("max_length", &TextFileOptions::max_length,
+           "tokens per text, the frame ([CLS] and [SEP], <s> and </s>) included", at_least(2))
       .add("padding", &TextFileOptions::padding,
            "max_length: pad every text to max_length; dynamic: to the batch's longest",
            one_of({"max_length", "dynamic"}))
@@ -290,7 +291,8 @@ void register_textfile(Registry& registry) {
       });
   registry.add<DataSplits(const DataContext&)>(
       ComponentKind::dataset, "textfile",
-      "your texts from CSV, TSV or JSON Lines files (text and label fields), tokenised for BERT",
+      "your texts from CSV, TSV or JSON Lines files (text and label fields), tokenised as BERT "
+      "(WordPiece) or RoBERTa (byte-level BPE)",
       options,
       [](const TextFileOptions& o, const DataContext& context) {
         context.check_sequence_fits("textfile", "dataset.max_length", o.max_length);
@@ -300,13 +302,13 @@ void register_textfile(Registry& registry) {
         } catch (const FileProblem& e) {
           throw UserError(e.what());
         }
-        WordPieceTokenizer tokenizer = WordPieceTokenizer::from_file(o.vocab);
+        const std::unique_ptr<TextTokenizer> tokenizer = load_text_tokenizer(o.vocab);
         const TextCorpus corpus{.dataset = "textfile",
                                 .unit = "texts",
                                 .labels = files->classes,
                                 .text_of = [&](size_t i) { return files->records[i].text; },
                                 .num_classes = files->labels.num_classes()};
-        const std::string key = cache_key(o, *files, tokenizer);
+        const std::string key = cache_key(o, *files, *tokenizer);
         const TokenCacheFile cache{
             .enabled = o.cache,
             .path = (fs::path(files->files[0].path).parent_path() / ".trainyard-cache" /
@@ -314,9 +316,9 @@ void register_textfile(Registry& registry) {
                         .string(),
             .key = key};
         DataSplits splits = text_splits(
-            tokenize_corpus(corpus, tokenizer, o.max_length, cache, context),
+            tokenize_corpus(corpus, *tokenizer, o.max_length, cache, context),
             {.train = files->train, .validation = files->validation, .test = files->test},
-            o.max_length, o.padding == "dynamic", tokenizer, files->labels.num_classes());
+            o.max_length, o.padding == "dynamic", *tokenizer, files->labels.num_classes());
         splits.details = {{"dataset_classes", class_mapping(files->labels)},
                           {"dataset_split", files->split}};
         return splits;

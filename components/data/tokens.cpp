@@ -8,6 +8,7 @@
 
 #include "common/text.h"
 #include "components/data/token_file.h"
+#include "components/text/byte_bpe.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -47,6 +48,7 @@ struct TokensOptions {
   int64_t train_size = 0;
   int64_t val_size = 0;
   int64_t test_size = 0;
+  std::string tokenizer;  // what wrote the files: for samples of the model's text, not training
 };
 
 DatasetCapabilities describe_tokens(const TokensOptions& o) {
@@ -57,8 +59,8 @@ DatasetCapabilities describe_tokens(const TokensOptions& o) {
     std::error_code ec;
     if (!fs::is_regular_file(path, ec)) {
       capabilities.files.problems.emplace_back(
-          key, fmt::format("tokens: no such file '{}'; make token files with llm.c's or nanoGPT's "
-                           "preparation scripts (docs/language-models.md)",
+          key, fmt::format("tokens: no such file '{}'; make token files from text with `trainyard "
+                           "tokenize` (docs/language-models.md)",
                            path));
       continue;
     }
@@ -74,6 +76,13 @@ DatasetCapabilities describe_tokens(const TokensOptions& o) {
                              path, file.size(), o.seq_len + 1));
     } catch (const UserError& e) {
       capabilities.files.problems.emplace_back(key, e.what());
+    }
+  }
+  if (!o.tokenizer.empty()) {
+    try {
+      ByteBpeTokenizer::from_tokenizer_json(o.tokenizer);
+    } catch (const UserError& e) {
+      capabilities.files.problems.emplace_back("tokenizer", e.what());
     }
   }
   return capabilities;
@@ -156,7 +165,11 @@ void register_tokens(Registry& registry) {
       .add("val_size", &TokensOptions::val_size, "validation windows: the first N; 0 = all",
            at_least(0))
       .add("test_size", &TokensOptions::test_size, "test windows: the first N; 0 = all",
-           at_least(0));
+           at_least(0))
+      .add("tokenizer", &TokensOptions::tokenizer,
+           "the byte-level BPE tokenizer.json the files were written with (trainyard tokenize): "
+           "`trainyard sample` and the report decode the model's text with it; training never "
+           "reads it");
   registry.add<DataSplits(const DataContext&)>(
       ComponentKind::dataset, "tokens",
       "token files for causal language models (llm.c's format, or nanoGPT's .bin), "

@@ -41,23 +41,24 @@ std::vector<std::string> byte_symbols() {
 // What GPT-2's pattern sees of a character.
 enum class Kind { space, letter, number, other };
 
+// From U+0080 on, the classes the tokenizers library's Oniguruma gives (its Unicode version, which
+// is not necessarily the ICU's here): ranges of letters, numbers and spaces, sorted.
+struct KindRange {
+  UChar32 first, last;
+  Kind kind;
+};
+constexpr KindRange kKindRanges[] = {
+#include "components/text/gpt2_classes.inc"
+};
+
 Kind kind_of(UChar32 c) {
   if (c < 0) return Kind::other;  // bytes that are not UTF-8
-  if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE)) return Kind::space;
-  switch (u_charType(c)) {
-    case U_UPPERCASE_LETTER:
-    case U_LOWERCASE_LETTER:
-    case U_TITLECASE_LETTER:
-    case U_MODIFIER_LETTER:
-    case U_OTHER_LETTER:
-      return Kind::letter;
-    case U_DECIMAL_DIGIT_NUMBER:
-    case U_LETTER_NUMBER:
-    case U_OTHER_NUMBER:
-      return Kind::number;
-    default:
-      return Kind::other;
-  }
+  const auto* end = std::end(kKindRanges);
+  const auto* range = std::upper_bound(std::begin(kKindRanges), end, c,
+                                       [](UChar32 v, const KindRange& r) { return v < r.first; });
+  if (range == std::begin(kKindRanges)) return Kind::other;
+  --range;
+  return c <= range->last ? range->kind : Kind::other;
 }
 
 // The character at text[i]: its kind and its length in bytes (an ill-formed sequence counts as one
@@ -80,11 +81,23 @@ Char char_at(std::string_view text, size_t i) {
       kind = Kind::number;
     return {kind, 1, byte};
   }
-  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
-  int32_t at = static_cast<int32_t>(i);
+  // Read from a window of at most 4 bytes: no offsets beyond int32 (texts over 2 GiB).
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data()) + i;
+  const auto available = static_cast<int32_t>(std::min<size_t>(text.size() - i, U8_MAX_LENGTH));
+  int32_t length = 0;
   UChar32 c;
-  U8_NEXT(bytes, at, static_cast<int32_t>(text.size()), c);
-  return {kind_of(c), at - static_cast<int32_t>(i), c};
+  U8_NEXT(bytes, length, available, c);
+  return {kind_of(c), length, c};
+}
+
+// The character ending at text[end] (end > 0), read as char_at reads it.
+Char char_before(std::string_view text, size_t end) {
+  const size_t start = end > U8_MAX_LENGTH ? end - U8_MAX_LENGTH : 0;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data()) + start;
+  auto at = static_cast<int32_t>(end - start);
+  UChar32 c;
+  U8_PREV(bytes, 0, at, c);
+  return {kind_of(c), static_cast<int32_t>(end - start) - at, c};
 }
 
 // Rust regex's \w, as the library's single_word check reads it: Alphabetic, marks, decimal
@@ -103,14 +116,6 @@ bool is_word_char(UChar32 c) {
     default:
       return false;
   }
-}
-
-UChar32 last_char(std::string_view text) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
-  int32_t at = static_cast<int32_t>(text.size());
-  UChar32 c;
-  U8_PREV(bytes, 0, at, c);
-  return c;
 }
 
 bool is_space(UChar32 c) { return c >= 0 && u_hasBinaryProperty(c, UCHAR_WHITE_SPACE); }
@@ -263,6 +268,19 @@ ByteBpeTokenizer ByteBpeTokenizer::from_json_text(std::string_view text,
   t.vocab_hash_ = stable_hash(text);
   t.serial_ = next_serial++;
   try {
+    if (JsonReader::member(j, "version") != "1.0")
+      reader.refuse(
+          fmt::format("its version is {}, not \"1.0\" (the one the tokenizers library "
+                      "reads)",
+                      JsonReader::member(j, "version").dump()));
+    // Whole documents are tokenised: a length limit or padding the file sets would change them.
+    for (const char* key : {"truncation", "padding"})
+      if (!JsonReader::member(j, key).is_null())
+        reader.refuse(
+            fmt::format("it sets {} ({}), which the tokenizers library applies to "
+                        "every text; set it to null (Trainyard cuts and pads on its "
+                        "own)",
+                        key, JsonReader::member(j, key).dump()));
     // The model: BPE over byte symbols, nothing that changes its merges.
     const json& model = JsonReader::member(j, "model");
     if (JsonReader::type_of(model) != "BPE")
@@ -282,9 +300,11 @@ ByteBpeTokenizer ByteBpeTokenizer::from_json_text(std::string_view text,
                                 JsonReader::type_of(pre)));
     if (pre.contains("use_regex") && !pre["use_regex"].get<bool>())
       reader.refuse("its ByteLevel pre_tokenizer has use_regex false (no GPT-2 split)");
-    t.add_prefix_space_ = pre.value("add_prefix_space", true);
+    if (!JsonReader::member(pre, "add_prefix_space").is_boolean())
+      reader.refuse("its ByteLevel pre_tokenizer does not say add_prefix_space");
+    t.add_prefix_space_ = pre["add_prefix_space"].get<bool>();
     const json& decoder = JsonReader::member(j, "decoder");
-    if (!decoder.is_null() && JsonReader::type_of(decoder) != "ByteLevel")
+    if (JsonReader::type_of(decoder) != "ByteLevel")
       reader.refuse(fmt::format("its decoder is {}, not ByteLevel", JsonReader::type_of(decoder)));
 
     // The vocabulary: ids may leave holes (vocab_size is the largest + 1).
@@ -350,29 +370,52 @@ ByteBpeTokenizer ByteBpeTokenizer::from_json_text(std::string_view text,
     }
 
     // Added tokens: their own ids, matched in the text before it is split.
-    t.is_added_.assign(t.tokens_.size(), false);
     const json& added = JsonReader::member(j, "added_tokens");
     if (!added.is_null() && !added.is_array()) reader.refuse("its added_tokens is not a list");
+    // The library gives an added token its vocab id, else the next after the vocabulary's size
+    // (or after the largest added id beyond it), in the list's order, whatever the file says: a
+    // file whose ids are not those is refused (ids would differ). A token listed twice keeps its
+    // first id and takes its last settings.
+    const auto vocab_count = static_cast<int64_t>(vocab.size());
+    int64_t largest_added = -1;
     for (const json& entry : added.is_array() ? added : json::array()) {
       if (!entry.is_object() || !entry.contains("content") || !entry["content"].is_string())
         reader.refuse(fmt::format("an added token is {}, without its content", entry.dump()));
       AddedToken token;
       token.content = entry["content"].get<std::string>();
       if (token.content.empty()) continue;  // the library ignores it
-      const auto in_vocab = t.ids_.find(token.content);
-      token.id = place(token.content, JsonReader::member(entry, "id"), "its added_tokens");
-      if (in_vocab != t.ids_.end() && in_vocab->second != token.id)
-        reader.refuse(fmt::format("the added token '{}' has id {}, its vocab {}", token.content,
-                                  token.id, in_vocab->second));
+      for (const char* key : {"single_word", "lstrip", "rstrip", "normalized", "special"})
+        if (!JsonReader::member(entry, key).is_boolean())
+          reader.refuse(fmt::format("the added token '{}' does not say {} (true or false)",
+                                    token.content, key));
+      token.single_word = entry["single_word"].get<bool>();
+      token.lstrip = entry["lstrip"].get<bool>();
+      token.rstrip = entry["rstrip"].get<bool>();
+      token.normalized = entry["normalized"].get<bool>();
+      const auto known = t.ids_.find(token.content);
+      int64_t expected;
+      if (known != t.ids_.end()) {
+        expected = known->second;
+      } else {
+        expected =
+            largest_added >= vocab_count || vocab_count == 0 ? largest_added + 1 : vocab_count;
+      }
+      const json& id = JsonReader::member(entry, "id");
+      if (!id.is_number_integer() || id.get<int64_t>() != expected)
+        reader.refuse(fmt::format(
+            "the added token '{}' has the id {}, where the tokenizers library gives it {}",
+            token.content, id.dump(), expected));
+      token.id = place(token.content, id, "its added_tokens");
+      largest_added = std::max<int64_t>(largest_added, token.id);
       t.ids_[token.content] = token.id;
-      token.single_word = entry.value("single_word", false);
-      token.lstrip = entry.value("lstrip", false);
-      token.rstrip = entry.value("rstrip", false);
-      token.normalized = entry.value("normalized", !entry.value("special", false));
-      t.added_.push_back(std::move(token));
+      const auto listed = std::find_if(t.added_.begin(), t.added_.end(), [&](const AddedToken& a) {
+        return a.content == token.content;
+      });
+      if (listed != t.added_.end())
+        *listed = std::move(token);
+      else
+        t.added_.push_back(std::move(token));
     }
-    t.is_added_.resize(t.tokens_.size(), false);
-    for (const AddedToken& token : t.added_) t.is_added_[static_cast<size_t>(token.id)] = true;
 
     // The frame: the post-processor's special tokens around a single text.
     const json& post = JsonReader::member(j, "post_processor");
@@ -448,6 +491,10 @@ ByteBpeTokenizer ByteBpeTokenizer::from_json_text(std::string_view text,
 
 // ---- encoding ---------------------------------------------------------------------------------
 
+std::string ByteBpeTokenizer::cache_id() const {
+  return fmt::format("byte-bpe {} {}", kVersion, vocab_hash_);
+}
+
 int64_t ByteBpeTokenizer::token_id(std::string_view token) const {
   const auto it = ids_.find(std::string(token));
   return it == ids_.end() ? -1 : it->second;
@@ -483,21 +530,18 @@ void ByteBpeTokenizer::split_added(std::string_view text, bool normalized,
     size_t start = at, stop = at + match->content.size();
     search = stop;
     if (match->single_word) {
-      const bool space_before = start == 0 || !is_word_char(last_char(text.substr(0, start)));
+      const bool space_before = start == 0 || !is_word_char(char_before(text, start).code);
       const bool space_after = stop == text.size() || !is_word_char(char_at(text, stop).code);
       if (!space_before || !space_after) continue;
     }
     if (match->lstrip) {  // the spaces before it are its own (none an earlier match took)
-      const auto* bytes = reinterpret_cast<const uint8_t*>(text.data());
-      auto left = static_cast<int32_t>(start);
-      while (left > static_cast<int32_t>(start_offset)) {
-        int32_t before = left;
-        UChar32 c;
-        U8_PREV(bytes, 0, before, c);
-        if (!is_space(c)) break;
-        left = before;
+      size_t left = start;
+      while (left > start_offset) {
+        const Char before = char_before(text, left);
+        if (!is_space(before.code)) break;
+        left -= static_cast<size_t>(before.length);
       }
-      start = std::max(static_cast<size_t>(left), start_offset);
+      start = std::max(left, start_offset);
     }
     if (match->rstrip)
       while (stop < text.size() && is_space(char_at(text, stop).code))
@@ -670,12 +714,14 @@ size_t ByteBpeTokenizer::next_cut(std::string_view text, size_t from) const {
        p = text.find('\n', p + 1)) {
     const size_t cut = p + 1;
     if (p == 0 || cut >= text.size() || cut < from) continue;
-    if (is_space(last_char(text.substr(0, p))) || char_at(text, cut).kind == Kind::space) continue;
-    // An lstrip token starting here would take the newline in the whole text.
-    bool lstrip_here = false;
+    if (is_space(char_before(text, p).code) || char_at(text, cut).kind == Kind::space) continue;
+    // An lstrip token starting here would take the newline in the whole text; a token ending just
+    // before the newline would leave it a piece of its own there (a prefix space, an rstrip).
+    bool token_here = false;
     for (const AddedToken& token : added_)
-      lstrip_here |= token.lstrip && text.substr(cut).rfind(token.content, 0) == 0;
-    if (!lstrip_here) return cut;
+      token_here |= (token.lstrip && text.substr(cut).rfind(token.content, 0) == 0) ||
+                    text.substr(0, p).ends_with(token.content);
+    if (!token_here) return cut;
   }
   return text.size();
 }

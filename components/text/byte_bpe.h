@@ -13,9 +13,10 @@
 //
 // Bytes that are not UTF-8 are kept: each ill-formed sequence is a character of its own that is
 // neither letter, number nor space, encoded as its bytes, so decode(encode(bytes)) gives the bytes
-// back for any input (the library takes only valid text). Any setting this does not implement —
-// another model, a normaliser, a pre-tokeniser sequence, byte fallback, dropout — is a UserError
-// naming it. Unicode data comes from ICU. Thread-safe after construction.
+// back for any input (the library takes only valid text, and decodes lossily). Any setting this
+// does not implement — another model, a normaliser, a pre-tokeniser sequence, byte fallback,
+// dropout, truncation or padding in the file, added-token ids other than the library assigns — is
+// a UserError naming it. single_word's \w comes from ICU. Thread-safe after construction.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +25,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "components/text/wordpiece.h"  // Encoding
+#include "components/text/text_tokenizer.h"
 
 namespace trainyard {
 
-class ByteBpeTokenizer {
+class ByteBpeTokenizer : public TextTokenizer {
  public:
   // Changes whenever the same file and text would give other ids (it keys token caches).
   static constexpr int kVersion = 1;
@@ -50,7 +51,7 @@ class ByteBpeTokenizer {
   std::vector<int64_t> encode(std::string_view text) const;
   // Framed, the text truncated to leave room for the frame within max_length; padded with pad_id
   // (mask 0) to max_length when pad is true. As WordPieceTokenizer::encode.
-  Encoding encode(std::string_view text, int64_t max_length, bool pad) const;
+  Encoding encode(std::string_view text, int64_t max_length, bool pad) const override;
   // The text of `ids`: each token's characters back to its bytes (added tokens as written).
   // Throws UserError for an id outside the vocabulary.
   std::string decode(const std::vector<int64_t>& ids) const;
@@ -64,12 +65,13 @@ class ByteBpeTokenizer {
   // The id of a token of the vocabulary or the added tokens; -1 when there is none.
   int64_t token_id(std::string_view token) const;
   // The largest id + 1: what a model's embedding must hold.
-  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
   // The padding id for batches (attention mask 0): <pad>'s when the tokenizer has one, else the
   // frame's last token's (GPT-2: <|endoftext|>, as transformers users set it), else 0.
-  int64_t pad_id() const { return pad_id_; }
+  int64_t pad_id() const override { return pad_id_; }
   // Stable hash of the tokenizer.json's bytes: keys caches of tokenised data.
   const std::string& vocab_hash() const { return vocab_hash_; }
+  std::string cache_id() const override;
 
  private:
   struct AddedToken {
@@ -98,7 +100,6 @@ class ByteBpeTokenizer {
   int32_t byte_ids_[256] = {};                  // each byte's one-symbol token
   std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) -> rank, merged id
   std::vector<AddedToken> added_;
-  std::vector<bool> is_added_;  // by id: decoded as written, not byte by byte
   bool add_prefix_space_ = false;
   std::vector<int64_t> prefix_ids_, suffix_ids_;  // the frame
   int64_t pad_id_ = 0;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.h"
+#include "components/text/byte_bpe.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -132,7 +133,7 @@ void check_bert_tokenizer_json(const nlohmann::json& j, const std::string& path)
     throw UserError(
         fmt::format("tokenizer: {}: {}; Trainyard reads the tokenizer.json of the "
                     "uncased BERT family (distilbert-base-uncased's, say), or a "
-                    "vocab.txt",
+                    "vocab.txt, or a byte-level BPE tokenizer.json (RoBERTa's, GPT-2's)",
                     path, what));
   };
   auto type_of = [](const nlohmann::json& section) -> std::string {
@@ -271,6 +272,16 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
           path, token, id));
   }
   return from_tokens(std::move(tokens), path);
+}
+
+std::string WordPieceTokenizer::cache_id() const {
+  return fmt::format("{} vocab {}", kVersion, vocab_hash_);
+}
+
+std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& path) {
+  if (std::filesystem::path(path).extension() == ".json" && ByteBpeTokenizer::is_bpe_json(path))
+    return std::make_unique<ByteBpeTokenizer>(ByteBpeTokenizer::from_tokenizer_json(path));
+  return std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_file(path));
 }
 
 WordPieceTokenizer WordPieceTokenizer::from_file(const std::string& path) {

@@ -20,14 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "components/text/text_tokenizer.h"
+
 namespace trainyard {
 
-struct Encoding {
-  std::vector<int64_t> input_ids;
-  std::vector<int64_t> attention_mask;
-};
-
-class WordPieceTokenizer {
+class WordPieceTokenizer : public TextTokenizer {
  public:
   static constexpr size_t kMaxCharsPerWord = 100;
   // Changes whenever the same text and vocabulary would give other ids (it keys token caches): 2
@@ -51,10 +48,12 @@ class WordPieceTokenizer {
   std::vector<std::string> tokenize(std::string_view text) const;
 
   // [CLS] + ids + [SEP], truncated to max_length; padded to max_length when pad is true.
-  Encoding encode(std::string_view text, int64_t max_length, bool pad) const;
+  Encoding encode(std::string_view text, int64_t max_length, bool pad) const override;
 
-  int64_t pad_id() const { return pad_id_; }
-  int64_t vocab_size() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t pad_id() const override { return pad_id_; }
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  // "<kVersion> vocab <vocab_hash>", as token caches were keyed before byte-level BPE.
+  std::string cache_id() const override;
   // Stable hash of the vocabulary: keys caches of tokenised data.
   const std::string& vocab_hash() const { return vocab_hash_; }
 

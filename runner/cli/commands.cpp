@@ -35,6 +35,7 @@ const std::vector<Command>& commands() {
        export_command},
       {"cancel", "cancel a Slurm submission", cancel_command},
       {"tokenize", "text files to the token files a language model trains on", tokenize_command},
+      {"sample", "text a language-model run writes, from a prompt", sample_command},
       {"worker", "one rank of a run (internal: started by `trainyard run`)", worker_command},
       {"slurm-task", "one run of a Slurm array (internal: started by a submission's script)",
        slurm_task_command},

@@ -63,6 +63,7 @@ int submit_command(const std::vector<std::string>& args);
 int collect_command(const std::vector<std::string>& args);
 int export_command(const std::vector<std::string>& args);
 int tokenize_command(const std::vector<std::string>& args);
+int sample_command(const std::vector<std::string>& args);
 int cancel_command(const std::vector<std::string>& args);
 int slurm_task_command(const std::vector<std::string>& args);
 int slurm_study_command(const std::vector<std::string>& args);

@@ -18,6 +18,7 @@
 #include "reports/report.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "runner/cli/samples.h"
 #include "runner/config/experiment.h"
 #include "runner/config/option_defaults.h"
 #include "runner/console.h"
@@ -288,6 +289,7 @@ int report_command(const std::vector<std::string>& args) {
     return kExitOk;
   }
   report.output_dir = fs::absolute(output).parent_path().string();
+  add_report_samples(report, store, plugin_loader().registry());
   std::string text = extension == ".md"    ? render_markdown(report)
                      : extension == ".csv" ? render_csv(report)
                                            : render_html(report);

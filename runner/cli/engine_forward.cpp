@@ -39,6 +39,7 @@ int run_command(const std::vector<std::string>& args) { return exec_engine("run"
 int validate_command(const std::vector<std::string>& args) { return exec_engine("validate", args); }
 int list_command(const std::vector<std::string>& args) { return exec_engine("list", args); }
 int report_command(const std::vector<std::string>& args) { return exec_engine("report", args); }
+int sample_command(const std::vector<std::string>& args) { return exec_engine("sample", args); }
 int submit_command(const std::vector<std::string>& args) { return exec_engine("submit", args); }
 int worker_command(const std::vector<std::string>& args) { return exec_engine("worker", args); }
 int slurm_task_command(const std::vector<std::string>& args) {

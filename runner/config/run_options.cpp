@@ -206,6 +206,9 @@ ConfigTree without_care_keys(const ConfigTree& resolved) {
   // configuration's.)
   const ConfigValue* checkpoint = resolved.find("train.checkpoint");
   if (checkpoint && checkpoint->node.as<std::string>("") == "last") identity.erase("train.monitor");
+  // The tokenizer a `tokens` dataset names only decodes samples: the same training without it.
+  const ConfigValue* dataset = resolved.find("dataset.name");
+  if (dataset && dataset->node.as<std::string>("") == "tokens") identity.erase("dataset.tokenizer");
   return identity;
 }
 
