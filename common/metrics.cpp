@@ -43,6 +43,9 @@ const std::vector<MetricInfo>& metric_vocabulary() {
       {metric::kValLoss, "val loss", plain, B::lower, S::epoch, "validation loss after the epoch"},
       {metric::kValAcc, "val acc", fraction, B::higher, S::epoch,
        "validation accuracy after the epoch"},
+      {metric::kValF1, "val macro-F1", fraction, B::higher, S::epoch,
+       "validation macro-F1 after the epoch: the mean of the classes' F1, each class counting "
+       "alike however rare"},
       {metric::kTrainPerplexity, "train ppl", plain, B::lower, S::epoch,
        "training perplexity of the epoch (causal-lm: exp of the train loss)"},
       {metric::kValPerplexity, "val ppl", plain, B::lower, S::epoch,
@@ -67,6 +70,12 @@ const std::vector<MetricInfo>& metric_vocabulary() {
        "test loss of the best-validation model"},
       {metric::kTestAcc, "test acc", fraction, B::higher, S::final,
        "test accuracy of the best-validation model"},
+      {metric::kTestF1, "test macro-F1", fraction, B::higher, S::final,
+       "test macro-F1 of the best-validation model: the mean of the classes' F1 (each F1 = 2 "
+       "precision recall / (precision + recall))"},
+      {metric::kTestTop5, "test top-5", fraction, B::higher, S::final,
+       "share of test samples whose label is among the model's 5 highest scores (more than five "
+       "classes)"},
       {metric::kTestPerplexity, "test ppl", plain, B::lower, S::final,
        "test perplexity of the best-validation model (causal-lm: exp of the test loss)"},
       {metric::kBestValAcc, "best val acc", fraction, B::higher, S::final,

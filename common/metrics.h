@@ -61,6 +61,8 @@ inline constexpr const char* kTrainLoss = "train_loss";
 inline constexpr const char* kTrainAcc = "train_acc";
 inline constexpr const char* kValLoss = "val_loss";
 inline constexpr const char* kValAcc = "val_acc";
+inline constexpr const char* kValF1 =
+    "val_f1";  // classification: macro-F1 (common/classification.h)
 inline constexpr const char* kEpochSeconds = "epoch_seconds";
 inline constexpr const char* kLearningRate = "lr";
 inline constexpr const char* kEpochSamplesPerSecond = "epoch_samples_per_s";
@@ -72,6 +74,8 @@ inline constexpr const char* kTrainSeconds = "train_seconds";
 inline constexpr const char* kTestSeconds = "test_seconds";
 inline constexpr const char* kTestLoss = "test_loss";
 inline constexpr const char* kTestAcc = "test_acc";
+inline constexpr const char* kTestF1 = "test_f1";
+inline constexpr const char* kTestTop5 = "test_top5";         // with more than five classes
 inline constexpr const char* kTrainPerplexity = "train_ppl";  // causal-lm: exp(the loss)
 inline constexpr const char* kValPerplexity = "val_ppl";
 inline constexpr const char* kTestPerplexity = "test_ppl";

@@ -33,6 +33,7 @@ void register_builtin_components(Registry& registry) {
   register_synthetic_text(registry);
   register_textfile(registry);
   register_tokens(registry);
+  register_text(registry);
   register_synthetic_tokens(registry);
   register_optimizers(registry);
   register_schedulers(registry);

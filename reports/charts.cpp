@@ -364,4 +364,64 @@ std::string pareto_chart(const ExperimentReport& section) {
   return svg + "</svg>";
 }
 
+std::string confusion_heat_map(const std::string& title, const ConfusionMatrix& matrix,
+                               const std::vector<std::string>& names) {
+  const int64_t classes = matrix.classes();
+  if (classes == 0) return "";
+  const bool named = classes <= 20;  // beyond, names would not fit beside a row
+  // Cells of 36 px for a few classes down to 4 px for a hundred or more: at most ~400 px square.
+  const int cell = static_cast<int>(std::clamp<int64_t>(400 / classes, 4, 36));
+  const bool counted = cell >= 28;  // room for a count of up to four digits
+  size_t longest = 0;
+  if (named)
+    for (const std::string& name : names) longest = std::max(longest, fit(name, 14).size());
+  const int left = named ? 14 + static_cast<int>(kCharWidth * static_cast<double>(longest)) : 24;
+  const int top = 44;  // the title, and "predicted" above the columns
+  const int size = cell * static_cast<int>(classes);
+  std::string svg = svg_open("confusion", left + size + 10, top + size + (named ? 70 : 24), title);
+  svg +=
+      fmt::format(R"(<text x="{}" y="36" font-size="11" fill="#5b6475">predicted →</text>)", left);
+  svg += fmt::format(
+      R"svg(<text x="10" y="{}" font-size="11" fill="#5b6475" transform="rotate(-90 10 {})">)svg"
+      R"(label</text>)",
+      top + 40, top + 40);
+  auto name = [&](int64_t c) {
+    return c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)]
+                                                  : std::to_string(c);
+  };
+  for (int64_t label = 0; label < classes; ++label) {
+    const ClassFigures row = matrix.figures(label);
+    const int y = top + cell * static_cast<int>(label);
+    if (named)
+      svg += fmt::format(R"(<text x="{}" y="{}" text-anchor="end" font-size="11">{}</text>)",
+                         left - 4, y + cell / 2 + 4, html_escape(fit(name(label), 14)));
+    for (int64_t predicted = 0; predicted < classes; ++predicted) {
+      const int64_t n = matrix.count(label, predicted);
+      const double share =
+          row.support > 0 ? static_cast<double>(n) / static_cast<double>(row.support) : 0;
+      const int x = left + cell * static_cast<int>(predicted);
+      // Blue (the first variant colour's hue) from white at 0 to full at the whole row.
+      svg += fmt::format(
+          R"(<rect x="{}" y="{}" width="{}" height="{}" fill="#0072B2" fill-opacity="{:.3f}" )"
+          R"(stroke="#eef1f5"><title>label {} → predicted {}: {} ({:.1f}% of the label's)"
+          R"( {})</title></rect>)",
+          x, y, cell, cell, share, html_escape(name(label)), html_escape(name(predicted)), n,
+          100 * share, row.support);
+      if (counted && n > 0)
+        svg += fmt::format(
+            R"(<text x="{}" y="{}" text-anchor="middle" font-size="11" fill="{}">{}</text>)",
+            x + cell / 2, y + cell / 2 + 4, share > 0.5 ? "white" : "#1d2330", n);
+    }
+  }
+  if (named)  // column names, turned to fit the cell's width
+    for (int64_t predicted = 0; predicted < classes; ++predicted) {
+      const int x = left + cell * static_cast<int>(predicted) + cell / 2 + 4;
+      svg += fmt::format(
+          R"svg(<text x="{0}" y="{1}" font-size="11" transform="rotate(-45 {0} {1})" )svg"
+          R"(text-anchor="end">{2}</text>)",
+          x, top + size + 14, html_escape(fit(name(predicted), 14)));
+    }
+  return svg + "</svg>";
+}
+
 }  // namespace trainyard

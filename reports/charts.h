@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/classification.h"
 #include "reports/report.h"
 
 namespace trainyard {
@@ -60,5 +61,11 @@ std::string axis_title(const std::string& key);
 // against test accuracy (a language model's perplexity), the marker's area its peak memory; the
 // frontier joins the variants no other beats on both. "" with fewer than two variants to place.
 std::string pareto_chart(const ExperimentReport& section);
+
+// A confusion matrix as a heat map: rows the labels, columns the predictions, each cell shaded by
+// its share of its row (on the diagonal, the class's recall), its count written in it when the
+// cells are large enough and in its tooltip always; the axes name the classes (`names`) up to 20.
+std::string confusion_heat_map(const std::string& title, const ConfusionMatrix& matrix,
+                               const std::vector<std::string>& names);
 
 }  // namespace trainyard

@@ -34,11 +34,11 @@ std::string not_compared(const VariantRow& row) {
   return error.empty() ? fmt::format("not finished ({})", to_string(row.status)) : error;
 }
 
-// "val_acc ≥ 90.0%", "val_loss ≤ 0.35": report.target in words.
+// "val_acc ≥ 90.0%", "val_f1 ≥ 80.0%", "val_loss ≤ 0.35": report.target in words.
 std::string target_text(const ReportOptions& options) {
   return options.target_metric == "val_loss"
              ? fmt::format("val_loss ≤ {:g}", options.target_value)
-             : fmt::format("val_acc ≥ {:.1f}%", 100 * options.target_value);
+             : fmt::format("{} ≥ {:.1f}%", options.target_metric, 100 * options.target_value);
 }
 
 // The test of `row`'s figure `key` against `base`'s — on their logarithms when `log` (times,

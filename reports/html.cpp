@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -37,6 +38,7 @@ table.results td:first-child { white-space: normal; min-width: 6rem; }
 .error { color: #a11; text-align: left; white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: .8rem; }
 .charts { display: flex; flex-wrap: wrap; gap: 2rem; align-items: flex-start; } svg text { font: 12px system-ui, sans-serif; fill: #1d2330; } svg text.tick { font-size: 11px; fill: #5b6475; }
 td.files { font-size: .8rem; } h4 .meta { font-weight: 400; }
+div.classes { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }
 pre.sample { white-space: pre-wrap; background: #f6f7f9; padding: .5rem .7rem; margin: .3rem 0; font-size: .85rem; }
 svg { max-width: 100%; height: auto; }
 details { margin: 1rem 0; } summary { cursor: pointer; color: #2451a6; }
@@ -195,6 +197,59 @@ std::string samples_html(const ExperimentReport& section) {
   return html;
 }
 
+// A classifier's test split class by class, per variant: its confusion matrix as a heat map and
+// each class's precision, recall and F1 (every class up to 20; beyond, the ten of lowest F1).
+std::string classes_html(const ExperimentReport& section) {
+  if (std::all_of(section.rows.begin(), section.rows.end(),
+                  [](const VariantRow& row) { return row.confusion.empty(); }))
+    return "";
+  std::string html =
+      R"(<h3>Classes</h3><p class="meta">The test split class by class, each variant's completed )"
+      R"(runs pooled. In the heat map rows are the labels and columns the predictions; a cell's )"
+      R"(shade is its share of the row, so the diagonal reads each class's recall. Precision, )"
+      R"(recall and F1 as scikit-learn defines them; macro-F1 is the mean F1 over the classes, )"
+      R"(each counting alike however rare.</p>)";
+  for (const VariantRow& row : section.rows) {
+    const ConfusionMatrix& matrix = row.confusion;
+    if (matrix.empty()) continue;
+    const auto recorded = row.attributes.find("dataset_classes");
+    const std::vector<std::string> names = class_names(
+        recorded == row.attributes.end() ? std::string() : recorded->second, matrix.classes());
+    html += fmt::format(
+        R"(<h4>{} <span class="meta">{} pooled, {} test samples: accuracy {:.1f}%, macro-F1 )"
+        R"({:.1f}%</span></h4><div class="classes">)",
+        html_escape(row.variant), plural(row.confusion_runs, "run"), matrix.total(),
+        100 * matrix.accuracy(), 100 * matrix.macro_f1());
+    if (matrix.has_cells()) html += confusion_heat_map("Confusion matrix", matrix, names);
+    std::vector<int64_t> shown(static_cast<size_t>(matrix.classes()));
+    std::iota(shown.begin(), shown.end(), 0);
+    std::string caption;
+    if (matrix.classes() > 20) {  // the classes it serves worst, of those the split has
+      std::erase_if(shown, [&](int64_t c) { return !matrix.occurs(c); });
+      std::stable_sort(shown.begin(), shown.end(), [&](int64_t a, int64_t b) {
+        return matrix.figures(a).f1 < matrix.figures(b).f1;
+      });
+      if (shown.size() > 10) shown.resize(10);
+      caption = fmt::format(
+          "<caption>The {} classes of lowest F1, of {}{}</caption>", shown.size(), matrix.classes(),
+          matrix.has_cells() ? "" : " (the matrix's cells are kept up to 100 classes)");
+    }
+    html += "<table>" + caption +
+            "<thead><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th>"
+            "<th>support</th></tr></thead><tbody>";
+    for (int64_t c : shown) {
+      const ClassFigures f = matrix.figures(c);
+      html += fmt::format(
+          R"(<tr><td class="text">{}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td>)"
+          R"(<td>{}</td></tr>)",
+          html_escape(names[static_cast<size_t>(c)]), 100 * f.precision, 100 * f.recall, 100 * f.f1,
+          f.support);
+    }
+    html += "</tbody></table></div>";
+  }
+  return html;
+}
+
 std::string other_runs(const ExperimentReport& section) {
   if (section.other_runs.empty()) return "";
   std::string html = fmt::format(
@@ -272,7 +327,7 @@ std::vector<Series> variant_curves(const ExperimentReport& section, PointsOf poi
 std::optional<Reference> target_line(const ExperimentReport& section, const std::string& key) {
   if (section.options.target_metric != key) return std::nullopt;
   const double y = charted(key, section.options.target_value);
-  return Reference{y, "target " + tick_label(y) + (key == metric::kValAcc ? "%" : "")};
+  return Reference{y, "target " + tick_label(y) + (key == metric::kValLoss ? "" : "%")};
 }
 
 // Each validation of a run (reports/report.h's validations): (training time so far, its `key`).
@@ -330,7 +385,7 @@ std::string charts(const ExperimentReport& section) {
                             section.options.target_metric == "val_loss" ? "≤" : "≥",
                             tick_label(charted(section.options.target_metric,
                                                section.options.target_value)) +
-                                (section.options.target_metric == "val_acc" ? "%" : "")),
+                                (section.options.target_metric == "val_loss" ? "" : "%")),
                 to_target)
           : "";
   return R"(<div class="charts">)" + bar_chart("Training time (lower is better)", time) + target +
@@ -490,7 +545,8 @@ std::string run_details(const ExperimentReport& section) {
   }
   // Shown elsewhere: the task by the section's columns, a run's round of its batch by its
   // verdict's "paired by round".
-  static const std::set<std::string> kShownElsewhere = {"task", "round"};
+  // The test's confusion matrix by the Classes section.
+  static const std::set<std::string> kShownElsewhere = {"task", "round", "test_confusion"};
   for (const auto& row : section.rows)  // anything else a run recorded, under its own key
     for (const auto& attribute : row.attributes) {
       const std::string& key = attribute.first;  // a lambda may not capture a structured binding
@@ -655,9 +711,9 @@ std::string render_html(const Report& report) {
       continue;
     }
     html += results_table(report, section) + studies_html(section) + other_runs(section) +
-            charts(section) + pareto_chart(section) + curves(section) + samples_html(section) +
-            validation_costs(section) + epoch_tables(section) + run_details(section) +
-            environment_table(section) + "</section>";
+            charts(section) + pareto_chart(section) + curves(section) + classes_html(section) +
+            samples_html(section) + validation_costs(section) + epoch_tables(section) +
+            run_details(section) + environment_table(section) + "</section>";
   }
   return html + "</body></html>\n";
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/classification.h"
 #include "config/differences.h"
 #include "db/store.h"
 #include "reports/report_options.h"
@@ -115,6 +116,11 @@ struct VariantRow {
   int64_t resumes = 0;        // times its runs continued after an interruption, all repeats
   // What the run recorded of itself: dtypes, loss scaling, CUDA graphs, where it saved weights.
   std::map<std::string, std::string> attributes;
+  // A classifier's test split class by class: the confusion matrices its completed runs recorded
+  // ("test_confusion"), pooled, and how many runs they are. Empty for a language model and for runs
+  // recorded before classes were counted.
+  ConfusionMatrix confusion{};
+  int64_t confusion_runs = 0;
   // The shown columns (report.metrics) in which this row holds the best value beyond the noise of
   // the repeats (reports/comparison.cpp): what the HTML table marks.
   std::set<std::string> best{};

@@ -81,16 +81,17 @@ const OptionSet<ReportOptions>& report_option_set() {
         .add("metrics", &ReportOptions::metrics, "columns of the results table", one_of(metrics))
         .add("target.metric", &ReportOptions::target_metric,
              "report.target: time-to-target is the training time (validation included) until "
-             "the first validation whose val_acc is at least, or val_loss at most, target.value; "
-             "empty = no target",
-             one_of({"", "val_acc", "val_loss"}))
+             "the first validation whose val_acc or val_f1 (macro-F1) is at least, or val_loss at "
+             "most, target.value; empty = no target",
+             one_of({"", "val_acc", "val_f1", "val_loss"}))
         .add("target.value", &ReportOptions::target_value,
-             "report.target: the value to reach (val_acc as a fraction, 0-1)")
+             "report.target: the value to reach (val_acc and val_f1 as a fraction, 0-1)")
         .check([](const ReportOptions& o) -> std::optional<std::string> {
-          if (o.target_metric == "val_acc" && (o.target_value <= 0 || o.target_value > 1))
+          if (o.target_metric != "val_loss" && !o.target_metric.empty() &&
+              (o.target_value <= 0 || o.target_value > 1))
             return fmt::format(
-                "target.value {} is no val_acc to reach; write a fraction in (0, 1], e.g. 0.9",
-                o.target_value);
+                "target.value {} is no {} to reach; write a fraction in (0, 1], e.g. 0.9",
+                o.target_value, o.target_metric);
           if (o.target_metric == "val_loss" && !(o.target_value > 0))
             return fmt::format(
                 "target.value {} is no val_loss a run reaches; write the loss to get below, e.g. "
@@ -112,7 +113,8 @@ ReportOptions decode_report_options(const ConfigTree& section, const Origin& sec
   if (options.target_metric.empty())
     if (const ConfigValue* value = section.find("target.value"))
       diagnostics.error(value->origin,
-                        "'report.target.value' needs 'report.target.metric' (val_acc or val_loss)");
+                        "'report.target.value' needs 'report.target.metric' (val_acc, val_f1 or "
+                        "val_loss)");
   return options;
 }
 

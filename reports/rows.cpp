@@ -153,6 +153,12 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
     completed_repeats.push_back(&row.repeats[i]);
     const auto attributes = store.attributes(runs[i]->id);
     const auto round = attributes.find("round");
+    if (const auto recorded = attributes.find("test_confusion"); recorded != attributes.end())
+      if (const auto matrix = ConfusionMatrix::from_json(recorded->second);
+          matrix && (row.confusion.empty() || matrix->classes() == row.confusion.classes())) {
+        row.confusion += *matrix;
+        ++row.confusion_runs;
+      }
     for (const auto& [key, value] :
          run_figures(store, *runs[i], row.repeats[i], attributes, options)) {
       values[key].push_back(value);

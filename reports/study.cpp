@@ -26,8 +26,8 @@ constexpr const char* kFailedColor = "#aaaaaa";
 
 std::string figure_text(const StudySection& s, double figure) {
   if (!std::isfinite(figure)) return "—";
-  return s.study.metric == "val_acc" ? fmt::format("{:.2f}%", 100 * figure)
-                                     : fmt::format("{:.4f}", figure);
+  return s.study.metric == "val_loss" ? fmt::format("{:.4f}", figure)
+                                      : fmt::format("{:.2f}%", 100 * figure);
 }
 
 double figure_of(const StudyTrial& t) {

@@ -26,7 +26,8 @@ namespace {
 
 std::string figure_text(double figure, const std::string& metric) {
   if (!std::isfinite(figure)) return "failed";
-  return metric == "val_acc" ? fmt::format("{:.2f}%", 100 * figure) : fmt::format("{:.4f}", figure);
+  return metric == "val_loss" ? fmt::format("{:.4f}", figure)
+                              : fmt::format("{:.2f}%", 100 * figure);
 }
 
 nlohmann::json figure_json(double figure) {

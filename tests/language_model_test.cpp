@@ -4,6 +4,7 @@
 // files are refused before anything trains.
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -240,6 +241,75 @@ train: {epochs: 2, save_weights: true}
   Result missing = trainyard("sample 99 --db " + db());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("no run 99"), std::string::npos) << missing.output;
+}
+
+// dataset: text — GPT-2 on a .txt file directly: tokenised once into .trainyard-cache (the same
+// tokens `trainyard tokenize` writes), read from there by the next run, tokenised again when the
+// text changes; its tokenizer is what `sample` decodes with; a file that is no text is refused.
+TEST_F(LanguageModelTest, ADatasetOfTextTrainsTokenisedOnceAndAgainWhenTheTextChanges) {
+  std::string text;  // this repository's documentation: ~200 KB of prose
+  for (const auto& entry : fs::directory_iterator(testing::source("docs")))
+    if (entry.path().extension() == ".md") text += testing::read_file(entry.path()) + "\n";
+  const std::string corpus = dir.write("corpus.txt", text);
+  const std::string tokenizer = testing::source("tests/fixtures/bpe_gpt2.json");
+  const std::string file = dir.write(
+      "text.yaml",
+      "extends: " + testing::source("experiments/gpt2_cpu.yaml") + R"(
+name: gpt2_own_text
+model: {vocab_size: 1200}
+dataset: {name: text, train: )" +
+          corpus + ", tokenizer: " + tokenizer +
+          R"(, val_fraction: 0.1, seq_len: 32, train_size: 64, val_size: 16, test_size: 16}
+train: {epochs: 1, save_weights: true}
+)");
+  auto run_logged = [&](const std::string& args) {
+    Result run = trainyard("run " + file + " --db " + db() + " --only fp32 " + args);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    Store store(db());
+    const auto runs = store.runs("gpt2_own_text");
+    return std::pair{runs.back(), testing::read_file(runs.back().environment.log_path)};
+  };
+  const auto [first, first_log] = run_logged("");
+  EXPECT_NE(first_log.find("text: tokenising " + corpus), std::string::npos) << first_log;
+  // The cache holds what `trainyard tokenize` writes of the same text.
+  std::vector<fs::path> cached;
+  for (const auto& entry : fs::directory_iterator(dir.path() / ".trainyard-cache"))
+    if (entry.path().filename().string().rfind("text-", 0) == 0) cached.push_back(entry.path());
+  ASSERT_EQ(cached.size(), 2u);  // train and val
+  std::sort(cached.begin(), cached.end());
+  Result tokenized =
+      trainyard("tokenize --tokenizer " + tokenizer + " " + corpus + " -o " +
+                (dir.path() / "by-hand" / "train.bin").string() + " --val-fraction 0.1");
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.output;
+  EXPECT_EQ(testing::read_file(cached[0]),
+            testing::read_file(dir.path() / "by-hand" / "train.bin"));  // text-…-train.bin
+  EXPECT_EQ(testing::read_file(cached[1]), testing::read_file(dir.path() / "by-hand" / "val.bin"));
+  // Again: from the cache, the same figures.
+  const auto [second, second_log] = run_logged("--force");
+  EXPECT_NE(second_log.find("text: tokens of " + corpus + " from the cache"), std::string::npos)
+      << second_log;
+  EXPECT_EQ(second_log.find("text: tokenising"), std::string::npos) << second_log;
+  Store store(db());
+  EXPECT_EQ(store.final_metrics(second.id).at("test_loss"),
+            store.final_metrics(first.id).at("test_loss"));
+  // The text edited: tokenised again (a new run: the data's content is part of its identity).
+  dir.write("corpus.txt", text + "\nOne more line at the end.\n");
+  const auto [third, third_log] = run_logged("");
+  EXPECT_NE(third.id, second.id);
+  EXPECT_NE(third_log.find("text: tokenising " + corpus), std::string::npos) << third_log;
+  // sample decodes with the dataset's tokenizer.
+  Result sample = trainyard(fmt::format("sample {} --db {} --tokens 8", third.id, db()));
+  EXPECT_EQ(sample.exit_code, 0) << sample.output;
+  // A file that is no text, or no tokenizer: refused at validation, exit 2, named.
+  const std::string csv = dir.write("reviews.csv", "text,label\nx,1\n");
+  Result not_text = trainyard("validate " + file + " --set dataset.train=" + csv);
+  EXPECT_EQ(not_text.exit_code, 2) << not_text.output;
+  EXPECT_NE(not_text.output.find("'" + csv + "' is neither .txt nor .jsonl"), std::string::npos)
+      << not_text.output;
+  Result bad_separator = trainyard("validate " + file + " --set dataset.separator=nope");
+  EXPECT_EQ(bad_separator.exit_code, 2) << bad_separator.output;
+  EXPECT_NE(bad_separator.output.find("dataset.separator 'nope' is no token of"), std::string::npos)
+      << bad_separator.output;
 }
 
 TEST_F(LanguageModelTest, BadTokenFilesAreRefusedBeforeAnythingTrains) {

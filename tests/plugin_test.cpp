@@ -87,6 +87,26 @@ TEST_F(PluginTest, ExampleTrainsUnderSingleAndDdpAndShowsInTheReport) {
   EXPECT_NE(html.find("mlp-plugin"), std::string::npos);
 }
 
+// A language-model run whose file names a plugin is sampled with the plugin loaded (the run's
+// config is read back as a worker reads it), by `sample` and in the report.
+TEST_F(PluginTest, ALanguageModelRunThatNamesAPluginWritesSamples) {
+  experiment_with_mlp();  // lib/libmlp.so beside the file
+  const std::string file = dir.write("lm.yaml", R"(name: lm-with-plugin
+plugins: [lib/libmlp.so]
+model: {name: gpt2, vocab_size: 1200, max_positions: 16, depth: 1, width: 32, heads: 2}
+dataset: {name: synthetic-tokens, vocab_size: 64, seq_len: 16, train_size: 64, val_size: 16, test_size: 16}
+train: {epochs: 1, batch_size: 16, optimizer: {name: adamw, lr: 1.0e-2}, save_weights: true}
+runtime: {accelerator: cpu, threads: 1}
+)");
+  Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string tokenizer = source("tests/fixtures/bpe_gpt2.json");
+  Result sample =
+      trainyard(fmt::format("sample 1 --db {} --tokens 8 --tokenizer {}", db(), tokenizer));
+  EXPECT_EQ(sample.exit_code, 0) << sample.output;
+  EXPECT_FALSE(sample.output.empty());
+}
+
 TEST_F(PluginTest, ARebuiltPluginIsANewConfiguration) {
   const std::string file = experiment_with_mlp();
   ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/classification.h"
 #include "components/text/byte_bpe.h"
 #include "components/weights/safetensors.h"
 #include "db/store.h"
@@ -197,6 +198,107 @@ TEST_F(TextFileTest, ATokenizerJsonServesAsTheVocabulary) {
   EXPECT_EQ(validate.exit_code, 2) << validate.output;
   EXPECT_NE(validate.output.find("does not lowercase (a cased model)"), std::string::npos)
       << validate.output;
+}
+
+// A classifier of seven named classes reports what users of imbalanced data read: macro-F1 at
+// every validation (train.monitor and report.target on it), and of the test macro-F1, top-5 and the
+// confusion matrix, which the log lists class by class and the report draws. The figures agree
+// with the matrix recorded (classification_test.cpp holds the matrix's figures to scikit-learn's).
+TEST_F(TextFileTest, ReportsMacroF1TopFiveAndTheConfusionMatrix) {
+  // The labels are strings: classes in sorted order, as textfile numbers them.
+  const std::vector<std::string> classes = {"english", "film", "great", "movie",
+                                            "naive",   "plot", "superb"};
+  std::string csv = "text,label\n";
+  for (int i = 0; i < 140; ++i) {  // each class's word in its texts
+    const std::string& label = classes[static_cast<size_t>((i * 3) % 7)];
+    csv += fmt::format("the {} was {},{}\n", label, i % 2 ? "long" : "double", label);
+  }
+  const std::string data = dir.write("seven.csv", csv);
+  const std::string file =
+      dir.write("seven.yaml", fmt::format(R"(name: seven
+model: {{name: distilbert, layers: 1, dim: 16, heads: 2, hidden_dim: 32, max_positions: 32,
+        vocab_size: 297, num_classes: 7, dropout: 0, attention_dropout: 0, classifier_dropout: 0}}
+dataset: {{name: textfile, vocab: {}, max_length: 16, file: {}}}
+train: {{epochs: 3, batch_size: 8, optimizer: {{name: adamw, lr: 1.0e-2}}, log_every: 1000,
+        monitor: val_f1, early_stop: {{metric: val_f1, patience: 5}}}}
+runtime: {{accelerator: cpu, threads: 1}}
+report: {{target: {{metric: val_f1, value: 0.05}}}}
+)",
+                                          source("tests/fixtures/vocab.txt"), data));
+  Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  const RunRecord record = store.runs("seven").at(0);
+  const auto figures = store.final_metrics(record.id);
+  const auto details = store.attributes(record.id);
+  ASSERT_TRUE(details.count("test_confusion"));
+  const auto matrix = ConfusionMatrix::from_json(details.at("test_confusion"));
+  ASSERT_TRUE(matrix);
+  EXPECT_EQ(matrix->classes(), 7);
+  EXPECT_EQ(matrix->total(), 14);  // 140 records: 112 train, 14 validation, 14 test
+  EXPECT_DOUBLE_EQ(figures.at("test_acc"), matrix->accuracy());
+  EXPECT_DOUBLE_EQ(figures.at("test_f1"), matrix->macro_f1());
+  ASSERT_TRUE(figures.count("test_top5"));  // seven classes: more than five
+  EXPECT_GE(figures.at("test_top5"), figures.at("test_acc"));
+  EXPECT_LE(figures.at("test_top5"), 1.0);
+  // Every epoch's validation has its macro-F1, and the kept epoch is the one of the highest.
+  const auto epochs = store.epoch_metrics(record.id);
+  ASSERT_EQ(epochs.size(), 3u);
+  int64_t best = 0;
+  for (const EpochRow& epoch : epochs) {
+    ASSERT_TRUE(epoch.values.count("val_f1")) << epoch.epoch;
+    if (best == 0 || epoch.values.at("val_f1") >= epochs[size_t(best - 1)].values.at("val_f1"))
+      best = epoch.epoch;
+  }
+  EXPECT_EQ(figures.at("best_epoch"), static_cast<double>(best));
+  EXPECT_NE(details.at("kept_epoch").find("highest val macro-F1"), std::string::npos)
+      << details.at("kept_epoch");
+  // The log, class by class, by the file's names.
+  const std::string log = read_file(record.environment.log_path);
+  const ClassFigures film = matrix->figures(1);
+  EXPECT_NE(log.find(fmt::format("test class film: precision {:.2f}% recall {:.2f}% F1 {:.2f}% "
+                                 "({} samples, {} predicted)",
+                                 100 * film.precision, 100 * film.recall, 100 * film.f1,
+                                 film.support, film.predicted)),
+            std::string::npos)
+      << log;
+  // The report: the Classes section with the heat map and each class's figures, the time to
+  // the macro-F1 target.
+  const std::string html = (dir.path() / "report.html").string();
+  Result report = trainyard("report --db " + db() + " -o " + html);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string page = read_file(html);
+  EXPECT_NE(page.find("<h3>Classes</h3>"), std::string::npos);
+  EXPECT_NE(page.find(fmt::format("macro-F1 {:.1f}%", 100 * matrix->macro_f1())),
+            std::string::npos);
+  EXPECT_NE(page.find(R"(<svg class="confusion")"), std::string::npos);
+  for (int64_t c = 0; c < 7; ++c) {
+    const ClassFigures f = matrix->figures(c);
+    EXPECT_NE(page.find(fmt::format(
+                  R"(<tr><td class="text">{}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td>)"
+                  R"(<td>{}</td></tr>)",
+                  classes[size_t(c)], 100 * f.precision, 100 * f.recall, 100 * f.f1, f.support)),
+              std::string::npos)
+        << classes[size_t(c)];
+    EXPECT_NE(page.find(fmt::format("<title>label {0} → predicted {0}: {1} ", classes[size_t(c)],
+                                    matrix->count(c, c))),
+              std::string::npos)
+        << classes[size_t(c)];
+  }
+  EXPECT_NE(page.find("Time to val_f1 ≥ 5%"), std::string::npos);
+  // A language model has no classes to take an F1 of: refused at validation, exit 2.
+  const std::string lm = dir.write("lm.yaml", R"(name: lm
+model: {name: gpt2, vocab_size: 64, max_positions: 16, depth: 2, width: 32, heads: 2}
+dataset: {name: synthetic-tokens, vocab_size: 64, seq_len: 16, train_size: 256, val_size: 32, test_size: 32}
+train: {epochs: 1, batch_size: 4, optimizer: {name: adamw, lr: 1.0e-3}, monitor: val_f1}
+runtime: {accelerator: cpu, threads: 1}
+)");
+  Result refused = trainyard("validate " + lm);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("'train.monitor' val_f1: model gpt2 is a causal language model, "
+                                "which has no classes to take an F1 of; use val_loss"),
+            std::string::npos)
+      << refused.output;
 }
 
 // A byte-level BPE tokenizer.json (RoBERTa's settings) serves too: the texts are cached as the

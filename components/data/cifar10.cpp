@@ -123,6 +123,9 @@ void register_cifar10(Registry& registry) {
         splits.validation = std::make_shared<Subset>(train_all, index_range(n - o.val_size, n));
         splits.test = std::make_shared<Cifar10Images>(test_images, test_labels);
         splits.num_classes = kClasses;
+        splits.details = {{"dataset_classes",
+                           "airplane=0, automobile=1, bird=2, cat=3, deer=4, dog=5, frog=6, "
+                           "horse=7, ship=8, truck=9"}};  // the names of batches.meta
         const ImageOptions image{.size = o.image_size > 0 ? o.image_size : context.image_size,
                                  .normalize = o.normalize,
                                  .augment = o.augment};

@@ -205,6 +205,10 @@ void register_imagefolder(Registry& registry) {
                 "imagefolder: no test/ folder; the test metrics are the validation split's");
         }
         splits.num_classes = static_cast<int64_t>(classes.size());
+        std::vector<std::string> mapping;  // the folders' names, as textfile lists its labels
+        for (size_t i = 0; i < classes.size(); ++i)
+          mapping.push_back(fmt::format("{}={}", classes[i], i));
+        splits.details = {{"dataset_classes", join(mapping)}};
         const ImageOptions image{.size = size, .normalize = o.normalize, .augment = o.augment};
         splits.train_transform = image_transform(image, true);
         splits.eval_transform = image_transform(image, false);

@@ -160,11 +160,14 @@ void register_imdb(Registry& registry) {
         auto slice = [&](int64_t begin, int64_t end) {
           return std::vector<int64_t>(order.begin() + begin, order.begin() + end);
         };
-        return text_splits(std::move(texts),
-                           {.train = slice(0, o.train_size),
-                            .validation = slice(o.train_size, o.train_size + o.val_size),
-                            .test = slice(o.train_size + o.val_size, n)},
-                           o.max_length, o.padding == "dynamic", tokenizer, 2);
+        DataSplits splits =
+            text_splits(std::move(texts),
+                        {.train = slice(0, o.train_size),
+                         .validation = slice(o.train_size, o.train_size + o.val_size),
+                         .test = slice(o.train_size + o.val_size, n)},
+                        o.max_length, o.padding == "dynamic", tokenizer, 2);
+        splits.details = {{"dataset_classes", "neg=0, pos=1"}};  // its folders
+        return splits;
       },
       describe_imdb);
 }

@@ -90,29 +90,30 @@ DatasetCapabilities describe_tokens(const TokensOptions& o) {
 
 // One split's windows over `file`, after checking that every token is below the model's
 // vocabulary (`vocab_size`; 0: no model vocabulary to check against).
-std::shared_ptr<const Dataset> split_of(const std::shared_ptr<const TokenFile>& file,
-                                        const TokensOptions& o, int64_t limit, const char* split,
+std::shared_ptr<const Dataset> split_of(const std::string& dataset,
+                                        const std::shared_ptr<const TokenFile>& file,
+                                        int64_t seq_len, int64_t limit, const char* split,
                                         int64_t vocab_size) {
-  const int64_t windows = windows_of(file->size(), o.seq_len, limit);
+  const int64_t windows = windows_of(file->size(), seq_len, limit);
   if (windows == 0)
     throw UserError(fmt::format(
-        "tokens: {}: {} tokens hold no window of seq_len + 1 = {} tokens for the {} split; use a "
+        "{}: {}: {} tokens hold no window of seq_len + 1 = {} tokens for the {} split; use a "
         "longer file or a shorter dataset.seq_len",
-        file->path(), file->size(), o.seq_len + 1, split));
+        dataset, file->path(), file->size(), seq_len + 1, split));
   if (vocab_size > 0) {
     const int64_t beyond = file->first_at_or_above(vocab_size);
     if (beyond >= 0) {
       const int64_t largest = file->max_token();
       throw UserError(fmt::format(
-          "tokens: {}: token {} at position {} is beyond the model's vocabulary of {} tokens "
+          "{}: {}: token {} at position {} is beyond the model's vocabulary of {} tokens "
           "(model.vocab_size), and its largest token is {}: set model.vocab_size: {} or more, "
           "unless the file was tokenized for another model",
-          file->path(), file->token(beyond), beyond, vocab_size, largest, largest + 1));
+          dataset, file->path(), file->token(beyond), beyond, vocab_size, largest, largest + 1));
     }
   }
   return std::make_shared<TokenWindows>(
       [file](int64_t start, int64_t count, int64_t* out) { file->copy(start, count, out); },
-      windows, o.seq_len);
+      windows, seq_len);
 }
 
 struct SyntheticTokensOptions {
@@ -144,6 +145,24 @@ std::vector<int64_t> markov_tokens(int64_t vocab_size, int64_t count, uint64_t t
 }
 
 }  // namespace
+
+DataSplits token_file_splits(const std::string& dataset,
+                             const std::shared_ptr<const TokenFile>& train,
+                             const std::shared_ptr<const TokenFile>& val,
+                             const std::shared_ptr<const TokenFile>& test,
+                             const TokenWindowOptions& o, const DataContext& context) {
+  DataSplits splits;
+  splits.train = split_of(dataset, train, o.seq_len, o.train_size, "train", context.vocab_size);
+  splits.validation = split_of(dataset, val, o.seq_len, o.val_size, "val", context.vocab_size);
+  splits.test = split_of(dataset, test, o.seq_len, o.test_size, "test",
+                         test == val ? 0 : context.vocab_size);  // (val's tokens were checked)
+  splits.vocab_size = context.vocab_size;
+  splits.train_in_order = o.sequential;
+  splits.details["dataset_tokens"] = fmt::format(
+      "train {} tokens ({} windows), val {} tokens, test {}", train->size(), splits.train->size(),
+      val->size(), test == val ? "the val file" : std::to_string(test->size()) + " tokens");
+  return splits;
+}
 
 void register_tokens(Registry& registry) {
   OptionSet<TokensOptions> options;
@@ -183,17 +202,13 @@ void register_tokens(Registry& registry) {
         };
         auto train = open(o.train), val = open(o.val);
         auto test = o.test.empty() || o.test == o.val ? val : open(o.test);
-        DataSplits splits;
-        splits.train = split_of(train, o, o.train_size, "train", context.vocab_size);
-        splits.validation = split_of(val, o, o.val_size, "val", context.vocab_size);
-        splits.test = test == val ? split_of(val, o, o.test_size, "test", 0)
-                                  : split_of(test, o, o.test_size, "test", context.vocab_size);
-        splits.vocab_size = context.vocab_size;
-        splits.train_in_order = o.sampler == "sequential";
-        splits.details["dataset_tokens"] =
-            fmt::format("train {} tokens ({} windows), val {} tokens, test {}", train->size(),
-                        splits.train->size(), val->size(),
-                        test == val ? "the val file" : std::to_string(test->size()) + " tokens");
+        DataSplits splits = token_file_splits("tokens", train, val, test,
+                                              {.seq_len = o.seq_len,
+                                               .sequential = o.sampler == "sequential",
+                                               .train_size = o.train_size,
+                                               .val_size = o.val_size,
+                                               .test_size = o.test_size},
+                                              context);
         if (context.log)
           context.log(
               fmt::format("tokens: {} training windows of {} + 1 tokens from {} ({}-byte "

@@ -4,10 +4,14 @@
 // (consecutive windows share one token: the next window's first input is this one's last target).
 //   tokens            token files (components/data/token_file.h: llm.c's format or nanoGPT's .bin)
 //   synthetic-tokens  a seeded Markov chain over a small vocabulary, for quick runs and tests
+//   text              .txt or .jsonl files tokenised once into token files
+//   (components/data/text.cpp)
 #pragma once
 
 #include <functional>
+#include <memory>
 
+#include "components/data/token_file.h"
 #include "trainyard/dataset.h"
 
 namespace trainyard {
@@ -30,7 +34,26 @@ class TokenWindows : public Dataset {
   int64_t seq_len_;
 };
 
+// How token files become a language model's splits (the options tokens and text share).
+struct TokenWindowOptions {
+  int64_t seq_len = 1024;
+  bool sequential = false;  // dataset.sampler: sequential
+  int64_t train_size = 0;   // windows of each split: the file's first N; 0 = all
+  int64_t val_size = 0;
+  int64_t test_size = 0;
+};
+
+// The three splits over the token files (`test` may be `val`: its windows then), after checking
+// every training and validation token is below the model's vocabulary (context.vocab_size);
+// UserError, as `dataset`, for a file that holds no window or a token beyond the vocabulary.
+DataSplits token_file_splits(const std::string& dataset,
+                             const std::shared_ptr<const TokenFile>& train,
+                             const std::shared_ptr<const TokenFile>& val,
+                             const std::shared_ptr<const TokenFile>& test,
+                             const TokenWindowOptions& options, const DataContext& context);
+
 void register_tokens(Registry& registry);
+void register_text(Registry& registry);  // components/data/text.cpp
 void register_synthetic_tokens(Registry& registry);
 
 }  // namespace trainyard

@@ -31,7 +31,15 @@ namespace {
 constexpr size_t kPieceBytes = 1 << 20;    // the text one thread encodes at a time
 constexpr int64_t kMaxTokens = INT32_MAX;  // llm.c's header counts in an int32
 
-// An output file: written as "<path>.tmp", renamed over `path` by commit(); removed if not.
+// This machine's name, for temporary files' names.
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "host";
+  return name;
+}
+
+// An output file: written as "<path>.<host>-<pid>.tmp", renamed over `path` by commit(); removed
+// if not.
 class TokenWriter {
  public:
   TokenWriter(std::string path, int width) : path_(std::move(path)), width_(width) {
@@ -87,7 +95,9 @@ class TokenWriter {
 
  private:
   static int64_t header_bytes() { return TokenFile::kHeaderInts * 4; }
-  std::string temp() const { return path_ + ".tmp"; }
+  // Of this process on this host: two that write one file at once (ranks making one cache, on
+  // one node or on several sharing a filesystem) do not mix.
+  std::string temp() const { return fmt::format("{}.{}-{}.tmp", path_, host_name(), getpid()); }
   void write(const void* data, size_t bytes) {
     if (std::fwrite(data, 1, bytes, file_) != bytes)
       throw UserError(file_error("write", temp(), errno));
@@ -118,6 +128,22 @@ bool is_jsonl(const std::string& path) {
 }
 
 }  // namespace
+
+int64_t separator_token(const ByteBpeTokenizer& tokenizer, const std::string& name,
+                        const std::string& option, const std::string& tokenizer_path) {
+  if (name == "none") return -1;
+  if (name == "auto") {
+    for (const char* candidate : {"<|endoftext|>", "</s>"})
+      if (tokenizer.token_id(candidate) >= 0) return tokenizer.token_id(candidate);
+    return -1;
+  }
+  const int64_t id = tokenizer.token_id(name);
+  if (id < 0)
+    throw UserError(fmt::format(
+        "{} '{}' is no token of {}; name one of its tokens (such as <|endoftext|>), or none",
+        option, name, tokenizer_path));
+  return id;
+}
 
 std::string default_val_output(const std::string& output) {
   const std::filesystem::path path(output);

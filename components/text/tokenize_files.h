@@ -46,6 +46,12 @@ struct TokenizeResult {
 TokenizeResult tokenize_files(const ByteBpeTokenizer& tokenizer, const TokenizeOptions& options,
                               const std::function<void(int64_t, int64_t)>& progress);
 
+// The separator a name means: "auto" picks <|endoftext|> (GPT-2's), else </s> (RoBERTa's), else
+// none (-1); "none" is none; any other text must be one token of the tokenizer, else UserError
+// "<option> '<name>' is no token of <tokenizer_path>; ...".
+int64_t separator_token(const ByteBpeTokenizer& tokenizer, const std::string& name,
+                        const std::string& option, const std::string& tokenizer_path);
+
 // The validation file beside `output`: "train" in its name becomes "val"
 // (data/shakespeare_train.bin
 // -> data/shakespeare_val.bin), else "_val" goes before the extension (tokens.bin ->

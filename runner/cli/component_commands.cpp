@@ -289,7 +289,7 @@ int report_command(const std::vector<std::string>& args) {
     return kExitOk;
   }
   report.output_dir = fs::absolute(output).parent_path().string();
-  add_report_samples(report, store, plugin_loader().registry());
+  add_report_samples(report, store, plugin_loader());
   std::string text = extension == ".md"    ? render_markdown(report)
                      : extension == ".csv" ? render_csv(report)
                                            : render_html(report);

@@ -19,8 +19,8 @@ namespace po = boost::program_options;
 
 std::vector<std::string> sample_run(Store& store, const RunRecord& run, const std::string& prompt,
                                     const std::string& tokenizer_path, const SampleOptions& options,
-                                    const Registry& registry) {
-  const RunSpec spec = parse_resolved_run(run.config_yaml, run.variant, registry);
+                                    PluginLoader& plugins) {
+  const RunSpec spec = parse_resolved_run(run.config_yaml, run.variant, plugins);
   if (spec.model.capabilities.task != Task::causal_lm)
     throw UserError(fmt::format("sample: run {} ({}/{}) trains {}, not a language model", run.id,
                                 run.experiment, run.variant, spec.model.name));
@@ -43,10 +43,10 @@ std::vector<std::string> sample_run(Store& store, const RunRecord& run, const st
         "dataset.tokenizer to the one its token files were written with",
         run.id, run.experiment, run.variant));
   return sample_texts(spec, weights->second, ByteBpeTokenizer::from_tokenizer_json(tokenizer),
-                      prompt, options, registry);
+                      prompt, options, plugins.registry());
 }
 
-void add_report_samples(Report& report, Store& store, const Registry& registry) {
+void add_report_samples(Report& report, Store& store, PluginLoader& plugins) {
   for (ExperimentReport& section : report.experiments) {
     if (section.task != Task::causal_lm) continue;
     for (const VariantRow& row : section.rows) {
@@ -59,7 +59,7 @@ void add_report_samples(Report& report, Store& store, const Registry& registry) 
               {.variant = row.variant,
                .run_id = id,
                .texts = sample_run(store, *run, "", "", SampleOptions{.tokens = 48, .texts = 2},
-                                   registry)});
+                                   plugins)});
           why_not.clear();
           break;
         } catch (const UserError& e) {
@@ -105,7 +105,7 @@ int sample_command(const std::vector<std::string>& args) {
   const std::optional<RunRecord> run = open.store->run(run_id);
   if (!run) throw UserError(fmt::format("sample: no run {} in {}", run_id, db_path));
   for (const std::string& text :
-       sample_run(*open.store, *run, prompt, tokenizer, o, plugin_loader().registry()))
+       sample_run(*open.store, *run, prompt, tokenizer, o, plugin_loader()))
     fmt::print("{}{}\n", prompt, text);
   return kExitOk;
 }

@@ -22,25 +22,6 @@ namespace po = boost::program_options;
 
 namespace {
 
-// The separator named on the command line: "auto" picks <|endoftext|> (GPT-2's), else </s>
-// (RoBERTa's), else none; "none" is none; any other text must be one token of the tokenizer.
-int64_t separator_id(const ByteBpeTokenizer& tokenizer, const std::string& name,
-                     const std::string& tokenizer_path) {
-  if (name == "none") return -1;
-  if (name == "auto") {
-    for (const char* candidate : {"<|endoftext|>", "</s>"})
-      if (tokenizer.token_id(candidate) >= 0) return tokenizer.token_id(candidate);
-    return -1;
-  }
-  const int64_t id = tokenizer.token_id(name);
-  if (id < 0)
-    throw UserError(
-        fmt::format("tokenize: --separator '{}' is no token of {}; name one of its tokens (such as "
-                    "<|endoftext|>), or none",
-                    name, tokenizer_path));
-  return id;
-}
-
 // On a terminal, one line redrawn in place (at most ten times a second); else a line per tenth.
 class ProgressLine {
  public:
@@ -123,7 +104,7 @@ int tokenize_command(const std::vector<std::string>& args) {
                     o.output));
 
   const ByteBpeTokenizer tokenizer = ByteBpeTokenizer::from_tokenizer_json(tokenizer_path);
-  o.separator = separator_id(tokenizer, separator, tokenizer_path);
+  o.separator = separator_token(tokenizer, separator, "tokenize: --separator", tokenizer_path);
   ProgressLine progress;
   const auto start = std::chrono::steady_clock::now();
   const TokenizeResult r = tokenize_files(

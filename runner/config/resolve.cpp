@@ -193,12 +193,14 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
                        run.dataset.name));
 }
 
-// What is wrong with `key` naming val_acc in `run`, when its model's task has no accuracy.
-std::optional<std::string> without_accuracy(const RunSpec& run, const char* key) {
+// What is wrong with `key` naming `monitor` (val_acc, val_f1) in `run`, when its model's task has
+// no accuracy (nor classes to take an F1 of).
+std::optional<std::string> without_accuracy(const RunSpec& run, const char* key, Monitor monitor) {
   const TaskTraits& task = traits(run.model.capabilities.task);
-  if (task.has_accuracy) return std::nullopt;
-  return fmt::format("'{}' val_acc: model {} is {}, which has no accuracy; use val_loss", key,
-                     run.model.name, task.a_one);
+  if (monitor == Monitor::val_loss || task.has_accuracy) return std::nullopt;
+  return fmt::format("'{}' {}: model {} is {}, which has no {}; use val_loss", key,
+                     option_word(monitor), run.model.name, task.a_one,
+                     monitor == Monitor::val_f1 ? "classes to take an F1 of" : "accuracy");
 }
 
 // The model against its dataset and weights, as far as they are known without building them.
@@ -256,11 +258,12 @@ void check_model_against_data(const RunSpec& run, const ConfigTree& tree, const 
                           "model {} classifies; use model gpt2, or a classification dataset",
                           run.dataset.name, run.model.name));
   // What a run watches must be a figure its task has.
-  if (run.train.monitor == Monitor::val_acc && run.train.checkpoint != TestedWeights::last)
-    if (auto problem = without_accuracy(run, "train.monitor"))
+  if (run.train.checkpoint != TestedWeights::last)
+    if (auto problem = without_accuracy(run, "train.monitor", run.train.monitor))
       diagnostics.error(origin_of_key(tree, "train.monitor", fallback), *problem);
-  if (run.train.early_stop_patience > 0 && run.train.early_stop_metric == Monitor::val_acc)
-    if (auto problem = without_accuracy(run, "train.early_stop.metric"))
+  if (run.train.early_stop_patience > 0)
+    if (auto problem =
+            without_accuracy(run, "train.early_stop.metric", run.train.early_stop_metric))
       diagnostics.error(origin_of_key(tree, "train.early_stop.metric", fallback), *problem);
   std::error_code ec;
   const std::string& weights = run.weights.weights;

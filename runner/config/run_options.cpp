@@ -43,7 +43,7 @@ const OptionSet<TrainOptions>& train_option_set() {
              "weights used for the test: the best validation epoch's, or the last epoch's")
         .add("monitor", &TrainOptions::monitor,
              "train.checkpoint: best keeps the epoch with the lowest val_loss, or the highest "
-             "val_acc; on a tie, the later epoch")
+             "val_acc or val_f1 (macro-F1); on a tie, the later epoch")
         .add("log_every", &TrainOptions::log_every, "optimizer steps between progress lines",
              at_least(1))
         .add("micro_batch_size", &TrainOptions::micro_batch_size,

@@ -39,11 +39,12 @@ struct OptionWords<TestedWeights> {
 };
 
 // train.monitor and train.early_stop.metric: the validation figure watched.
-enum class Monitor { val_loss, val_acc };
+// val_f1: a classifier's macro-F1.
+enum class Monitor { val_loss, val_acc, val_f1 };
 template <>
 struct OptionWords<Monitor> {
-  static constexpr std::pair<const char*, Monitor> words[] = {{"val_loss", Monitor::val_loss},
-                                                              {"val_acc", Monitor::val_acc}};
+  static constexpr std::pair<const char*, Monitor> words[] = {
+      {"val_loss", Monitor::val_loss}, {"val_acc", Monitor::val_acc}, {"val_f1", Monitor::val_f1}};
 };
 
 // runtime.compile: none, or the whole training step captured into a CUDA graph once and replayed.

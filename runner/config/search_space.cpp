@@ -211,17 +211,17 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
   if (const ConfigValue* value = search.find("metric")) {
     std::string metric, expected;
     decode_value(value->node, metric, expected);
-    if (metric == "val_loss" || metric == "val_acc") {
+    if (metric == "val_loss" || metric == "val_acc" || metric == "val_f1") {
       settings.metric = metric;
     } else if (metric.rfind("test", 0) == 0) {
       diagnostics.error(value->origin,
                         "'sweep.search.metric' " + metric +
                             ": choosing settings by the test split would make its figures "
-                            "optimistic; search by val_loss or val_acc");
+                            "optimistic; search by val_loss, val_acc or val_f1");
     } else {
       diagnostics.error(value->origin,
-                        "'sweep.search.metric' is val_loss (lower is better) or val_acc (higher), "
-                        "got " +
+                        "'sweep.search.metric' is val_loss (lower is better), val_acc or val_f1 "
+                        "(macro-F1; higher), got " +
                             describe_yaml_value(value->node));
     }
   }

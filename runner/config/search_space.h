@@ -46,7 +46,7 @@ struct SearchSettings {
   int64_t trials = 0;  // per variant (grid: every combination of the choices)
   uint64_t seed = 0;
   std::vector<SearchParameter> space;  // in the file's order
-  std::string metric = "val_loss";     // val_loss (lower is better) or val_acc (higher)
+  std::string metric = "val_loss";     // val_loss (lower is better), val_acc or val_f1 (higher)
   bool minimize() const { return metric == "val_loss"; }
   HalvingSchedule schedule{};
   int64_t confirm_repeats = 1;  // runs of each variant's best settings, on fresh seeds

@@ -30,8 +30,23 @@ class TrainingTask {
     return language_model_ ? targets.numel() : targets.size(0);
   }
   // Correct predictions as a device tensor (int64); undefined for a language model, which has no
-  // accuracy.
+  // accuracy. A prediction is the first highest logit.
   torch::Tensor correct(const torch::Tensor& logits, const torch::Tensor& targets) const;
+  // Samples whose label is among the `k` highest logits, as a device tensor (int64). Ties are
+  // broken as scikit-learn's top_k_accuracy_score breaks them (a stable sort, reversed): of equal
+  // logits the later class ranks first. Counted without a sort: the label's rank is the number of
+  // classes scored above it, plus those scored equal with a higher index. A NaN ranks above every
+  // number (a label scored NaN is never a hit: a diverged model finds nothing).
+  torch::Tensor top_k_correct(const torch::Tensor& logits, const torch::Tensor& targets,
+                              int64_t k) const;
+  // The confusion matrix's cells (int64 [classes x classes] flattened, row the label, column the
+  // prediction), added to `cells`; no host synchronisation.
+  void count_cells(const torch::Tensor& logits, const torch::Tensor& targets,
+                   torch::Tensor& cells) const;
+  // Each class's correct predictions, samples labelled and samples predicted (int64 [3, classes]),
+  // added to `tallies`: what the figures need when the cells are too many to keep.
+  void count_tallies(const torch::Tensor& logits, const torch::Tensor& targets,
+                     torch::Tensor& tallies) const;
 
  private:
   Task task_;

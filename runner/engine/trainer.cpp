@@ -27,13 +27,34 @@ void add_quality(const TrainingTask& task, Split split, const SplitResult& resul
                     : split == Split::val ? traits.val_quality
                                           : traits.test_quality;
   values[key] = traits.has_accuracy ? result.accuracy : std::exp(result.loss);
+  // A classifier's evaluation: macro-F1 (and top-5 with more than five classes).
+  if (split == Split::train || std::isnan(result.macro_f1)) return;
+  values[split == Split::val ? metric::kValF1 : metric::kTestF1] = result.macro_f1;
+  if (split == Split::test && !std::isnan(result.top5)) values[metric::kTestTop5] = result.top5;
 }
 
 // "loss 0.6931 acc 50.00%", or "loss 3.2189 ppl 25.00" for a language model.
 std::string describe(const TrainingTask& task, const SplitResult& split) {
   if (!task.traits().has_accuracy)
     return fmt::format("loss {:.4f} ppl {:.2f}", split.loss, std::exp(split.loss));
-  return fmt::format("loss {:.4f} acc {:.2f}%", split.loss, 100 * split.accuracy);
+  if (std::isnan(split.macro_f1))
+    return fmt::format("loss {:.4f} acc {:.2f}%", split.loss, 100 * split.accuracy);
+  return fmt::format("loss {:.4f} acc {:.2f}% macro-F1 {:.2f}%{}", split.loss, 100 * split.accuracy,
+                     100 * split.macro_f1,
+                     std::isnan(split.top5) ? "" : fmt::format(" top-5 {:.2f}%", 100 * split.top5));
+}
+
+// A watched figure (train.monitor, train.early_stop.metric) of a split's result.
+double watched_figure(Monitor monitor, const SplitResult& split) {
+  switch (monitor) {
+    case Monitor::val_loss:
+      return split.loss;
+    case Monitor::val_acc:
+      return split.accuracy;
+    case Monitor::val_f1:
+      return split.macro_f1;
+  }
+  return std::nan("");
 }
 
 // The metric key of a watched figure (train.monitor, train.early_stop.metric): its word.
@@ -54,7 +75,7 @@ bool is_kept_over(Monitor monitor, const SplitResult& val, const TrainerState& p
   if (progress.best_epoch == 0) return true;
   const double kept = monitored_figure(monitor, progress, progress.best_epoch);
   const bool loss = monitor == Monitor::val_loss;
-  const double value = loss ? val.loss : val.accuracy;
+  const double value = watched_figure(monitor, val);
   if (std::isnan(value)) return std::isnan(kept);
   if (std::isnan(kept)) return true;
   return loss ? value <= kept : value >= kept;
@@ -67,7 +88,9 @@ std::string kept_epoch_reason(const TrainOptions& train, const TrainerState& pro
   const double value = monitored_figure(train.monitor, progress, progress.best_epoch);
   const std::string figure = train.monitor == Monitor::val_loss
                                  ? fmt::format("lowest val loss {:.4f}", value)
-                                 : fmt::format("highest val acc {:.2f}%", 100 * value);
+                             : train.monitor == Monitor::val_acc
+                                 ? fmt::format("highest val acc {:.2f}%", 100 * value)
+                                 : fmt::format("highest val macro-F1 {:.2f}%", 100 * value);
   return figure + " (train.monitor: " + metric_of(train.monitor) + "; a tie keeps the later epoch)";
 }
 
@@ -245,7 +268,7 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
   torch::NoGradGuard no_grad;
   model_->eval();
   strategy_->before_evaluation(*model_);  // every rank evaluates the same model
-  Accumulator metrics(device_, task_);
+  Accumulator metrics(device_, task_, /*per_class=*/true);
   const int64_t batches = limited(loader.num_batches(), run_.train.limit_eval_batches);
   loader.start_epoch(0, batches);
   for (int64_t b = 0; b < batches; ++b) {
@@ -334,7 +357,7 @@ void Trainer::watch_for_early_stop(const SplitResult& val) {
   const TrainOptions& options = run_.train;
   if (options.early_stop_patience == 0) return;
   const bool loss = options.early_stop_metric == Monitor::val_loss;
-  const double value = loss ? val.loss : val.accuracy;
+  const double value = watched_figure(options.early_stop_metric, val);
   const bool first = std::isnan(progress_.best_monitored);
   const bool improved =
       first || (loss ? value < progress_.best_monitored - options.early_stop_min_delta
@@ -377,6 +400,7 @@ MetricValues Trainer::finish(double train_seconds) {
   const double test_seconds = seconds_since(test_start);
   log("test {} ({}); training time {}", describe(task_, test), format_duration(test_seconds),
       format_duration(train_seconds));
+  if (!test.confusion.empty()) log_classes(test.confusion);
   std::string verdict = !task_.traits().has_accuracy
                             ? ""
                             : chance_verdict(test.accuracy, data_.num_classes,
@@ -392,6 +416,22 @@ MetricValues Trainer::finish(double train_seconds) {
     context_.observer.on_setup({{"learning", verdict}});  // in the report's run details
   }
   return final_metrics(test, train_seconds, test_seconds);
+}
+
+// The test's figures class by class: in the log (up to 20 classes; the report shows them all) and,
+// as the confusion matrix, in the run's record, where the report reads them.
+void Trainer::log_classes(const ConfusionMatrix& confusion) {
+  context_.observer.on_setup({{"test_confusion", confusion.to_json()}});
+  if (confusion.classes() > 20) return;
+  const auto recorded = data_.details.find("dataset_classes");
+  const std::vector<std::string> names = class_names(
+      recorded == data_.details.end() ? std::string() : recorded->second, confusion.classes());
+  for (int64_t c = 0; c < confusion.classes(); ++c) {
+    const ClassFigures f = confusion.figures(c);
+    log("test class {}: precision {:.2f}% recall {:.2f}% F1 {:.2f}% ({} samples, {} predicted)",
+        names[static_cast<size_t>(c)], 100 * f.precision, 100 * f.recall, 100 * f.f1, f.support,
+        f.predicted);
+  }
 }
 
 // train.checkpoint: best tests the best validation epoch's weights; last, the last epoch's.

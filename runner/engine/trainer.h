@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <torch/types.h>
 
+#include "common/classification.h"
 #include "common/metrics.h"
 #include "components/data/loader.h"
 #include "components/precision/loss_scaler.h"
@@ -66,32 +67,75 @@ inline int64_t limited(int64_t batches, int64_t limit) {
 struct SplitResult {
   double loss = 0;
   double accuracy = 0;  // NaN for a language model, which has none
+  // A classifier's evaluation (validation, test) only; NaN and empty otherwise.
+  double macro_f1 = std::nan("");
+  double top5 = std::nan("");  // with more than five classes
+  ConfusionMatrix confusion{};
 };
 
 // Sums of loss and correct predictions kept on the device, read once per split: no host
 // synchronisation inside the loop. The loss is summed over what the task's mean is over (samples,
-// or a language model's tokens: `units`).
+// or a language model's tokens: `units`). With `per_class` (a classifier's evaluation) it counts
+// the confusion matrix and the top-5 hits too; training keeps to loss and accuracy, the sums a
+// checkpoint inside an epoch carries.
 struct Accumulator {
-  Accumulator(const torch::Device& device, const TrainingTask& task)
+  Accumulator(const torch::Device& device, const TrainingTask& task, bool per_class = false)
       : task(task),
+        per_class(per_class && !task.language_model()),
         loss_sum(torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device))),
         correct(torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device))) {}
   void add(const torch::Tensor& loss, const torch::Tensor& logits, const torch::Tensor& targets) {
     const int64_t n = task.loss_units(targets);
     loss_sum += loss.detach().to(torch::kDouble) * n;
     if (!task.language_model()) correct += task.correct(logits, targets);
+    if (per_class) {
+      if (!class_counts.defined()) {  // the model's classes, known at the first batch
+        classes = logits.size(1);
+        class_counts = classes <= ConfusionMatrix::kMaxCellClasses
+                           ? torch::zeros({classes * classes}, correct.options())
+                           : torch::zeros({3, classes}, correct.options());
+        top5 = torch::zeros({}, correct.options());
+      }
+      if (classes <= ConfusionMatrix::kMaxCellClasses)
+        task.count_cells(logits, targets, class_counts);
+      else
+        task.count_tallies(logits, targets, class_counts);
+      if (classes > 5) top5 += task.top_k_correct(logits, targets, 5);
+    }
     samples += targets.size(0);
     units += n;
   }
   SplitResult result() const {
     if (samples == 0) return {};
-    return {host_value(loss_sum) / static_cast<double>(units),
-            task.language_model()
-                ? std::nan("")
-                : static_cast<double>(correct.item<int64_t>()) / static_cast<double>(samples)};
+    SplitResult split{host_value(loss_sum) / static_cast<double>(units),
+                      task.language_model() ? std::nan("")
+                                            : static_cast<double>(correct.item<int64_t>()) /
+                                                  static_cast<double>(samples)};
+    if (class_counts.defined()) {
+      const torch::Tensor counts = class_counts.to(torch::kCPU).contiguous();
+      const int64_t* data = counts.data_ptr<int64_t>();
+      if (classes <= ConfusionMatrix::kMaxCellClasses) {
+        split.confusion =
+            ConfusionMatrix::from_cells(classes, std::vector<int64_t>(data, data + counts.numel()));
+      } else {
+        auto row = [&](int64_t r) {
+          return std::vector<int64_t>(data + r * classes, data + (r + 1) * classes);
+        };
+        split.confusion = ConfusionMatrix::from_tallies(row(0), row(1), row(2));
+      }
+      split.macro_f1 = split.confusion.macro_f1();
+      if (classes > 5)
+        split.top5 = static_cast<double>(top5.item<int64_t>()) / static_cast<double>(samples);
+    }
+    return split;
   }
   const TrainingTask& task;
+  bool per_class;
   torch::Tensor loss_sum, correct;
+  // per_class, defined at the first batch: the confusion matrix's cells (up to
+  // ConfusionMatrix::kMaxCellClasses classes, else each class's tallies), the top-5 hits.
+  torch::Tensor class_counts, top5;
+  int64_t classes = 0;
   int64_t samples = 0;
   int64_t units = 0;  // what loss_sum is over: samples, or tokens
 };
@@ -209,6 +253,7 @@ class Trainer {
   // --- finish: best weights, test, figures ---
   MetricValues finish(double train_seconds);
   void restore_best_weights();
+  void log_classes(const ConfusionMatrix& confusion);
   void save_tested_weights();
   MetricValues final_metrics(const SplitResult& test, double train_seconds, double test_seconds);
 
