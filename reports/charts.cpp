@@ -375,7 +375,8 @@ std::string confusion_heat_map(const std::string& title, const ConfusionMatrix& 
   size_t longest = 0;
   if (named)
     for (const std::string& name : names) longest = std::max(longest, fit(name, 14).size());
-  const int left = named ? 14 + static_cast<int>(kCharWidth * static_cast<double>(longest)) : 24;
+  // Room for the turned "label" (x 0-14) and the rows' names beside it.
+  const int left = 28 + (named ? static_cast<int>(kCharWidth * static_cast<double>(longest)) : 0);
   const int top = 44;  // the title, and "predicted" above the columns
   const int size = cell * static_cast<int>(classes);
   std::string svg = svg_open("confusion", left + size + 10, top + size + (named ? 70 : 24), title);

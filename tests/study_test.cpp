@@ -218,7 +218,19 @@ sweep:
                                  "language model"),
             std::string::npos)
       << accuracy.output;
+  std::string lm_f1 = testing::read_file(lm);
+  lm_f1.replace(lm_f1.find("metric: val_acc"), 15, "metric: val_f1");
+  Result f1 = trainyard("validate " + dir.write("lm_f1.yaml", lm_f1));
+  EXPECT_NE(f1.output.find("'sweep.search.metric' val_f1: variant 'default' trains a causal "
+                           "language model (model gpt2), which has no classes to take an F1 of"),
+            std::string::npos)
+      << f1.output;
   const std::string fine = dir.write("fine.yaml", study_file("fine", "random", 4));
+  // A classifier's study may search by macro-F1.
+  std::string fine_f1 = study_file("fine", "random", 4);
+  fine_f1.replace(fine_f1.find("metric: val_loss"), 16, "metric: val_f1");
+  Result by_f1 = trainyard("validate " + dir.write("fine_f1.yaml", fine_f1));
+  EXPECT_EQ(by_f1.exit_code, 0) << by_f1.output;
   // A study's job trains on one node (refused before Slurm is asked: none runs here).
   Result submit =
       trainyard("submit --slurm " + fine + " --nodes 2 --set runtime.strategy=ddp --db " + db());
