@@ -25,16 +25,17 @@ std::string renamed_section(const std::string& key, const FlatConfig& mine,
   return "";
 }
 
-// Whether `key` = `value` in `config` is its component's own default under a renamed component.
-bool at_renamed_components_default(const std::string& key, const std::string& value,
-                                   const FlatConfig& config, const FlatConfig& other,
-                                   const OptionDefault& option_default) {
-  if (!option_default) return false;
+// The component whose own default `key` = `value` in `config` is, under a renamed component
+// ("ddp" for runtime.strategy.backend: auto against single); "" when it is not such a default.
+std::string renamed_components_default(const std::string& key, const std::string& value,
+                                       const FlatConfig& config, const FlatConfig& other,
+                                       const OptionDefault& option_default) {
+  if (!option_default) return "";
   const std::string section = renamed_section(key, config, other);
-  if (section.empty()) return false;
-  const auto value_default =
-      option_default(section, config.at(section + ".name"), key.substr(section.size() + 1));
-  return value_default && *value_default == value;
+  if (section.empty()) return "";
+  const std::string& name = config.at(section + ".name");
+  const auto value_default = option_default(section, name, key.substr(section.size() + 1));
+  return value_default && *value_default == value ? name : "";
 }
 
 // An integer setting of `config`, when it has one.
@@ -107,20 +108,39 @@ std::vector<ConfigDifference> config_differences(const FlatConfig& mine_written,
   for (const auto& [key, value] : mine) {
     const auto it = base.find(key);
     if (it != base.end() && it->second == value) continue;
-    // An option the baseline's component does not have, at the new component's default: the name
-    // says that difference. One both have differs whatever its value's origin (adamw's default
-    // weight_decay against adam's).
-    if (it == base.end() && at_renamed_components_default(key, value, mine, base, option_default))
-      continue;
-    found[key] = it == base.end() ? ConfigDifference{key, value, "", true, false}
-                                  : ConfigDifference{key, value, it->second, true, true};
+    // An option only one side's component has is a difference too — the new component's default
+    // now applies, the old one's option is gone — marked as a default where it is one. One both
+    // have differs whatever its value's origin (adamw's default weight_decay against adam's).
+    ConfigDifference difference{key, value, it == base.end() ? "" : it->second, true,
+                                it != base.end()};
+    if (it == base.end())
+      difference.mine_default_of =
+          renamed_components_default(key, value, mine, base, option_default);
+    found[key] = difference;
   }
   for (const auto& [key, value] : base)
-    if (!mine.count(key) && !at_renamed_components_default(key, value, base, mine, option_default))
-      found[key] = ConfigDifference{key, "", value, false, true};
+    if (!mine.count(key))
+      found[key] =
+          ConfigDifference{key,
+                           "",
+                           value,
+                           false,
+                           true,
+                           "",
+                           renamed_components_default(key, value, base, mine, option_default)};
   std::vector<ConfigDifference> out;
   for (auto& [key, difference] : found) out.push_back(std::move(difference));
   return out;
+}
+
+std::string describe_difference(const ConfigDifference& d) {
+  auto side = [](bool has, const std::string& value, const std::string& default_of) {
+    if (!has) return std::string("not set");
+    const std::string shown = value.empty() ? "\"\"" : value;
+    return default_of.empty() ? shown : shown + ", " + default_of + "'s default";
+  };
+  return d.key + ": " + side(d.has_mine, d.mine, d.mine_default_of) +
+         " (baseline: " + side(d.has_base, d.base, d.base_default_of) + ")";
 }
 
 }  // namespace trainyard

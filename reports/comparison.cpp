@@ -248,8 +248,9 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base, const Repo
       parts.push_back(fmt::format("test accuracy {:+.1f} pt ({:+.1f} to {:+.1f})",
                                   100 * test->difference, 100 * test->low, 100 * test->high));
     } else {
-      parts.push_back(fmt::format("test accuracy {} pt (within noise)",
-                                  signed_text(100 * test->difference, 1)));
+      parts.push_back(fmt::format("test accuracy {} pt ({:+.1f} to {:+.1f}, within noise)",
+                                  signed_text(100 * test->difference, 1), 100 * test->low,
+                                  100 * test->high));
     }
   }
   // A language model's quality: perplexity, compared as the ratio of the two (the difference of
@@ -272,8 +273,9 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base, const Repo
                                   percent(test->difference), percent(test->low),
                                   percent(test->high)));
     else
-      parts.push_back(fmt::format("test perplexity {}% (within noise)",
-                                  signed_text(percent(test->difference), 1)));
+      parts.push_back(fmt::format("test perplexity {}% ({:+.1f} to {:+.1f}, within noise)",
+                                  signed_text(percent(test->difference), 1), percent(test->low),
+                                  percent(test->high)));
   }
   // The device's: CUDA's allocated peak on a GPU, the process's on the CPU.
   const char* memory_key = base.metrics.count(metric::kCudaPeakAllocated)
@@ -298,25 +300,58 @@ std::string verdict_of(const VariantRow& row, const VariantRow& base, const Repo
   return verdict;
 }
 
-// How `row`'s quality is worse than the baseline's beyond noise, at `level`: "-50.0 pt test
-// accuracy", "+12.0% test perplexity"; "" when it is not (or cannot be told).
-std::string quality_loss(const VariantRow& base, const VariantRow& row, double level) {
-  if (const auto test = compare_runs(base, row, metric::kTestAcc, false, level);
-      test && test->significant() && test->difference < 0)
-    return fmt::format("{:+.1f} pt test accuracy", 100 * test->difference);
-  if (row.metrics.count(metric::kTestPerplexity))
-    if (const auto test = compare_runs(base, row, metric::kTestLoss, false, level);
-        test && test->significant() && test->difference > 0)
-      return fmt::format("{:+.1f}% test perplexity", 100 * (std::exp(test->difference) - 1));
-  return "";
+// How `row`'s quality compares with the baseline's, for the answer: the difference with its
+// interval at `level` — test accuracy in points, or a language model's test perplexity in percent —
+// and whether it is shown not worse by more than report.quality_margin (non-inferiority: the whole
+// interval above -margin), or worse beyond noise.
+struct QualityCheck {
+  bool shown_equal = false;  // the interval clears -margin: the speed may be claimed as a win
+  bool lost = false;         // worse beyond noise
+  std::string text;          // "test accuracy -27.7 pt (-93.0 to +37.6)"
+};
+
+QualityCheck quality_check(const VariantRow& base, const VariantRow& row, double margin,
+                           double level) {
+  QualityCheck check;
+  if (!samples_of(row, metric::kTestAcc).empty() && !samples_of(base, metric::kTestAcc).empty()) {
+    const auto test = compare_runs(base, row, metric::kTestAcc, false, level);
+    if (!test) return {.text = "test accuracy untested"};
+    check.shown_equal = test->low > -margin;
+    check.lost = test->significant() && test->difference < 0;
+    check.text = fmt::format("test accuracy {:+.1f} pt ({:+.1f} to {:+.1f})",
+                             100 * test->difference, 100 * test->low, 100 * test->high);
+    return check;
+  }
+  if (!samples_of(row, metric::kTestLoss).empty() && !samples_of(base, metric::kTestLoss).empty() &&
+      row.metrics.count(metric::kTestPerplexity)) {
+    // The difference of test losses is the logarithm of the perplexities' ratio.
+    const auto test = compare_runs(base, row, metric::kTestLoss, false, level);
+    if (!test) return {.text = "test perplexity untested"};
+    auto percent = [](double log_ratio) { return 100 * (std::exp(log_ratio) - 1); };
+    check.shown_equal = std::exp(test->high) - 1 < margin;
+    check.lost = test->significant() && test->difference > 0;
+    check.text = fmt::format("test perplexity {:+.1f}% ({:+.1f} to {:+.1f})",
+                             percent(test->difference), percent(test->low), percent(test->high));
+    return check;
+  }
+  return {.text = "no test figure to show its quality by"};
+}
+
+// The margin in the quality's own words: "1.0 pt" of accuracy, "1.0%" of perplexity.
+std::string margin_text(const VariantRow& row, double margin) {
+  return row.samples.count(metric::kTestAcc) ? fmt::format("{:g} pt", 100 * margin)
+                                             : fmt::format("{:g}%", 100 * margin);
 }
 
 // The experiment's answer from the verdicts: the variant that reaches report.target soonest (or
-// without a target, trains fastest) beyond noise — never one whose quality is worse beyond noise,
-// which the answer names as a trade ("bs128: 1.41× faster but -50.0 pt test accuracy — not a
-// win").
+// without a target, trains fastest) beyond noise, and whose quality is shown not worse than the
+// baseline's by more than report.quality_margin — with its quality's interval beside the speed.
+// A faster variant that lost quality, whose quality is not shown equal (too few or too noisy
+// repeats), or that did not learn is never the answer; the answer names the fastest such one as
+// what it is ("bs64: 2.04× faster, quality not shown equal (...) — not a win").
 std::string answer_of(const ExperimentReport& section, const VariantRow& base, double level) {
   const bool target = section.options.has_target();
+  const double margin = section.options.quality_margin;
   const char* key = target ? metric::kTargetSpeedup : metric::kSpeedup;
   auto runs = [&](const VariantRow& row) { return target ? row.target_reached : row.completed; };
   if (section.rows.size() < 2)
@@ -328,11 +363,13 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
                        target_text(section.options));
   const VariantRow* fastest = nullptr;
   double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
-  // The fastest of those that paid for their speed in quality, and what they paid.
-  const VariantRow* traded = nullptr;
-  double traded_speedup = 0;
-  std::string traded_loss;
+  QualityCheck fastest_quality;
+  // The fastest of those faster beyond noise that are no win, and why not.
+  const VariantRow* refused = nullptr;
+  double refused_speedup = 0;
+  std::string refused_why;
   bool untested = false;
+  const char* sooner = target ? "sooner" : "faster";
   for (const auto& row : section.rows) {
     if (&row == &base || runs(row) == 0) continue;
     if (runs(row) < 2 || runs(base) < 2) {
@@ -344,35 +381,45 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
     const auto claim = row.claims.find(key);
     if (claim == row.claims.end() || !claim->second.beyond_noise || !(claim->second.estimate > 1))
       continue;  // not faster beyond noise
-    if (const std::string loss = quality_loss(base, row, level); !loss.empty()) {
-      if (claim->second.estimate > traded_speedup) {
-        traded = &row;
-        traded_speedup = claim->second.estimate;
-        traded_loss = loss;
+    const double speedup = claim->second.estimate;
+    const QualityCheck quality = quality_check(base, row, margin, level);
+    if (quality.shown_equal && row.did_not_learn.empty()) {
+      if (speedup > fastest_speedup) {
+        fastest = &row;
+        fastest_speedup = speedup;
+        fastest_quality = quality;
       }
       continue;
     }
-    if (claim->second.estimate > fastest_speedup) {
-      fastest = &row;
-      fastest_speedup = claim->second.estimate;
+    if (speedup > refused_speedup) {
+      refused = &row;
+      refused_speedup = speedup;
+      refused_why = !row.did_not_learn.empty()
+                        ? fmt::format("{:.2f}× {} but {}", speedup, sooner, row.did_not_learn)
+                    : quality.lost
+                        ? fmt::format("{:.2f}× {} but {}", speedup, sooner, quality.text)
+                        : fmt::format("{:.2f}× {}, quality not shown equal ({}; margin {})",
+                                      speedup, sooner, quality.text, margin_text(row, margin));
     }
   }
   const std::string what = target ? "to " + target_text(section.options) : "";
-  // A faster variant that lost quality is named as what it is, after the answer.
+  // A faster variant that is no win is named as what it is, after the answer.
   const std::string trade =
-      traded && (!fastest || traded_speedup > fastest_speedup)
-          ? fmt::format("{}{}: {:.2f}× {} but {} — not a win", fastest ? "; " : "", traded->variant,
-                        traded_speedup, target ? "sooner" : "faster", traded_loss)
+      refused && (!fastest || refused_speedup > fastest_speedup)
+          ? fmt::format("{}{}: {} — not a win", fastest ? "; " : "", refused->variant, refused_why)
           : "";
   if (fastest)
     return (target ? fmt::format("fastest {} beyond noise: {}, {:.2f}× sooner than {}", what,
                                  fastest->variant, fastest_speedup, base.variant)
                    : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
                                  fastest->variant, fastest_speedup, base.variant)) +
+           fmt::format(", {}, within the {} margin", fastest_quality.text,
+                       margin_text(*fastest, margin)) +
            trade;
-  if (traded)
-    return fmt::format("no variant is faster{} than {} beyond noise without losing quality; {}",
-                       target ? " to target" : "", base.variant, trade);
+  if (refused)
+    return fmt::format(
+        "no variant is faster{} than {} beyond noise with its quality shown equal; {}",
+        target ? " to target" : "", base.variant, trade);
   if (untested) {
     if (!target) return "speedups untested: fewer than two runs a variant — set sweep.repeats";
     // "Check the target" only where a completed run missed it.
@@ -385,6 +432,31 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
   }
   return fmt::format("no variant is faster{} than {} beyond noise", target ? " to target" : "",
                      base.variant);
+}
+
+// A tuned comparison (sweep.search) answers the study's metric first: each variant's figure of it
+// on its confirmation runs, the median of what their own rows state — "by val_acc, the studies'
+// metric, at each variant's best settings on fresh seeds: fp32 61.2%, bf16 60.8%; ". "" without
+// studies or before any confirmation run completed.
+std::string tuned_part(const ExperimentReport& section) {
+  std::vector<std::string> figures;
+  std::string metric;
+  for (const StudySection& study : section.studies) {
+    std::vector<double> values;
+    for (double f : study.confirmations)
+      if (std::isfinite(f)) values.push_back(f);
+    if (values.empty()) continue;
+    metric = study.study.metric;
+    const double middle = median(values);
+    figures.push_back(fmt::format("{} {}", study.study.key.study,
+                                  metric == "val_loss" ? fmt::format("{:.4f}", middle)
+                                                       : fmt::format("{:.1f}%", 100 * middle)));
+  }
+  if (figures.empty()) return "";
+  return fmt::format(
+      "by {}, the studies' metric, at each variant's best settings on fresh seeds: "
+      "{}; ",
+      metric, join(figures));
 }
 
 // Each row's speed claim over the baseline (`key`: training time, or time-to-target), stored as the
@@ -481,7 +553,7 @@ void compare_with_baseline(ExperimentReport& section) {
     if (section.options.has_target())
       speed_over_baseline(section, *baseline, metric::kTimeToTarget, metric::kTargetSpeedup, level);
     for (auto& row : section.rows) row.verdict = verdict_of(row, *baseline, section.options, level);
-    section.answer = answer_of(section, *baseline, level);
+    section.answer = tuned_part(section) + answer_of(section, *baseline, level);
   }
   mark_the_best(section, level);
 }

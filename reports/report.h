@@ -108,6 +108,9 @@ struct VariantRow {
   std::vector<RepeatRun> repeats{};  // every run behind the row, by repeat
   // With report.target: how many of the completed runs reached it (time_to_target's n).
   int64_t target_reached = 0;
+  // "did not learn: ..." when a completed run of it was flagged so (its "learning" attribute: test
+  // accuracy at chance, or a training loss that did not fall); "" otherwise. Never the answer.
+  std::string did_not_learn{};
   // "runtime.precision: bf16-mixed", for each key in which the variant's configuration differs
   // from the baseline's.
   std::vector<std::string> differs{};
@@ -167,6 +170,7 @@ struct StudyTrial {
   RunStatus status = RunStatus::queued;
   bool paused = false;
   std::string error{};
+  std::optional<int64_t> kept_epoch{};  // of a completed trial: whose weights its figure is
 };
 
 // How much the metric moved with one parameter: its trials in groups (each choice; a range in
@@ -183,6 +187,13 @@ struct StudySection {
   std::vector<StudyDecisionRow> decisions;
   std::optional<StudyOutcomeRow> outcome{};
   std::vector<ParameterEffect> effects{};
+  // The best settings' confirmation runs (the variant's completed runs), each one's figure of the
+  // study's metric as its row states it (kept_figure): what the study's figure becomes on fresh
+  // seeds (the winner's curse, measured).
+  std::vector<double> confirmations{};
+  // The distinct configurations the trials resolved to (two trials may draw the same settings,
+  // or settings that resolve alike): what was trained, of trials.size() proposed.
+  size_t distinct_configs = 0;
   bool minimize() const { return study.metric == "val_loss"; }
 };
 
@@ -285,5 +296,15 @@ std::string studies_html(const ExperimentReport& section);
 std::string studies_markdown(const ExperimentReport& section);
 // "study fp32: best of 24 tpe trials: lr=0.0003 (val_loss 0.4123)", one line a study.
 std::vector<std::string> study_answers(const ExperimentReport& section);
+
+// A run's validation `metric` at `epoch`; NaN when the run has none there (it failed before, or
+// never ran, or the figure diverged).
+double figure_at(Store& store, int64_t run_id, int64_t epoch, const std::string& metric);
+// The epoch whose weights a completed run kept and tested (train.checkpoint: best's epoch, or its
+// last), as it recorded it (best_epoch); nullopt when it recorded none.
+std::optional<int64_t> kept_epoch(Store& store, int64_t run_id);
+// The figure a completed run stands on, as its own row states it: `metric` at its kept epoch, else
+// at its last; NaN when it has none. One figure per run for a study's trials and confirmations.
+double kept_figure(Store& store, int64_t run_id, const std::string& metric);
 
 }  // namespace trainyard

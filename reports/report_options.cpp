@@ -86,6 +86,12 @@ const OptionSet<ReportOptions>& report_option_set() {
              one_of({"", "val_acc", "val_f1", "val_loss"}))
         .add("target.value", &ReportOptions::target_value,
              "report.target: the value to reach (val_acc and val_f1 as a fraction, 0-1)")
+        .add("quality_margin", &ReportOptions::quality_margin,
+             "the most quality a faster variant may lose and still be the answer: test accuracy "
+             "as a fraction (0.01 = 1 point), test perplexity as a ratio (0.01 = 1%); the "
+             "interval of its difference from the baseline must lie above -margin "
+             "(non-inferiority)",
+             between(0, 1))
         .check([](const ReportOptions& o) -> std::optional<std::string> {
           if (o.target_metric != "val_loss" && !o.target_metric.empty() &&
               (o.target_value <= 0 || o.target_value > 1))

@@ -19,6 +19,10 @@ struct ReportOptions {
   // report.target: the quality a run must reach, for time-to-target. "" = no target.
   std::string target_metric;  // val_acc (reached at or above the value) or val_loss (at or below)
   double target_value = 0;
+  // report.quality_margin: the most quality a faster variant may lose and still be the answer —
+  // test accuracy in points as a fraction (0.01: 1 pt), a language model's test perplexity as a
+  // ratio (0.01: 1%). Non-inferiority: the interval of the difference must clear -margin.
+  double quality_margin = 0.01;
   // report.price_per_device_hour: one price for every device (key ""), or one per device: a key
   // names the devices whose name contains it (case-insensitively; the longest such key wins),
   // `cpu` the runs on the CPU, `default` any other. Empty: no cost.

@@ -140,6 +140,7 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
   row.planned = planned;
   row.run_ids.clear();
   row.repeats.clear();
+  row.did_not_learn.clear();
   row.resumes = 0;
   std::map<std::string, std::vector<double>> values;  // the completed runs' figures, by key
   std::vector<const RepeatRun*> completed_repeats;
@@ -153,6 +154,9 @@ VariantRow aggregate_row(Store& store, const std::string& variant,
     completed_repeats.push_back(&row.repeats[i]);
     const auto attributes = store.attributes(runs[i]->id);
     const auto round = attributes.find("round");
+    if (const auto learning = attributes.find("learning");
+        learning != attributes.end() && row.did_not_learn.empty())
+      row.did_not_learn = learning->second;
     if (const auto recorded = attributes.find("test_confusion"); recorded != attributes.end())
       if (const auto matrix = ConfusionMatrix::from_json(recorded->second);
           matrix && (row.confusion.empty() || matrix->classes() == row.confusion.classes())) {
@@ -326,8 +330,8 @@ void choose_newest_runs(Store& store, const std::vector<RunRecord>& runs,
     section.rows.push_back(make_row(store, chosen[variant], section.options));
 }
 
-// What each row's configuration sets differently from the baseline's, after defaults: "key: value"
-// (a swapped component's options at their declared defaults left out: config/differences.h).
+// What each row's configuration sets differently from the baseline's, after defaults, as the dry
+// run lists it (config/differences.h): "key: value (baseline: other)".
 void differences_from_baseline(ExperimentReport& section, const OptionDefault& option_default) {
   const VariantRow* baseline = nullptr;
   for (const auto& row : section.rows)
@@ -337,7 +341,7 @@ void differences_from_baseline(ExperimentReport& section, const OptionDefault& o
     if (&row == baseline || baseline->config_yaml.empty() || row.config_yaml.empty()) continue;
     for (const auto& d : config_differences(flat_config(row.config_yaml),
                                             flat_config(baseline->config_yaml), option_default))
-      if (d.has_mine) row.differs.push_back(d.key + ": " + shown(d.mine));
+      row.differs.push_back(describe_difference(d));
   }
 }
 

@@ -4,6 +4,7 @@
 // store's study tables; nothing here decides anything the controller did not record.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "common/text.h"
 #include "reports/charts.h"
 #include "reports/report.h"
+#include "reports/statistics.h"
 
 namespace trainyard {
 
@@ -223,6 +225,54 @@ std::string trial_curves(const StudySection& s) {
   return line_chart(title, "epoch", axis_title(s.study.metric), series);
 }
 
+// The trial's figure with the epoch it is of, when that is not the rung's own: "61.70% (epoch 8's
+// weights, which its run tested)".
+std::string trial_figure_text(const StudySection& s, const StudyTrial& t) {
+  const std::string figure = figure_text(s, figure_of(t));
+  if (!t.kept_epoch || *t.kept_epoch == t.record.epochs || !t.record.figure) return figure;
+  return fmt::format("{} (epoch {}'s weights, which its run tested)", figure, *t.kept_epoch);
+}
+
+const StudyTrial* best_trial(const StudySection& s) {
+  if (!s.outcome) return nullptr;
+  for (const StudyTrial& t : s.trials)
+    if (t.record.trial == s.outcome->best_trial) return &t;
+  return nullptr;
+}
+
+// "12 trials proposed, 9 distinct configurations trained" when trials resolved alike; "".
+std::string collapse_text(const StudySection& s) {
+  if (s.distinct_configs == 0 || s.distinct_configs >= s.trials.size()) return "";
+  return fmt::format(
+      "{} trained of {} trials proposed (trials that resolve to one config are "
+      "one run; they count toward trials)",
+      plural(static_cast<int64_t>(s.distinct_configs), "distinct configuration"), s.trials.size());
+}
+
+// The best settings on fresh seeds against the study's figure for them: "on fresh seeds (3 runs):
+// val_acc 61.20% (59.00%–63.00%), -18.10 pt from the study's 79.30% (the winner's curse)"; "" when
+// none completed.
+std::string confirmation_text(const StudySection& s) {
+  std::vector<double> figures;
+  for (double f : s.confirmations)
+    if (std::isfinite(f)) figures.push_back(f);
+  if (figures.empty() || !s.outcome || !s.outcome->figure) return "";
+  const double middle = median(figures);
+  const auto [low, high] = std::minmax_element(figures.begin(), figures.end());
+  const double study = *s.outcome->figure;
+  const std::string range =
+      figures.size() > 1
+          ? fmt::format(" (median; {}–{})", figure_text(s, *low), figure_text(s, *high))
+          : "";
+  const std::string change = s.minimize() ? fmt::format("{:+.4f}", middle - study)
+                                          : fmt::format("{:+.2f} pt", 100 * (middle - study));
+  const bool worse = s.minimize() ? middle > study : middle < study;
+  return fmt::format("on fresh seeds ({}): {} {}{}, {} from the study's {}{}",
+                     plural(static_cast<int64_t>(figures.size()), "run"), s.study.metric,
+                     figure_text(s, middle), range, change, figure_text(s, study),
+                     worse ? " (the winner's curse: the search's best draw was lucky too)" : "");
+}
+
 std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
   std::vector<std::string> figures;
   for (const auto& item : nlohmann::json::parse(d.evidence)) {
@@ -237,6 +287,29 @@ std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
 }
 
 }  // namespace
+
+double figure_at(Store& store, int64_t run_id, int64_t epoch, const std::string& metric) {
+  for (const EpochRow& row : store.epoch_metrics(run_id))
+    if (row.epoch == epoch) {
+      const auto it = row.values.find(metric);
+      if (it != row.values.end()) return it->second;
+    }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::optional<int64_t> kept_epoch(Store& store, int64_t run_id) {
+  const auto finals = store.final_metrics(run_id);
+  const auto it = finals.find(metric::kBestEpoch);
+  if (it == finals.end() || !std::isfinite(it->second)) return std::nullopt;
+  return std::llround(it->second);
+}
+
+double kept_figure(Store& store, int64_t run_id, const std::string& metric) {
+  if (const auto kept = kept_epoch(store, run_id)) return figure_at(store, run_id, *kept, metric);
+  int64_t last = 0;
+  for (const EpochRow& row : store.epoch_metrics(run_id)) last = std::max(last, row.epoch);
+  return figure_at(store, run_id, last, metric);
+}
 
 void read_studies(Store& store, const std::vector<RunRecord>& runs,
                   const std::vector<CurrentStudy>& studies, ExperimentReport& section) {
@@ -254,6 +327,7 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
       trial_configs.insert(row.config_hash);
       if (auto it = by_id.find(row.run_id); it != by_id.end()) {
         t.status = it->second->status;
+        if (t.status == RunStatus::completed) t.kept_epoch = kept_epoch(store, row.run_id);
         t.paused = is_paused(*it->second);
         t.error = it->second->error;
         for (const EpochRow& epoch : store.epoch_metrics(row.run_id))
@@ -263,6 +337,15 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
       s.trials.push_back(std::move(t));
     }
     s.effects = effects_of(s);
+    std::set<std::string> configs;
+    for (const StudyTrial& t : s.trials) configs.insert(t.record.config_hash);
+    s.distinct_configs = configs.size();
+    // The confirmation runs are the variant's row.
+    for (const VariantRow& row : section.rows)
+      if (row.variant == study.key.study)
+        for (const RepeatRun& run : row.repeats)
+          if (run.status == RunStatus::completed)
+            s.confirmations.push_back(kept_figure(store, run.run_id, study.metric));
     section.studies.push_back(std::move(s));
   }
   // The trials are the studies'; other_runs lists what the file no longer describes.
@@ -283,12 +366,19 @@ std::vector<std::string> study_answers(const ExperimentReport& section) {
                       s.study.key.study, plural(static_cast<int64_t>(s.trials.size()), "trial")));
       continue;
     }
+    const StudyTrial* best = best_trial(s);
+    const std::string collapse = collapse_text(s), confirmed = confirmation_text(s);
     lines.push_back(fmt::format(
-        "study {}: best of {} {} trials is trial {} ({} {}): {}; its settings run {} more "
-        "time{} on fresh seeds",
-        s.study.key.study, s.trials.size(), s.study.method, s.outcome->best_trial, s.study.metric,
-        figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN), s.outcome->settings,
-        s.study.confirm_repeats, s.study.confirm_repeats == 1 ? "" : "s"));
+        "study {}: best of {} {} trials is trial {} ({} {}): {}; {}{}", s.study.key.study,
+        s.trials.size(), s.study.method, s.outcome->best_trial, s.study.metric,
+        best ? trial_figure_text(s, *best)
+             : figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN),
+        s.outcome->settings,
+        confirmed.empty()
+            ? fmt::format("its settings run {} more time{} on fresh seeds", s.study.confirm_repeats,
+                          s.study.confirm_repeats == 1 ? "" : "s")
+            : confirmed,
+        collapse.empty() ? "" : "; " + collapse));
   }
   return lines;
 }
@@ -306,7 +396,7 @@ std::string studies_markdown(const ExperimentReport& section) {
     for (size_t r = 0; r < order.size(); ++r) {
       const StudyTrial& t = s.trials[order[r]];
       md += fmt::format("| {} | {} | {} | {}{} | {} |\n", r + 1, t.record.trial, t.record.settings,
-                        t.record.epochs, t.paused ? " (paused)" : "", figure_text(s, figure_of(t)));
+                        t.record.epochs, t.paused ? " (paused)" : "", trial_figure_text(s, t));
     }
     for (const StudyDecisionRow& d : s.decisions) md += "\n- " + decision_text(s, d);
     md += "\n";
@@ -320,14 +410,20 @@ std::string studies_html(const ExperimentReport& section) {
     html += fmt::format(R"(<div class="study"><h3>Study: {} ({} {} trials, by {})</h3>)",
                         html_escape(s.study.key.study), s.trials.size(),
                         html_escape(s.study.method), html_escape(s.study.metric));
-    if (s.outcome)
+    if (const std::string collapse = collapse_text(s); !collapse.empty())
+      html += "<p class=\"note\">" + html_escape(collapse) + ".</p>";
+    if (s.outcome) {
+      const StudyTrial* best = best_trial(s);
+      const std::string confirmed = confirmation_text(s);
       html += fmt::format(
           R"(<p class="summary">Best: trial {} — {} ({} {}). The table above compares the )"
-          R"(variants at their best settings, each run {} time{} on fresh seeds.</p>)",
+          R"(variants at their best settings, each run {} time{} on fresh seeds{}.</p>)",
           s.outcome->best_trial, html_escape(s.outcome->settings), html_escape(s.study.metric),
-          html_escape(figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN)),
-          s.study.confirm_repeats, s.study.confirm_repeats == 1 ? "" : "s");
-    else
+          html_escape(best ? trial_figure_text(s, *best)
+                           : figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN)),
+          s.study.confirm_repeats, s.study.confirm_repeats == 1 ? "" : "s",
+          confirmed.empty() ? "" : ": " + html_escape(confirmed));
+    } else
       html +=
           R"(<p class="note">The study has no outcome yet: `trainyard run` again continues it.</p>)";
     html += R"(<div class="wide"><table class="study-trials"><thead><tr><th>rank</th>)"
@@ -342,7 +438,7 @@ std::string studies_html(const ExperimentReport& section) {
       html += fmt::format(
           R"(<tr{}><td>{}</td><td>{}</td><td class="text">{}</td><td>{}</td><td>{}</td><td class="text">{}</td></tr>)",
           best ? R"( class="best")" : "", r + 1, t.record.trial, html_escape(t.record.settings),
-          t.record.epochs, html_escape(figure_text(s, figure_of(t))), html_escape(state));
+          t.record.epochs, html_escape(trial_figure_text(s, t)), html_escape(state));
     }
     html += "</tbody></table></div>";
     if (!s.decisions.empty()) {

@@ -40,9 +40,11 @@ double Controller::train_trial(const Experiment& experiment, const Study& study,
                                const StudyKey& key, int64_t trial, const RunSpec& run,
                                const TrialValues& values, int64_t epochs, BatchSummary& summary) {
   const std::string& metric = study.search.metric;
+  // The last rung is the run's end: its figure is that of the weights the run kept and tested.
+  const bool last_rung = epochs >= run.train.epochs;
   StudyTrialRow row{.trial = trial,
                     .values = values_json(values),
-                    .settings = describe_values(study.search.space, values),
+                    .settings = describe_settings(study.search.space, values, run.config_yaml),
                     .config_hash = run.config_hash};
   // The trial's record goes forward only: a study walked again after a kill reads its rungs back
   // without taking the record of a trial that went further back to an earlier rung.
@@ -68,7 +70,7 @@ double Controller::train_trial(const Experiment& experiment, const Study& study,
     int64_t last = 0;
     for (const EpochRow& row : store_.epoch_metrics(r.id)) last = std::max(last, row.epoch);
     if (r.status == RunStatus::completed || last >= epochs)
-      return record(r.id, figure_at(store_, r.id, std::min(epochs, last), metric));
+      return record(r.id, trial_figure(store_, r.id, std::min(epochs, last), last_rung, metric));
   }
   const RunRecord* newest = history.empty() ? nullptr : &history.front();
   // One that failed for good counts as the worst; the study goes on.
@@ -118,7 +120,7 @@ double Controller::train_trial(const Experiment& experiment, const Study& study,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   training_seconds_ += seconds;
   console_.end_run(seconds);
-  const double figure = figure_at(store_, planned.run_id, epochs, metric);
+  const double figure = trial_figure(store_, planned.run_id, epochs, last_rung, metric);
   // Stopped by Ctrl-C or --time-limit before the rung: no figure yet, the next batch trains it.
   if (std::isnan(figure) && (stop_requested_.load() || summary.interrupted)) return figure;
   return record(planned.run_id, figure);
@@ -192,12 +194,22 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
   // trial whose settings an earlier trial already has is that trial: it takes no place of its own.
   std::vector<int64_t> cohort;
   std::vector<double> figures;
-  std::set<std::string> configs;
+  std::map<std::string, size_t> first_of;  // a configuration's first trial
+  std::vector<std::string> repeated;       // "4 = 1": trials that an earlier one already trained
   for (size_t i = 0; i < runs.size(); ++i)
-    if (configs.insert(runs[i].config_hash).second) {
+    if (const auto [it, fresh] = first_of.emplace(runs[i].config_hash, i); fresh) {
       cohort.push_back(static_cast<int64_t>(i));
       figures.push_back(seen[i].value);
+    } else {
+      repeated.push_back(fmt::format("{} = {}", i, it->second));
     }
+  if (!repeated.empty())
+    console_.line(fmt::format(
+        "study {}/{}: {} trained of {} trials proposed (trial {}: the same resolved config, "
+        "trained once; they count toward sweep.search.trials)",
+        experiment.name, study.variant,
+        plural(static_cast<int64_t>(cohort.size()), "distinct configuration"), runs.size(),
+        join(repeated)));
   for (size_t r = 0; r + 1 < rungs.size(); ++r) {
     const std::vector<int64_t> promoted =
         promote(cohort, figures, search.schedule.reduction, minimize);
@@ -242,11 +254,19 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
   StudyOutcomeRow outcome{.best_trial = cohort[*best],
                           .figure = figures[*best],
                           .values = values_json(values[best_trial]),
-                          .settings = describe_values(search.space, values[best_trial])};
+                          .settings = describe_settings(search.space, values[best_trial],
+                                                        runs[best_trial].config_yaml)};
   store_.record_study_outcome(key, outcome);
-  console_.line(fmt::format(
-      "study {}/{}: best trial {} ({} {}): {} ({})", experiment.name, study.variant, best_trial,
-      search.metric, figure_text(figures[*best], search.metric), outcome.settings, own_work()));
+  // The figure as the trial's own run states it: of the epoch whose weights it tested.
+  std::string where;
+  for (const StudyTrialRow& row : store_.study_trials(key))
+    if (row.trial == cohort[*best])
+      if (const auto kept = kept_epoch(store_, row.run_id))
+        where = fmt::format(" at epoch {}, whose weights its run tested", *kept);
+  console_.line(fmt::format("study {}/{}: best trial {} ({} {}{}): {} ({})", experiment.name,
+                            study.variant, best_trial, search.metric,
+                            figure_text(figures[*best], search.metric), where, outcome.settings,
+                            own_work()));
   return true;
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <signal.h>
@@ -14,7 +15,9 @@
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "db/store.h"
+#include "reports/report.h"
 #include "tests/cli_support.h"
 
 namespace trainyard {
@@ -472,9 +475,8 @@ sweep:
   EXPECT_EQ(other.output.find("already completed"), std::string::npos) << other.output;
   Result verbose = trainyard("run " + file + " --dry-run --verbose --db " + db());
   EXPECT_NE(verbose.output.find("precision: bf16-mixed\n"), std::string::npos) << verbose.output;
-  // Another strategy differs in its name and in the options set away from its defaults; the
-  // options left at their defaults (backend, broadcast_buffers, ...) are not differences of their
-  // own.
+  // Another strategy differs in its name, in the options set away from its defaults, and in the
+  // defaults that now apply (backend, broadcast_buffers, ...), each marked as ddp's.
   std::string ddp_file = file;
   ddp_file.replace(ddp_file.find("tiny.yaml"), 9, "tiny_ddp.yaml");
   std::string text = read_file(file);
@@ -483,12 +485,11 @@ sweep:
   dir.write("tiny_ddp.yaml", text);
   Result ddp = trainyard("run " + ddp_file + " --dry-run");
   EXPECT_EQ(ddp.exit_code, 0) << ddp.output;
-  EXPECT_NE(ddp.output.find("  runtime.devices: 2 (baseline: 1)\n"
-                            "  runtime.strategy.bucket_mb: 50.0 (baseline: not set)\n"
-                            "  runtime.strategy.name: ddp (baseline: single)\n"),
-            std::string::npos)
-      << ddp.output;
-  EXPECT_EQ(ddp.output.find("backend"), std::string::npos) << ddp.output;
+  for (const char* line : {"  runtime.devices: 2 (baseline: 1)\n",
+                           "  runtime.strategy.backend: auto, ddp's default (baseline: not set)\n",
+                           "  runtime.strategy.bucket_mb: 50.0 (baseline: not set)\n",
+                           "  runtime.strategy.name: ddp (baseline: single)\n"})
+    EXPECT_NE(ddp.output.find(line), std::string::npos) << line << ddp.output;
 }
 
 // A variant that swaps the optimizer keeps the file's learning rate (adamw's own default is 20x
@@ -541,6 +542,36 @@ sweep:
     EXPECT_NE(ddp.output.find(line), std::string::npos) << line << ddp.output;
   EXPECT_EQ(ddp.output.find("  train.optimizer.lr:"), std::string::npos) << ddp.output;
   EXPECT_EQ(ddp.output.find("  derived.weights_dtype:"), std::string::npos) << ddp.output;
+
+  // One list in the dry run and in the report's "differs from the baseline" column: what the swap
+  // dropped (sgd's momentum) and the new optimizer's defaults that now apply (adamw's eps).
+  Result plain = trainyard("run " + file + " --dry-run");
+  std::vector<std::string> lines;
+  const size_t from = plain.output.find("--- run 2/2: adamw");
+  ASSERT_NE(from, std::string::npos) << plain.output;
+  std::istringstream after(plain.output.substr(plain.output.find('\n', from) + 1));
+  for (std::string line; std::getline(after, line) && line.rfind("  ", 0) == 0;)
+    if (line.find(": ") != std::string::npos && line.find("(baseline: ") != std::string::npos)
+      lines.push_back(line.substr(2));
+  for (const char* expected : {"train.optimizer.momentum: not set (baseline: 0.9)",
+                               "train.optimizer.name: adamw (baseline: sgd)"})
+    EXPECT_NE(std::find(lines.begin(), lines.end(), expected), lines.end()) << expected << "\n"
+                                                                            << plain.output;
+  EXPECT_NE(plain.output.find("  train.optimizer.eps: "), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find(", adamw's default (baseline: not set)"), std::string::npos)
+      << plain.output;
+  ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
+  const std::string page = (dir.path() / "swap.html").string();
+  ASSERT_EQ(trainyard("report --db " + db() + " -o " + page).exit_code, 0);
+  const std::string html = read_file(page);
+  std::vector<std::string> cells;  // the table's column, the baseline's row first
+  for (size_t at = html.find("<td class=\"differs\">"); at != std::string::npos;
+       at = html.find("<td class=\"differs\">", at + 1))
+    cells.push_back(html.substr(at, html.find("</td>", at) - at));
+  std::vector<std::string> escaped;
+  for (const auto& line : lines) escaped.push_back(html_escape(line));
+  EXPECT_EQ(cells, (std::vector<std::string>{"<td class=\"differs\">(the baseline)",
+                                             "<td class=\"differs\">" + join(escaped, "<br>")}));
 }
 
 // runtime.threads 0 (the default) asks the machine, not its momentary load: one file run again on

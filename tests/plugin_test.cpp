@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "components/weights/safetensors.h"
 #include "db/store.h"
@@ -85,6 +86,46 @@ TEST_F(PluginTest, ExampleTrainsUnderSingleAndDdpAndShowsInTheReport) {
   EXPECT_NE(html.find((dir.path() / "lib" / "libmlp.so").string() + " (sha256 "),
             std::string::npos);
   EXPECT_NE(html.find("mlp-plugin"), std::string::npos);
+}
+
+// A study over a plugin's option trains what it says it tried (the study property test's plugin
+// key): each trial's run has the proposed hidden units, and the settings the study stores and
+// prints are read back from it.
+TEST_F(PluginTest, AStudyOverAPluginsOptionTrainsWhatItSaysItTried) {
+  auto study = [&](const std::string& name, const std::string& more) {
+    std::string text = read_file(experiment_with_mlp(R"(sweep:
+  search:
+    method: random
+    trials: 3
+    confirm_repeats: 0
+    metric: val_acc
+    space:
+      model.hidden: {int_uniform: [4, 32]}
+)" + more));
+    text.replace(text.find("epochs: 2"), 9, "epochs: 1");
+    return dir.write(name, text);
+  };
+  // A setting searched both as a parameter and inside a chosen mapping: refused by name.
+  const Result twice = trainyard(
+      "validate " +
+      study("twice.yaml",
+            "      model: {choice: [{name: mlp, image_size: 8, hidden: 6, num_classes: 3}]}\n"));
+  EXPECT_EQ(twice.exit_code, 2) << twice.output;
+  EXPECT_NE(twice.output.find("'model.hidden' is searched twice"), std::string::npos)
+      << twice.output;
+  const Result run = trainyard("run " + study("mlp_study.yaml", "") + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  int trials = 0;
+  for (const StudyProgress& progress : store.study_progress())
+    for (const StudyTrialRow& trial : store.study_trials(progress.key)) {
+      ++trials;
+      const std::string hidden = store.params(trial.run_id).at("model.hidden");
+      const double proposed = nlohmann::json::parse(trial.values).at(0).get<double>();
+      EXPECT_EQ(hidden, std::to_string(std::llround(proposed)));
+      EXPECT_EQ(trial.settings, "hidden=" + hidden);
+    }
+  EXPECT_EQ(trials, 3);
 }
 
 // A language-model run whose file names a plugin is sampled with the plugin loaded (the run's

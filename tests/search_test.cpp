@@ -66,8 +66,16 @@ sweep:
   EXPECT_EQ(s.space[2].distribution, Distribution::uniform);
   EXPECT_EQ(s.space[3].distribution, Distribution::int_uniform);
   EXPECT_EQ(s.space[0].origin.line, 8);
-  EXPECT_EQ(describe_values(s.space, {1e-3, 2, 0.125, 3}),
+  // What a trial is said to have tried is read back from its run's resolved config.
+  EXPECT_EQ(describe_settings(s.space, {1e-3, 2, 0.125, 3},
+                              "model: {dropout: 0.125, depth: 3}\n"
+                              "train: {batch_size: 128, optimizer: {name: adam, lr: 0.001}}\n"),
             "lr=0.001 batch_size=128 dropout=0.125 depth=3");
+  // ... and not from the proposal: a run that trained something else says so.
+  EXPECT_EQ(describe_settings(s.space, {1e-3, 2, 0.125, 3},
+                              "model: {dropout: 0.0, depth: 3}\n"
+                              "train: {batch_size: 32, optimizer: {name: adam, lr: 5.0e-5}}\n"),
+            "lr=5e-05 batch_size=32 dropout=0 depth=3");
   EXPECT_EQ(parameter_value(s.space[3], 3.0).as<std::string>(), "3");
   EXPECT_FALSE(decode("sweep: {variants: [{name: a}]}").settings);
 }
@@ -121,6 +129,65 @@ TEST(SearchSpace, RefusesWhatItCannotSearchSayingWhereAndWhy) {
                    "{choice: [1]}}}\n")
                 .problems.find("the best settings run sweep.search.confirm_repeats times"),
             std::string::npos);
+}
+
+// A choice whose values are mappings is applied as a variant's `set:` of the same key applies it:
+// flat, so that a section named with options of its own is written afresh (merge_layer); a
+// choice of names names the section's component. A prior inside a choice (a conditional space) is
+// refused by name until it is built, and so is a setting searched both by a parameter and inside a
+// chosen mapping.
+TEST(SearchSpace, AChoiceOfMappingsIsWrittenAsAVariantsSetWritesIt) {
+  const Decoded d = decode(R"(
+sweep:
+  search:
+    trials: 4
+    space:
+      train.optimizer: {choice: [{name: sgd, lr: 0.05, momentum: 0.9}, {name: adamw, lr: 0.002}]}
+      train.scheduler: {choice: [none, cosine]}
+)");
+  ASSERT_EQ(d.problems, "");
+  const ConfigTree first = trial_overrides(d.settings->space, {0, 1});
+  ASSERT_NE(first.find("train.optimizer.name"), nullptr);
+  EXPECT_EQ(first.find("train.optimizer.name")->node.as<std::string>(), "sgd");
+  EXPECT_EQ(first.find("train.optimizer.lr")->node.as<double>(), 0.05);
+  EXPECT_EQ(first.find("train.optimizer.momentum")->node.as<double>(), 0.9);
+  EXPECT_EQ(first.find("train.optimizer"), nullptr);  // no mapping left as one value
+  ASSERT_NE(first.find("train.scheduler.name"), nullptr);
+  EXPECT_EQ(first.find("train.scheduler.name")->node.as<std::string>(), "cosine");
+  // Where each value is written: the choice's own place in the file.
+  EXPECT_EQ(first.find("train.optimizer.lr")->origin.line, 6);
+  const ConfigTree second = trial_overrides(d.settings->space, {1, 0});
+  EXPECT_EQ(second.find("train.optimizer.name")->node.as<std::string>(), "adamw");
+  EXPECT_EQ(second.find("train.optimizer.momentum"), nullptr);
+  EXPECT_EQ(describe_settings(d.settings->space, {1, 0},
+                              "train: {optimizer: {name: adamw, lr: 0.002, weight_decay: 0.01}, "
+                              "scheduler: {name: none}}\n"),
+            "optimizer={name: adamw, lr: 0.002} scheduler=none");
+
+  const std::string nested = decode(R"(
+sweep:
+  search:
+    trials: 4
+    space:
+      train.optimizer: {choice: [{name: adamw, lr: {log_uniform: [1.0e-4, 1.0e-2]}}, {name: sgd}]}
+)")
+                                 .problems;
+  EXPECT_NE(nested.find("x.yaml:6:53: 'sweep.search.space.train.optimizer.choice': a prior "
+                        "inside a choice ('log_uniform') would be a conditional space, which is "
+                        "not built yet"),
+            std::string::npos)
+      << nested;
+  const std::string twice = decode(R"(
+sweep:
+  search:
+    trials: 4
+    space:
+      train.optimizer: {choice: [{name: adamw, lr: 0.002}, {name: sgd}]}
+      train.optimizer.lr: {log_uniform: [1.0e-4, 1.0e-2]}
+)")
+                                .problems;
+  EXPECT_NE(twice.find("x.yaml:7:28: 'train.optimizer.lr' is searched twice"), std::string::npos)
+      << twice;
 }
 
 std::vector<SearchParameter> space_of(const std::string& yaml) {

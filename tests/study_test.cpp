@@ -10,12 +10,17 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <numeric>
+#include <random>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
 #include "db/store.h"
 #include "tests/cli_support.h"
 
@@ -74,7 +79,7 @@ double val_loss_at(Store& store, int64_t run_id, int64_t epoch) {
 
 // Successive halving as docs/search.md states it, from the stored curves alone: at each rung the
 // best floor(n / 3) (at least one) by val_loss at the rung's epoch go on, ties to the lower trial;
-// the best of the last rung is the study's.
+// the best of the last rung, each by the epoch whose weights its run tested, is the study's.
 void expect_decisions_follow_from_the_curves(Store& store, const StudyRecord& study) {
   std::map<int64_t, int64_t> run_of;
   for (const auto& t : study.trials) run_of[t.trial] = t.run_id;
@@ -84,7 +89,15 @@ void expect_decisions_follow_from_the_curves(Store& store, const StudyRecord& st
   ASSERT_EQ(study.decisions.size(), 2u);
   for (size_t r = 0; r < rungs.size(); ++r) {
     std::vector<std::pair<double, int64_t>> ranked;
-    for (int64_t t : cohort) ranked.push_back({val_loss_at(store, run_of.at(t), rungs[r]), t});
+    // At the last rung, the run's end, a trial stands on the figure of the epoch whose weights it
+    // kept and tested (train.checkpoint: best, the lowest val_loss): the figure its own row shows.
+    const bool last = r + 1 == rungs.size();
+    for (int64_t t : cohort) {
+      const int64_t run = run_of.at(t);
+      const int64_t epoch =
+          last ? std::llround(store.final_metrics(run).at("best_epoch")) : rungs[r];
+      ranked.push_back({val_loss_at(store, run, epoch), t});
+    }
     std::sort(ranked.begin(), ranked.end());
     if (r + 1 == rungs.size()) {
       ASSERT_TRUE(study.outcome);
@@ -167,7 +180,12 @@ TEST_F(StudyTest, TwoVariantsAreSearchedHalvedAndConfirmedAsTheCurvesSay) {
     const std::string page = testing::read_file(markdown);
     for (const std::string& shown : std::vector<std::string>{
              "### Studies", "#### fp32 (" + std::to_string(method == "tpe" ? 12 : 9) + " trials",
-             "rung 0 (epoch 1):", "(paused)", "n | precision", "small-batch"})
+             "rung 0 (epoch 1):", "(paused)", "n | precision", "small-batch",
+             // The study's figure beside what its best settings scored on fresh seeds, and the
+             // answer that leads with the studies' metric.
+             "on fresh seeds (2 runs): val_loss ",
+             "by val_loss, the studies' metric, at each variant's best settings on fresh seeds: "
+             "fp32 "})
       EXPECT_NE(page.find(shown), std::string::npos) << shown << "\n" << page;
     // The trials are the study's, not "runs of other configurations".
     EXPECT_EQ(page.find("Runs of other configurations"), std::string::npos) << page;
@@ -242,6 +260,174 @@ sweep:
             std::string::npos)
       << repeats.output;
   EXPECT_FALSE(std::filesystem::exists(db())) << "nothing was written";
+}
+
+// One parameter of a generated space: the key, its prior as written, and how a value is checked
+// against the run's params.
+struct GeneratedParameter {
+  std::string key, prior;
+  int group = 0;  // parameters of one group set the same settings: never in one file together
+};
+
+// A study trains what it says it tried, over every prior kind (uniform, log_uniform, int_uniform,
+// a choice of scalars, a choice of mappings) and every kind of key (model, dataset, train,
+// runtime, a component's section): study files generated from a seed, run tiny, and for every
+// trial the stored and printed settings are the run's params, and the run's params are the
+// proposal's values — where a proposal differs from the file, so does the run.
+TEST_F(StudyTest, EveryTrialTrainsWhatItsStudySaysItTried) {
+  const std::vector<GeneratedParameter> pool = {
+      {"model.depth", "{int_uniform: [1, 3]}", 1},
+      {"model.dropout", "{uniform: [0.0, 0.3]}", 2},
+      {"dataset.train_size", "{choice: [48, 64]}", 3},
+      {"train.optimizer.lr", "{log_uniform: [1.0e-4, 1.0e-2]}", 4},
+      {"train.clip_grad_norm", "{uniform: [0.5, 2.0]}", 5},
+      {"runtime.precision", "{choice: [32-true, bf16-mixed]}", 6},
+      {"train.optimizer",
+       "{choice: [{name: sgd, lr: 0.05, momentum: 0.9}, {name: adamw, lr: 0.002}]}", 4},
+      {"train.scheduler",
+       "{choice: [{name: cosine, warmup_steps: 2}, {name: step, step_size: 3, "
+       "gamma: 0.5}]}",
+       7},
+      {"runtime.strategy", "{choice: [single, {name: single}]}", 8},
+      {"train.batch_size", "{choice: [8, 16]}", 9}};
+  std::mt19937 random(20261206);
+  std::set<std::string> covered;
+  for (int file = 0; covered.size() < pool.size() && file < 12; ++file) {
+    std::vector<size_t> order(pool.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), random);
+    std::vector<GeneratedParameter> space;
+    std::set<int> groups;
+    for (size_t i : order)
+      if (space.size() < 4 && groups.insert(pool[i].group).second) space.push_back(pool[i]);
+    std::string text = fmt::format(R"(name: gen{0}
+model: {{name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}}
+dataset: {{name: synthetic-images, train_size: 64, val_size: 16, test_size: 16, num_classes: 4, image_size: 8}}
+train: {{epochs: 1, batch_size: 16, seed: 5, log_every: 100, optimizer: {{name: adamw, lr: 1.0e-3}}}}
+runtime: {{accelerator: cpu, threads: 1, data_workers: 0}}
+sweep:
+  search:
+    method: random
+    trials: 3
+    seed: {0}
+    metric: val_acc
+    confirm_repeats: 0
+    space:
+)",
+                                   file);
+    for (const auto& p : space) {
+      text += fmt::format("      {}: {}\n", p.key, p.prior);
+      covered.insert(p.key);
+    }
+    const std::string name = fmt::format("gen{}", file);
+    SCOPED_TRACE(text);
+    const Result run = trainyard("run " + dir.write(name + ".yaml", text) + " --db " + db());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    Store store(db());
+    const auto studies = studies_of(store, name);
+    ASSERT_EQ(studies.size(), 1u);
+    const StudyRecord& study = studies.begin()->second;
+    ASSERT_EQ(study.trials.size(), 3u);
+    // The file's own settings: what a trial that proposes the same trains.
+    const auto base = store.params(study.trials.front().run_id);
+    for (const StudyTrialRow& trial : study.trials) {
+      const auto params = store.params(trial.run_id);
+      const auto values = nlohmann::json::parse(trial.values);
+      std::vector<std::string> said;
+      for (size_t i = 0; i < space.size(); ++i) {
+        const GeneratedParameter& p = space[i];
+        const YAML::Node prior = YAML::Load(p.prior);
+        const std::string label = p.key.substr(p.key.rfind('.') + 1);
+        const double value = values[i].get<double>();
+        auto param = [&](const std::string& key) {
+          EXPECT_TRUE(params.count(key)) << key;
+          return params.count(key) ? params.at(key) : std::string();
+        };
+        auto same = [](const std::string& a, const std::string& b) {
+          // As numbers when both are (the YAML emitter's spelling of a double may differ).
+          try {
+            size_t used_a = 0, used_b = 0;
+            const double x = std::stod(a, &used_a), y = std::stod(b, &used_b);
+            if (used_a == a.size() && used_b == b.size())
+              return std::abs(x - y) <= 1e-9 * std::max(1.0, std::abs(x));
+          } catch (const std::exception&) {
+          }
+          return a == b;
+        };
+        if (prior["uniform"] || prior["log_uniform"]) {
+          EXPECT_NEAR(std::stod(param(p.key)), value, 1e-9 * std::abs(value)) << p.key;
+          said.push_back(fmt::format("{}={:.4g}", label, std::stod(param(p.key))));
+        } else if (prior["int_uniform"]) {
+          EXPECT_EQ(param(p.key), std::to_string(std::llround(value))) << p.key;
+          said.push_back(label + "=" + param(p.key));
+        } else {
+          const YAML::Node chosen = prior["choice"][static_cast<size_t>(value)];
+          if (chosen.IsMap()) {
+            std::vector<std::string> inner;
+            for (const auto& entry : chosen) {
+              const std::string key = p.key + "." + entry.first.Scalar();
+              EXPECT_TRUE(same(param(key), entry.second.Scalar()))
+                  << key << ": trained " << param(key) << ", proposed " << entry.second.Scalar();
+              if (base.count(key) && !same(base.at(key), entry.second.Scalar()))
+                EXPECT_FALSE(same(param(key), base.at(key))) << key;
+              inner.push_back(entry.first.Scalar() + ": " + param(key));
+            }
+            said.push_back(label + "={" + join(inner, ", ") + "}");
+          } else {
+            const std::string key = params.count(p.key) ? p.key : p.key + ".name";
+            EXPECT_TRUE(same(param(key), chosen.Scalar())) << key;
+            said.push_back(label + "=" + param(key));
+          }
+        }
+      }
+      EXPECT_EQ(trial.settings, join(said, " ")) << "trial " << trial.trial;
+    }
+    ASSERT_TRUE(study.outcome);
+    EXPECT_NE(run.output.find(fmt::format("best trial {} (", study.outcome->best_trial)),
+              std::string::npos)
+        << run.output;
+    EXPECT_NE(run.output.find("): " + study.outcome->settings + " ("), std::string::npos)
+        << run.output;
+    for (const StudyTrialRow& trial : study.trials)
+      if (trial.trial == study.outcome->best_trial)
+        EXPECT_EQ(study.outcome->settings, trial.settings);
+  }
+  EXPECT_EQ(covered.size(), pool.size()) << "every parameter of the pool was in a file";
+}
+
+// No silent collapse: trials whose settings resolve to one config are one run, and the terminal
+// and the report say how many distinct configurations were trained of the trials proposed (they
+// count toward `trials`: docs/search.md).
+TEST_F(StudyTest, TrialsThatResolveAlikeAreSaidToBeOneRun) {
+  const std::string file = dir.write("alike.yaml", R"(name: alike
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 32, val_size: 16, test_size: 16, num_classes: 4, image_size: 8}
+train: {epochs: 1, batch_size: 16, seed: 5, log_every: 100}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+sweep:
+  search:
+    method: random
+    trials: 4
+    confirm_repeats: 0
+    space:
+      runtime.strategy: {choice: [single, {name: single}]}
+      train.optimizer.lr: {choice: [0.001, 1.0e-3]}
+)");
+  const Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("study alike/default: 1 distinct configuration trained of 4 trials "
+                            "proposed (trial 1 = 0, 2 = 0, 3 = 0: the same resolved config"),
+            std::string::npos)
+      << run.output;
+  Store store(db());
+  EXPECT_EQ(store.runs("alike").size(), 1u);
+  const std::string markdown = (dir.path() / "alike.md").string();
+  ASSERT_EQ(trainyard("report --db " + db() + " -o " + markdown).exit_code, 0);
+  EXPECT_NE(testing::read_file(markdown).find("; 1 distinct configuration trained of 4 trials "
+                                              "proposed (trials that resolve to one config are "
+                                              "one run; they count toward trials)"),
+            std::string::npos)
+      << testing::read_file(markdown);
 }
 
 TEST_F(StudyTest, APromotedTrialEqualsTheSameSettingsTrainedStraightThrough) {

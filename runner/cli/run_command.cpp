@@ -168,9 +168,7 @@ void print_dry_run(const Experiment& experiment, const std::string& db_path, boo
     const auto differences =
         config_differences(flat_config(run.config_yaml), baseline_config,
                            registry_option_defaults(plugin_loader().registry()));
-    for (const auto& d : differences)
-      fmt::print("  {}: {} (baseline: {})\n", d.key, d.has_mine ? d.mine : "not set",
-                 d.has_base ? d.base : "not set");
+    for (const auto& d : differences) fmt::print("  {}\n", describe_difference(d));
     if (differences.empty()) fmt::print("  the same as the baseline\n");
     if (run.repeat == 0) print_memory_forecast(run, device_bytes);
   }

@@ -235,6 +235,15 @@ void check_components_come_from_named_plugins(const RunSpec& run, const ConfigTr
 
 namespace {
 
+// The entry of `layer` that sets the searched `key` or a key inside it (a variant's
+// train.optimizer.lr, when the space chooses train.optimizer whole); nullptr when none does.
+const ConfigValue* searched_key_set_by(const ConfigTree& layer, const std::string& key) {
+  if (const ConfigValue* value = layer.find(key)) return value;
+  for (const auto& [written, value] : layer.entries())
+    if (key_is_under(written, key)) return &value;
+  return nullptr;
+}
+
 // One run of a variant: `run_config` (the file's layers, the variant's set, the command line)
 // resolved against `registry`, trained with `seed` when given (a repeat's, a confirmation's). What
 // is wrong goes to `found`; notes to `notes`, each once.
@@ -289,7 +298,7 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
   };
   // A variant that sets a searched key would have it overridden by every trial: said, as --set is.
   for (const auto& parameter : search.space)
-    if (const ConfigValue* fixed = variant.overrides.find(parameter.key)) {
+    if (const ConfigValue* fixed = searched_key_set_by(variant.overrides, parameter.key)) {
       Diagnostics found;
       found.error(fixed->origin,
                   fmt::format("variant '{}' sets '{}', which the search varies "
@@ -342,7 +351,7 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
                       search.metric == "val_acc" ? "accuracy" : "classes to take an F1 of"));
     for (const auto& parameter : search.space)
       for (const auto& [key, path] : run.data_paths)
-        if (key == parameter.key)
+        if (key == parameter.key || key_is_under(key, parameter.key))
           found.error(parameter.origin,
                       fmt::format("'{}' names data: a search varies how a run trains, not what "
                                   "it trains on (a variant per data set compares those)",
@@ -406,7 +415,7 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       decode_search(tree.subtree("sweep"), variants.size(), max_runs, diagnostics);
   if (search)
     for (const auto& parameter : search->space)
-      if (const ConfigValue* fixed = command_line.find(parameter.key))
+      if (const ConfigValue* fixed = searched_key_set_by(command_line, parameter.key))
         diagnostics.error(fixed->origin,
                           fmt::format("--set {} fixes a setting the search varies "
                                       "(sweep.search.space); leave it to the search, or take it "

@@ -1,10 +1,12 @@
 #include "runner/config/search_space.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "common/text.h"
+#include "runner/config/layering.h"
 #include "trainyard/options.h"
 
 namespace trainyard {
@@ -33,6 +35,19 @@ int64_t whole_number(const ConfigTree& search, const std::string& key, int64_t l
   return number;
 }
 
+// The first key inside `node` (a choice's value, at any depth) that names a prior, as the key's
+// node; an undefined node when there is none.
+YAML::Node nested_prior(const YAML::Node& node) {
+  if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (it->first.IsScalar() && std::find(kDistributions.begin(), kDistributions.end(),
+                                          it->first.Scalar()) != kDistributions.end())
+      return it->first;
+    if (const YAML::Node inner = nested_prior(it->second); inner.IsDefined()) return inner;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
 // One parameter of the space: `key` ("train.optimizer.lr.log_uniform") names the setting and, last,
 // its distribution.
 std::optional<SearchParameter> read_parameter(const std::string& key, const ConfigValue& value,
@@ -59,7 +74,18 @@ std::optional<SearchParameter> read_parameter(const std::string& key, const Conf
     return std::nullopt;
   }
   if (parameter.distribution == Distribution::choice) {
-    for (const auto& item : value.node) parameter.choices.push_back(item);
+    for (const auto& item : value.node) {
+      if (const YAML::Node prior = nested_prior(item); prior.IsDefined()) {
+        diagnostics.error(origin_of(prior, value.origin.file),
+                          fmt::format("{}: a prior inside a choice ('{}') would be a conditional "
+                                      "space, which is not built yet; give each choice fixed "
+                                      "values, or search that setting as a parameter of its own "
+                                      "beside the choice (e.g. {}.lr: {{log_uniform: [...]}})",
+                                      where, yaml_flow_text(prior), parameter.key));
+        return std::nullopt;
+      }
+      parameter.choices.push_back(item);
+    }
     return parameter;
   }
   std::string expected;
@@ -174,6 +200,24 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
     settings.space.push_back(std::move(*parameter));
   }
 
+  // A setting inside a chosen section: set twice when a choice writes it too.
+  for (const SearchParameter& outer : settings.space)
+    for (const SearchParameter& inner : settings.space) {
+      if (&outer == &inner || !key_is_under(inner.key, outer.key)) continue;
+      for (const YAML::Node& choice : outer.choices) {
+        if (!choice.IsMap()) continue;
+        ConfigTree written;
+        flatten_into(written, choice, outer.origin.file, outer.key);
+        if (written.find(inner.key) || !written.subtree(inner.key).empty()) {
+          diagnostics.error(inner.origin,
+                            fmt::format("'{}' is searched twice: as a parameter, and by the "
+                                        "choice {} of '{}'; search it in one place",
+                                        inner.key, yaml_flow_text(choice), outer.key));
+          break;
+        }
+      }
+    }
+
   if (settings.method == SearchMethod::grid) {
     double combinations = 1;
     for (const auto& parameter : settings.space) {
@@ -268,27 +312,56 @@ YAML::Node parameter_value(const SearchParameter& parameter, double value) {
   }
 }
 
-std::string describe_values(const std::vector<SearchParameter>& space, const TrialValues& values) {
+ConfigTree trial_overrides(const std::vector<SearchParameter>& space, const TrialValues& values) {
+  ConfigTree overrides;
+  for (size_t i = 0; i < space.size(); ++i) {
+    const YAML::Node value = parameter_value(space[i], values.at(i));
+    // A mapping is written as a variant's `set:` writes one: flat, so that a section named with
+    // options of its own is written afresh and a component's name swaps it (merge_layer).
+    if (value.IsMap() && value.size() > 0)
+      flatten_into(overrides, value, space[i].origin.file, space[i].key);
+    else
+      overrides.set(space[i].key, {value, space[i].origin, space[i].origin});
+  }
+  expand_component_shorthand(overrides);  // `train.optimizer: {choice: [sgd, adamw]}` names one
+  return overrides;
+}
+
+std::string describe_settings(const std::vector<SearchParameter>& space, const TrialValues& values,
+                              const std::string& config_yaml) {
+  const std::map<std::string, std::string> params = flat_config(config_yaml);
+  auto read = [&](const std::string& key) {
+    const auto it = params.find(key);
+    return it == params.end() ? std::string("(not set)") : it->second;
+  };
   std::vector<std::string> parts;
   for (size_t i = 0; i < space.size() && i < values.size(); ++i) {
     const SearchParameter& parameter = space[i];
+    const YAML::Node proposed = parameter_value(parameter, values[i]);
     std::string text;
-    if (parameter.distribution == Distribution::uniform ||
-        parameter.distribution == Distribution::log_uniform)
-      text = fmt::format("{:.4g}", values[i]);
-    else
-      text = yaml_flow_text(parameter_value(parameter, values[i]));
+    if (params.count(parameter.key)) {
+      text = read(parameter.key);
+      // A number drawn from a range, to the four digits a person compares by.
+      if (parameter.distribution == Distribution::uniform ||
+          parameter.distribution == Distribution::log_uniform) {
+        double number = 0;
+        std::string expected;
+        if (decode_value(YAML::Load(text), number, expected)) text = fmt::format("{:.4g}", number);
+      }
+    } else if (proposed.IsMap() && proposed.size() > 0) {
+      // The keys the chosen mapping writes, each as the run has it.
+      ConfigTree written;
+      flatten_into(written, proposed, parameter.origin.file, parameter.key);
+      std::vector<std::string> inner;
+      for (const auto& [key, value] : written.entries())
+        inner.push_back(key.substr(parameter.key.size() + 1) + ": " + read(key));
+      text = "{" + join(inner, ", ") + "}";
+    } else {
+      text = read(parameter.key + ".name");  // a component named by the choice
+    }
     parts.push_back(split(parameter.key, '.').back() + "=" + text);
   }
   return join(parts, " ");
-}
-
-ConfigTree trial_overrides(const std::vector<SearchParameter>& space, const TrialValues& values) {
-  ConfigTree overrides;
-  for (size_t i = 0; i < space.size(); ++i)
-    overrides.set(space[i].key,
-                  {parameter_value(space[i], values.at(i)), space[i].origin, space[i].origin});
-  return overrides;
 }
 
 }  // namespace trainyard

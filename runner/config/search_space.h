@@ -61,9 +61,16 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
 // The setting a trial gives one parameter, as YAML (a choice's value; a whole number for
 // int_uniform).
 YAML::Node parameter_value(const SearchParameter& parameter, double value);
-// "lr=0.00031 batch_size=64": a trial's values for messages and tables.
-std::string describe_values(const std::vector<SearchParameter>& space, const TrialValues& values);
-// The overrides a trial adds to its variant, each with the origin of its parameter.
+// The overrides a trial adds to its variant, each with the origin of its parameter, written as a
+// variant's `set:` writes the same values: a mapping flat (a section named with options of its own
+// is written afresh, a component's name alone swaps it, keeping the options it declares), a
+// component's name as its section's name.
 ConfigTree trial_overrides(const std::vector<SearchParameter>& space, const TrialValues& values);
+// "lr=0.00031 batch_size=64 optimizer={name: sgd, lr: 0.05}": a trial's settings for messages,
+// the store and the report, each read back from the run's resolved config (`config_yaml`), not
+// from the proposal: what a study says it tried is what its run trained. A range's number to four
+// digits; a chosen mapping as the keys it writes, each with the run's value.
+std::string describe_settings(const std::vector<SearchParameter>& space, const TrialValues& values,
+                              const std::string& config_yaml);
 
 }  // namespace trainyard

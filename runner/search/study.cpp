@@ -113,13 +113,11 @@ TrialValues parse_values(const std::string& json) {
   return values;
 }
 
-double figure_at(Store& store, int64_t run_id, int64_t epochs, const std::string& metric) {
-  for (const EpochRow& row : store.epoch_metrics(run_id))
-    if (row.epoch == epochs) {
-      const auto it = row.values.find(metric);
-      if (it != row.values.end()) return it->second;
-    }
-  return std::numeric_limits<double>::quiet_NaN();
+double trial_figure(Store& store, int64_t run_id, int64_t epochs, bool last_rung,
+                    const std::string& metric) {
+  if (last_rung)
+    if (const auto kept = kept_epoch(store, run_id)) return figure_at(store, run_id, *kept, metric);
+  return figure_at(store, run_id, epochs, metric);
 }
 
 }  // namespace trainyard

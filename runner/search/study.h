@@ -46,8 +46,10 @@ std::vector<CurrentStudy> current_studies(const Experiment& experiment);
 std::string values_json(const TrialValues& values);
 TrialValues parse_values(const std::string& json);
 
-// The figure a trial reached at `epochs`: the metric of that epoch's validation, NaN when the run
-// has none (it failed before, or never ran).
-double figure_at(Store& store, int64_t run_id, int64_t epochs, const std::string& metric);
+// The figure a trial stands on at a rung of `epochs`: the metric of that epoch's validation — at
+// the last rung, the run's end, of the epoch whose weights it kept and tested (kept_figure), the
+// figure its own row states — NaN when the run has none (it failed before, or never ran).
+double trial_figure(Store& store, int64_t run_id, int64_t epochs, bool last_rung,
+                    const std::string& metric);
 
 }  // namespace trainyard
