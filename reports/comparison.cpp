@@ -308,6 +308,7 @@ struct QualityCheck {
   bool shown_equal = false;  // the interval clears -margin: the speed may be claimed as a win
   bool lost = false;         // worse beyond noise
   std::string text;          // "test accuracy -27.7 pt (-93.0 to +37.6)"
+  std::string unit = "pt";   // the margin's: points of accuracy, or percent of perplexity
 };
 
 QualityCheck quality_check(const VariantRow& base, const VariantRow& row, double margin,
@@ -323,10 +324,11 @@ QualityCheck quality_check(const VariantRow& base, const VariantRow& row, double
     return check;
   }
   if (!samples_of(row, metric::kTestLoss).empty() && !samples_of(base, metric::kTestLoss).empty() &&
-      row.metrics.count(metric::kTestPerplexity)) {
+      row.metrics.count(metric::kTestPerplexity) && base.metrics.count(metric::kTestPerplexity)) {
     // The difference of test losses is the logarithm of the perplexities' ratio.
     const auto test = compare_runs(base, row, metric::kTestLoss, false, level);
-    if (!test) return {.text = "test perplexity untested"};
+    check.unit = "%";
+    if (!test) return {.text = "test perplexity untested", .unit = "%"};
     auto percent = [](double log_ratio) { return 100 * (std::exp(log_ratio) - 1); };
     check.shown_equal = std::exp(test->high) - 1 < margin;
     check.lost = test->significant() && test->difference > 0;
@@ -337,10 +339,9 @@ QualityCheck quality_check(const VariantRow& base, const VariantRow& row, double
   return {.text = "no test figure to show its quality by"};
 }
 
-// The margin in the quality's own words: "1.0 pt" of accuracy, "1.0%" of perplexity.
-std::string margin_text(const VariantRow& row, double margin) {
-  return row.samples.count(metric::kTestAcc) ? fmt::format("{:g} pt", 100 * margin)
-                                             : fmt::format("{:g}%", 100 * margin);
+// The margin in the quality's own words: "1 pt" of accuracy, "1%" of perplexity.
+std::string margin_text(const QualityCheck& quality, double margin) {
+  return fmt::format("{:g}{}", 100 * margin, quality.unit == "pt" ? " pt" : "%");
 }
 
 // The experiment's answer from the verdicts: the variant that reaches report.target soonest (or
@@ -361,6 +362,9 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
   if (target && base.target_reached == 0)
     return fmt::format("{} did not reach {}: no time-to-target to compare with", base.variant,
                        target_text(section.options));
+  if (!base.did_not_learn.empty())  // equal to a baseline that learned nothing is no win
+    return fmt::format("the baseline {} {}: no variant is crowned against it", base.variant,
+                       base.did_not_learn);
   const VariantRow* fastest = nullptr;
   double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
   QualityCheck fastest_quality;
@@ -399,7 +403,7 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
                     : quality.lost
                         ? fmt::format("{:.2f}× {} but {}", speedup, sooner, quality.text)
                         : fmt::format("{:.2f}× {}, quality not shown equal ({}; margin {})",
-                                      speedup, sooner, quality.text, margin_text(row, margin));
+                                      speedup, sooner, quality.text, margin_text(quality, margin));
     }
   }
   const std::string what = target ? "to " + target_text(section.options) : "";
@@ -414,7 +418,7 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
                    : fmt::format("fastest beyond noise: {}, {:.2f}× faster than {}",
                                  fastest->variant, fastest_speedup, base.variant)) +
            fmt::format(", {}, within the {} margin", fastest_quality.text,
-                       margin_text(*fastest, margin)) +
+                       margin_text(fastest_quality, margin)) +
            trade;
   if (refused)
     return fmt::format(

@@ -170,7 +170,9 @@ struct StudyTrial {
   RunStatus status = RunStatus::queued;
   bool paused = false;
   std::string error{};
-  std::optional<int64_t> kept_epoch{};  // of a completed trial: whose weights its figure is
+  // Of a completed trial whose figure is that of the epoch its run kept and tested, when that is
+  // not its last epoch (read_studies): what the figure is named by.
+  std::optional<int64_t> kept_epoch{};
 };
 
 // How much the metric moved with one parameter: its trials in groups (each choice; a range in
@@ -247,8 +249,8 @@ struct CurrentExperiment {
   // the settings recorded when the experiment last ran.
   std::optional<ReportOptions> report{};
   std::string problem{};  // why the file could not be read ("no such file ..."), else ""
-  // The components' option defaults (the registry's), which "differs from the baseline in" leaves
-  // out under a swapped component; none known: every differing option is shown.
+  // The components' option defaults (the registry's), which "differs from the baseline in" marks
+  // under a swapped component ("adamw's default"); none known: none is marked.
   OptionDefault option_default{};
   std::vector<CurrentStudy> studies{};  // sweep.search, one per variant
 };

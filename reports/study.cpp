@@ -225,11 +225,11 @@ std::string trial_curves(const StudySection& s) {
   return line_chart(title, "epoch", axis_title(s.study.metric), series);
 }
 
-// The trial's figure with the epoch it is of, when that is not the rung's own: "61.70% (epoch 8's
+// The trial's figure with the epoch it is of, when that is not its run's last: "61.70% (epoch 8's
 // weights, which its run tested)".
 std::string trial_figure_text(const StudySection& s, const StudyTrial& t) {
   const std::string figure = figure_text(s, figure_of(t));
-  if (!t.kept_epoch || *t.kept_epoch == t.record.epochs || !t.record.figure) return figure;
+  if (!t.kept_epoch || !t.record.figure) return figure;
   return fmt::format("{} (epoch {}'s weights, which its run tested)", figure, *t.kept_epoch);
 }
 
@@ -327,12 +327,19 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
       trial_configs.insert(row.config_hash);
       if (auto it = by_id.find(row.run_id); it != by_id.end()) {
         t.status = it->second->status;
-        if (t.status == RunStatus::completed) t.kept_epoch = kept_epoch(store, row.run_id);
         t.paused = is_paused(*it->second);
         t.error = it->second->error;
         for (const EpochRow& epoch : store.epoch_metrics(row.run_id))
           if (auto f = epoch.values.find(study.metric); f != epoch.values.end())
             t.curve.emplace_back(epoch.epoch, f->second);
+        // The figure is the kept epoch's (a completed trial's last rung) — named when that is not
+        // its last epoch. A trial that stopped early before a later rung, or a study recorded
+        // before trials stood on their kept epoch, has another epoch's figure: not named.
+        const auto kept =
+            t.status == RunStatus::completed ? kept_epoch(store, row.run_id) : std::nullopt;
+        if (kept && row.figure && !t.curve.empty() && *kept != t.curve.back().first &&
+            figure_at(store, row.run_id, *kept, study.metric) == *row.figure)
+          t.kept_epoch = kept;
       }
       s.trials.push_back(std::move(t));
     }

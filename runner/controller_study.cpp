@@ -261,8 +261,13 @@ bool Controller::run_study(const Experiment& experiment, const Study& study,
   std::string where;
   for (const StudyTrialRow& row : store_.study_trials(key))
     if (row.trial == cohort[*best])
-      if (const auto kept = kept_epoch(store_, row.run_id))
-        where = fmt::format(" at epoch {}, whose weights its run tested", *kept);
+      if (const auto kept = kept_epoch(store_, row.run_id)) {
+        int64_t last = 0;
+        for (const EpochRow& epoch : store_.epoch_metrics(row.run_id))
+          last = std::max(last, epoch.epoch);
+        if (*kept != last)
+          where = fmt::format(" at epoch {} of {}, whose weights its run tested", *kept, last);
+      }
   console_.line(fmt::format("study {}/{}: best trial {} ({} {}{}): {} ({})", experiment.name,
                             study.variant, best_trial, search.metric,
                             figure_text(figures[*best], search.metric), where, outcome.settings,

@@ -567,7 +567,7 @@ TEST_F(ReportTest, TheAnswerNeverCrownsAVariantThatLostQuality) {
 TEST_F(ReportTest, AWinnerIsShownNotWorseThanTheBaselineByMoreThanTheMargin) {
   struct Runs {
     std::string variant;
-    std::vector<double> seconds, accuracy;
+    std::vector<double> seconds, accuracy;  // a negative accuracy: a language model's test loss
   };
   auto report_of = [&](const std::string& name, const std::vector<Runs>& variants,
                        const std::string& options, const std::string& unlearned = "") {
@@ -584,10 +584,16 @@ TEST_F(ReportTest, AWinnerIsShownNotWorseThanTheBaselineByMoreThanTheMargin) {
                                                  .strategy = "single",
                                                  .repeat = static_cast<int64_t>(r)});
         store.start_run(run, {.torch_version = "2.11.0", .device_name = "Test CPU"});
-        store.complete_run(run, {{"train_seconds", variants[v].seconds[r]},
-                                 {"test_acc", variants[v].accuracy[r]}});
+        const double quality = variants[v].accuracy[r];
+        std::map<std::string, double> finals = {{"train_seconds", variants[v].seconds[r]}};
+        if (quality > 0) finals["test_acc"] = quality;
+        if (quality < 0) {  // a language model: its test loss, and the perplexity it is
+          finals["test_loss"] = -quality;
+          finals["test_ppl"] = std::exp(-quality);
+        }
+        store.complete_run(run, finals);
         std::map<std::string, std::string> attributes = {{"round", fmt::format("b1 {}", r + 1)}};
-        if (variants[v].variant == unlearned)
+        if (variants[v].variant == unlearned && r == 1)  // one run of three
           attributes["learning"] = "did not learn: the training loss fell only 0.4%";
         store.record_attributes(run, attributes);
         now.variants.push_back(
@@ -630,7 +636,34 @@ TEST_F(ReportTest, AWinnerIsShownNotWorseThanTheBaselineByMoreThanTheMargin) {
   EXPECT_EQ(strict.answer.rfind("no variant is faster than bs32 beyond noise with its quality", 0),
             0u)
       << strict.answer;
-  // Flagged "did not learn": never crowned, whatever its figures.
+  // A language model: its test perplexity is the quality, as a ratio. 1.5% higher in every pair:
+  // beyond noise, no win; equal: crowned within the 1% margin.
+  const Runs lm_base{"fp32", {100, 103, 98}, {-3.0, -3.02, -2.99}};
+  const Runs lm_worse{"bf16", {60, 61.5, 59}, {-3.015, -3.035, -3.005}};
+  const ExperimentReport worse = report_of("lm-worse", {lm_base, lm_worse}, "baseline: fp32\n");
+  EXPECT_EQ(worse.answer,
+            "no variant is faster than fp32 beyond noise with its quality shown equal; bf16: "
+            "1.67× faster but test perplexity +1.5% (+1.5 to +1.5) — not a win")
+      << worse.answer;
+  const Runs lm_same{"bf16", {60, 61.5, 59}, {-3.0, -3.0201, -2.99}};
+  const ExperimentReport same = report_of("lm-same", {lm_base, lm_same}, "baseline: fp32\n");
+  EXPECT_EQ(same.answer.rfind("fastest beyond noise: bf16, 1.67× faster than fp32, test "
+                              "perplexity +0.0% (",
+                              0),
+            0u)
+      << same.answer;
+  EXPECT_NE(same.answer.find("), within the 1% margin"), std::string::npos) << same.answer;
+  // Without a test figure, quality cannot be shown: no winner.
+  const Runs untested_base{"fp32", {100, 103, 98}, {0, 0, 0}};
+  const Runs untested{"bf16", {60, 61.5, 59}, {0, 0, 0}};
+  EXPECT_NE(report_of("no-test", {untested_base, untested}, "baseline: fp32\n")
+                .answer.find("quality not shown equal (no test figure to show its quality by"),
+            std::string::npos);
+  // A baseline flagged "did not learn": nothing is crowned against it.
+  EXPECT_EQ(report_of("unlearned-base", {baseline, bf16}, "baseline: bs32\n", "bs32").answer,
+            "the baseline bs32 did not learn: the training loss fell only 0.4%: no variant is "
+            "crowned against it");
+  // One run of it flagged "did not learn": never crowned, whatever its figures.
   const ExperimentReport unlearned =
       report_of("unlearned", {baseline, bf16}, "baseline: bs32\n", "bf16");
   EXPECT_EQ(unlearned.answer,

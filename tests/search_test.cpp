@@ -164,6 +164,31 @@ sweep:
                               "scheduler: {name: none}}\n"),
             "optimizer={name: adamw, lr: 0.002} scheduler=none");
 
+  // A choice of names after a parameter inside the section: the name is set, the parameter kept.
+  const Decoded names = decode(R"(
+sweep:
+  search:
+    trials: 4
+    space:
+      train.optimizer.lr: {log_uniform: [1.0e-4, 1.0e-2]}
+      train.optimizer: {choice: [sgd, adamw]}
+)");
+  ASSERT_EQ(names.problems, "");
+  const ConfigTree named = trial_overrides(names.settings->space, {3e-3, 0});
+  ASSERT_NE(named.find("train.optimizer.lr"), nullptr);
+  EXPECT_EQ(named.find("train.optimizer.lr")->node.as<double>(), 3e-3);
+  EXPECT_EQ(named.find("train.optimizer.name")->node.as<std::string>(), "sgd");
+  // An option of a component that is named like a prior is no prior.
+  EXPECT_EQ(decode(R"(
+sweep:
+  search:
+    trials: 4
+    space:
+      model: {choice: [{name: mlp, choice: first}, {name: mlp}]}
+)")
+                .problems,
+            "");
+
   const std::string nested = decode(R"(
 sweep:
   search:

@@ -265,45 +265,62 @@ sweep:
 // One parameter of a generated space: the key, its prior as written, and how a value is checked
 // against the run's params.
 struct GeneratedParameter {
-  std::string key, prior;
-  int group = 0;  // parameters of one group set the same settings: never in one file together
+  std::string id, key, prior;
+  std::vector<std::string> excludes{};  // the ids it never shares a file with (searched twice)
 };
 
 // A study trains what it says it tried, over every prior kind (uniform, log_uniform, int_uniform,
 // a choice of scalars, a choice of mappings) and every kind of key (model, dataset, train,
 // runtime, a component's section): study files generated from a seed, run tiny, and for every
 // trial the stored and printed settings are the run's params, and the run's params are the
-// proposal's values — where a proposal differs from the file, so does the run.
+// proposal's values — where a proposal differs from the file, so does the run. A chosen mapping
+// naming another component writes its section afresh (the file's weight_decay is not carried into
+// it), naming the file's own sets its options over the file's; a chosen name alone keeps what the
+// new component declares; a parameter inside a chosen section is kept whichever is written first.
+// (A plugin's option: PluginTest.AStudyOverAPluginsOptionTrainsWhatItSaysItTried.)
 TEST_F(StudyTest, EveryTrialTrainsWhatItsStudySaysItTried) {
   const std::vector<GeneratedParameter> pool = {
-      {"model.depth", "{int_uniform: [1, 3]}", 1},
-      {"model.dropout", "{uniform: [0.0, 0.3]}", 2},
-      {"dataset.train_size", "{choice: [48, 64]}", 3},
-      {"train.optimizer.lr", "{log_uniform: [1.0e-4, 1.0e-2]}", 4},
-      {"train.clip_grad_norm", "{uniform: [0.5, 2.0]}", 5},
-      {"runtime.precision", "{choice: [32-true, bf16-mixed]}", 6},
-      {"train.optimizer",
-       "{choice: [{name: sgd, lr: 0.05, momentum: 0.9}, {name: adamw, lr: 0.002}]}", 4},
-      {"train.scheduler",
-       "{choice: [{name: cosine, warmup_steps: 2}, {name: step, step_size: 3, "
-       "gamma: 0.5}]}",
-       7},
-      {"runtime.strategy", "{choice: [single, {name: single}]}", 8},
-      {"train.batch_size", "{choice: [8, 16]}", 9}};
+      {"depth", "model.depth", "{int_uniform: [1, 3]}"},
+      {"dropout", "model.dropout", "{uniform: [0.0, 0.3]}"},
+      {"train_size", "dataset.train_size", "{choice: [48, 64]}"},
+      {"lr", "train.optimizer.lr", "{log_uniform: [1.0e-4, 1.0e-2]}", {"optimizer-maps"}},
+      {"clip", "train.clip_grad_norm", "{uniform: [0.5, 2.0]}"},
+      {"precision", "runtime.precision", "{choice: [32-true, bf16-mixed]}"},
+      {"optimizer-maps",
+       "train.optimizer",
+       "{choice: [{name: sgd, lr: 0.05, momentum: 0.9}, {name: adamw, lr: 0.002}]}",
+       {"lr", "optimizer-names"}},
+      {"optimizer-names", "train.optimizer", "{choice: [sgd, adamw]}", {"optimizer-maps"}},
+      {"scheduler", "train.scheduler",
+       "{choice: [{name: cosine, warmup_steps: 2}, {name: step, step_size: 3, gamma: 0.5}]}"},
+      {"strategy", "runtime.strategy", "{choice: [single, {name: single}]}"},
+      {"batch_size", "train.batch_size", "{choice: [8, 16]}"}};
+  auto of = [&](const std::string& id) {
+    return *std::find_if(pool.begin(), pool.end(), [&](const auto& p) { return p.id == id; });
+  };
   std::mt19937 random(20261206);
   std::set<std::string> covered;
   for (int file = 0; covered.size() < pool.size() && file < 12; ++file) {
-    std::vector<size_t> order(pool.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::shuffle(order.begin(), order.end(), random);
     std::vector<GeneratedParameter> space;
-    std::set<int> groups;
-    for (size_t i : order)
-      if (space.size() < 4 && groups.insert(pool[i].group).second) space.push_back(pool[i]);
+    if (file == 0) {
+      // A parameter inside a section, written before the choice that names the section's
+      // component: the order in which a name's override used to erase it.
+      space = {of("lr"), of("optimizer-names"), of("precision")};
+    } else {
+      std::vector<size_t> order(pool.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), random);
+      for (size_t i : order) {
+        const bool clashes = std::any_of(space.begin(), space.end(), [&](const auto& p) {
+          return std::find(p.excludes.begin(), p.excludes.end(), pool[i].id) != p.excludes.end();
+        });
+        if (space.size() < 4 && !clashes) space.push_back(pool[i]);
+      }
+    }
     std::string text = fmt::format(R"(name: gen{0}
 model: {{name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}}
 dataset: {{name: synthetic-images, train_size: 64, val_size: 16, test_size: 16, num_classes: 4, image_size: 8}}
-train: {{epochs: 1, batch_size: 16, seed: 5, log_every: 100, optimizer: {{name: adamw, lr: 1.0e-3}}}}
+train: {{epochs: 1, batch_size: 16, seed: 5, log_every: 100, optimizer: {{name: adamw, lr: 1.0e-3, weight_decay: 0.3}}}}
 runtime: {{accelerator: cpu, threads: 1, data_workers: 0}}
 sweep:
   search:
@@ -317,7 +334,7 @@ sweep:
                                    file);
     for (const auto& p : space) {
       text += fmt::format("      {}: {}\n", p.key, p.prior);
-      covered.insert(p.key);
+      covered.insert(p.id);
     }
     const std::string name = fmt::format("gen{}", file);
     SCOPED_TRACE(text);
@@ -328,8 +345,18 @@ sweep:
     ASSERT_EQ(studies.size(), 1u);
     const StudyRecord& study = studies.begin()->second;
     ASSERT_EQ(study.trials.size(), 3u);
-    // The file's own settings: what a trial that proposes the same trains.
-    const auto base = store.params(study.trials.front().run_id);
+    // The file's own value of a setting, where it writes one: what a trial trains unless its
+    // proposal differs.
+    const YAML::Node written = YAML::Load(text);
+    auto file_value = [&](const std::string& key) -> std::optional<std::string> {
+      YAML::Node node = YAML::Clone(written);
+      for (size_t start = 0, dot = 0; dot != std::string::npos; start = dot + 1) {
+        dot = key.find('.', start);
+        node = node[key.substr(start, dot == std::string::npos ? dot : dot - start)];
+        if (!node.IsDefined()) return std::nullopt;
+      }
+      return node.IsScalar() ? std::optional(node.Scalar()) : std::nullopt;
+    };
     for (const StudyTrialRow& trial : study.trials) {
       const auto params = store.params(trial.run_id);
       const auto values = nlohmann::json::parse(trial.values);
@@ -354,6 +381,17 @@ sweep:
           }
           return a == b;
         };
+        if (const auto file = file_value(p.key); file && params.count(p.key)) {
+          // Where the proposal differs from the file, so does the run.
+          const YAML::Node chosen =
+              prior["choice"] ? prior["choice"][static_cast<size_t>(value)] : YAML::Node();
+          const std::string proposed = chosen.IsDefined()
+                                           ? (chosen.IsScalar() ? chosen.Scalar() : "")
+                                       : prior["int_uniform"] ? std::to_string(std::llround(value))
+                                                              : fmt::format("{}", value);
+          if (!proposed.empty() && !same(proposed, *file))
+            EXPECT_FALSE(same(param(p.key), *file)) << p.key << " trained the file's " << *file;
+        }
         if (prior["uniform"] || prior["log_uniform"]) {
           EXPECT_NEAR(std::stod(param(p.key)), value, 1e-9 * std::abs(value)) << p.key;
           said.push_back(fmt::format("{}={:.4g}", label, std::stod(param(p.key))));
@@ -368,15 +406,31 @@ sweep:
               const std::string key = p.key + "." + entry.first.Scalar();
               EXPECT_TRUE(same(param(key), entry.second.Scalar()))
                   << key << ": trained " << param(key) << ", proposed " << entry.second.Scalar();
-              if (base.count(key) && !same(base.at(key), entry.second.Scalar()))
-                EXPECT_FALSE(same(param(key), base.at(key))) << key;
+              if (const auto file = file_value(key); file && !same(*file, entry.second.Scalar()))
+                EXPECT_FALSE(same(param(key), *file)) << key;
               inner.push_back(entry.first.Scalar() + ": " + param(key));
             }
             said.push_back(label + "={" + join(inner, ", ") + "}");
+            // Another optimizer with options of its own is written afresh: the file's weight
+            // decay is not carried into it; the file's own (adamw) takes the options listed over
+            // the file's, as a variant's set: does.
+            if (p.key == "train.optimizer")
+              EXPECT_EQ(same(param("train.optimizer.weight_decay"), "0.3"),
+                        chosen["name"].Scalar() == "adamw")
+                  << chosen["name"].Scalar();
           } else {
             const std::string key = params.count(p.key) ? p.key : p.key + ".name";
             EXPECT_TRUE(same(param(key), chosen.Scalar())) << key;
             said.push_back(label + "=" + param(key));
+            // A name alone keeps the options the new optimizer declares — unless another
+            // parameter writes inside the section, which then is written afresh, as a variant's
+            // set: {train.optimizer.name: sgd, train.optimizer.lr: ...} is.
+            if (p.key == "train.optimizer") {
+              const bool restated = std::any_of(space.begin(), space.end(), [](const auto& q) {
+                return q.key.rfind("train.optimizer.", 0) == 0;
+              });
+              EXPECT_EQ(same(param("train.optimizer.weight_decay"), "0.3"), !restated);
+            }
           }
         }
       }

@@ -235,12 +235,17 @@ void check_components_come_from_named_plugins(const RunSpec& run, const ConfigTr
 
 namespace {
 
-// The entry of `layer` that sets the searched `key` or a key inside it (a variant's
-// train.optimizer.lr, when the space chooses train.optimizer whole); nullptr when none does.
-const ConfigValue* searched_key_set_by(const ConfigTree& layer, const std::string& key) {
-  if (const ConfigValue* value = layer.find(key)) return value;
+// The entry of `layer` that sets the searched `parameter`'s key — or a key inside it when a choice
+// is a mapping, which writes the section afresh (a variant's train.optimizer.lr would be lost);
+// a choice of names alone keeps what the new component declares. nullptr when none does.
+const ConfigValue* searched_key_set_by(const ConfigTree& layer, const SearchParameter& parameter) {
+  if (const ConfigValue* value = layer.find(parameter.key)) return value;
+  const bool writes_afresh =
+      std::any_of(parameter.choices.begin(), parameter.choices.end(),
+                  [](const YAML::Node& choice) { return choice.IsMap() && choice.size() > 0; });
+  if (!writes_afresh) return nullptr;
   for (const auto& [written, value] : layer.entries())
-    if (key_is_under(written, key)) return &value;
+    if (key_is_under(written, parameter.key)) return &value;
   return nullptr;
 }
 
@@ -298,7 +303,7 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
   };
   // A variant that sets a searched key would have it overridden by every trial: said, as --set is.
   for (const auto& parameter : search.space)
-    if (const ConfigValue* fixed = searched_key_set_by(variant.overrides, parameter.key)) {
+    if (const ConfigValue* fixed = searched_key_set_by(variant.overrides, parameter)) {
       Diagnostics found;
       found.error(fixed->origin,
                   fmt::format("variant '{}' sets '{}', which the search varies "
@@ -415,7 +420,7 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       decode_search(tree.subtree("sweep"), variants.size(), max_runs, diagnostics);
   if (search)
     for (const auto& parameter : search->space)
-      if (const ConfigValue* fixed = searched_key_set_by(command_line, parameter.key))
+      if (const ConfigValue* fixed = searched_key_set_by(command_line, parameter))
         diagnostics.error(fixed->origin,
                           fmt::format("--set {} fixes a setting the search varies "
                                       "(sweep.search.space); leave it to the search, or take it "

@@ -1,4 +1,4 @@
-// The options' defaults config_differences leaves out under a swapped component, from the
+// The options' defaults config_differences marks as a swapped component's defaults, from the
 // registry (built-in components and loaded plugins).
 #pragma once
 

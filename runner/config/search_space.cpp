@@ -1,6 +1,8 @@
 #include "runner/config/search_space.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 
 #include <fmt/format.h>
@@ -40,8 +42,10 @@ int64_t whole_number(const ConfigTree& search, const std::string& key, int64_t l
 YAML::Node nested_prior(const YAML::Node& node) {
   if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
   for (auto it = node.begin(); it != node.end(); ++it) {
-    if (it->first.IsScalar() && std::find(kDistributions.begin(), kDistributions.end(),
-                                          it->first.Scalar()) != kDistributions.end())
+    // A prior's word with a list, as a parameter writes it (an option named "choice" is not one).
+    if (it->first.IsScalar() && it->second.IsSequence() &&
+        std::find(kDistributions.begin(), kDistributions.end(), it->first.Scalar()) !=
+            kDistributions.end())
       return it->first;
     if (const YAML::Node inner = nested_prior(it->second); inner.IsDefined()) return inner;
   }
@@ -110,6 +114,12 @@ std::optional<SearchParameter> read_parameter(const std::string& key, const Conf
     return std::nullopt;
   }
   return parameter;
+}
+
+// Whether `key` is a section that names a component (model, train.optimizer, ...).
+bool names_component(const std::string& key) {
+  return std::any_of(std::begin(kComponentSections), std::end(kComponentSections),
+                     [&](const ComponentSection& section) { return key == section.path; });
 }
 
 }  // namespace
@@ -320,10 +330,13 @@ ConfigTree trial_overrides(const std::vector<SearchParameter>& space, const Tria
     // options of its own is written afresh and a component's name swaps it (merge_layer).
     if (value.IsMap() && value.size() > 0)
       flatten_into(overrides, value, space[i].origin.file, space[i].key);
+    else if (names_component(space[i].key) && value.IsScalar())
+      // `train.optimizer: {choice: [sgd, adamw]}` names the component: its name alone, so that a
+      // parameter inside the section (train.optimizer.lr) set before it is kept.
+      overrides.set(space[i].key + ".name", {value, space[i].origin, space[i].origin});
     else
       overrides.set(space[i].key, {value, space[i].origin, space[i].origin});
   }
-  expand_component_shorthand(overrides);  // `train.optimizer: {choice: [sgd, adamw]}` names one
   return overrides;
 }
 
