@@ -285,11 +285,14 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
   std::optional<TensorBoardRecords> tracked;
   const auto& loggers = run.runtime.loggers;
   if (node_.node_rank == 0 &&  // the other nodes' stores are in memory
-      std::find(loggers.begin(), loggers.end(), "tensorboard") != loggers.end())
-    tracked.emplace(stored, store_, run_id,
-                    tensorboard_folder((fs::path(log_dir_).parent_path() / "tensorboard").string(),
-                                       *store_.run(run_id)),
+      std::find(loggers.begin(), loggers.end(), "tensorboard") != loggers.end()) {
+    const std::string root = (fs::path(log_dir_).parent_path() / "tensorboard").string();
+    const std::string folder = tensorboard_folder(root, *store_.run(run_id));
+    tracked.emplace(stored, store_, run_id, folder,
                     [&log](const std::string& problem) { log.both->warn("{}", problem); });
+    log.both->info("TensorBoard: event files in {} (tensorboard --logdir {})",
+                   fs::absolute(folder).string(), fs::absolute(root).string());
+  }
   RunRecords* records_so_far = tracked ? static_cast<RunRecords*>(&*tracked) : &stored;
   std::optional<MlflowRecords> mlflow;
   if (node_.node_rank == 0 &&

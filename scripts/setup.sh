@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what Trainyard needs on a fresh Debian 12 machine; safe to run again (idempotent).
+# Installs what Trainyard needs on a fresh Debian 12 machine; safe to run again (idempotent). No
+# system CUDA toolkit is needed: LibTorch and the CUDA toolkit its CMake package configures with
+# both come from PyPI, into one venv.
 #   scripts/setup.sh            the product and the test suite's tools
 #   scripts/setup.sh --product  the product alone: what the quickstart builds and runs
 # The product: build tools and libraries from Debian packages, and LibTorch from the PyPI torch
@@ -44,6 +46,15 @@ if ! "$TRAINYARD_PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split
   [ -x "$TRAINYARD_PYTHON" ] || python3 -m venv "$TRAINYARD_VENV"
   "$TRAINYARD_PYTHON" -m pip install -q --upgrade pip
   "$TRAINYARD_PYTHON" -m pip install -q "torch==$TRAINYARD_TORCH_VERSION"
+fi
+# torch's CMake package configures its CUDA side with a CUDA toolkit: the torch package's own
+# NVIDIA runtime packages, completed with nvcc from PyPI (no system toolkit needed; the build makes
+# a view of them, cmake/torch_cuda_toolkit.cmake).
+if ! "$TRAINYARD_PYTHON" -c 'import importlib.metadata as m, sys
+sys.exit(any(m.version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))' \
+     "${TRAINYARD_CUDA_BUILD_PACKAGES[@]}" 2>/dev/null; then
+  echo "setup: installing nvcc for torch's CUDA (${TRAINYARD_CUDA_BUILD_PACKAGES[*]}) into $TRAINYARD_VENV"
+  "$TRAINYARD_PYTHON" -m pip install -q --no-deps "${TRAINYARD_CUDA_BUILD_PACKAGES[@]}"
 fi
 # The tests read `trainyard export`'s event files with TensorBoard's own reader.
 if [ "${1:-}" != --product ] &&

@@ -861,6 +861,47 @@ TEST_F(CliTest, ValidateListAndHelp) {
   EXPECT_EQ(trainyard("report --db " + db() + " -o x.html").exit_code, 2);  // no database yet
 }
 
+// What a new user met first (issue 57): the help describes export with MLflow and prints defaults
+// as written (not 0.80000000000000004); tokenize's next step says that `tokens` needs a
+// validation file too when it wrote one file; a batch refused before it starts leaves no empty
+// database behind.
+TEST_F(CliTest, WhatANewUserMetFirstSaysWhatIsTrue) {
+  const Result help = trainyard("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  const size_t line = help.output.find("  export");
+  ASSERT_NE(line, std::string::npos) << help.output;
+  EXPECT_NE(help.output.substr(line, help.output.find('\n', line) - line).find("MLflow"),
+            std::string::npos)
+      << help.output;
+  for (const char* command : {"run", "validate", "report", "submit", "export", "tokenize", "sample",
+                              "status", "runs", "rm", "list"}) {
+    const Result usage = trainyard(std::string(command) + " --help");
+    EXPECT_EQ(usage.output.find("000000"), std::string::npos) << command << "\n" << usage.output;
+  }
+  EXPECT_NE(trainyard("sample --help").output.find("--temperature arg (=0.8)"), std::string::npos);
+
+  const std::string text = dir.write("corpus.txt", "a tiny corpus of words, and more words\n");
+  const Result tokenized =
+      trainyard("tokenize --tokenizer " + source("tests/fixtures/bpe_gpt2.json") + " " + text +
+                " -o " + (dir.path() / "val.bin").string());
+  ASSERT_EQ(tokenized.exit_code, 0) << tokenized.output;
+  EXPECT_NE(tokenized.output.find("next: dataset: {name: tokens, train: TRAIN.bin, val: VAL.bin}"),
+            std::string::npos)
+      << tokenized.output;
+  EXPECT_NE(tokenized.output.find("`tokens` needs both"), std::string::npos) << tokenized.output;
+
+  std::string mlflow = read_file(source("experiments/quickstart.yaml"));
+  const std::string file = dir.write("mlflow.yaml", mlflow);
+  const Result refused =
+      testing::shell("env -u MLFLOW_TRACKING_URI " + std::string(TRAINYARD_EXE) + " run " + file +
+                     " --set runtime.loggers=[mlflow] --db " + db());
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("MLFLOW_TRACKING_URI is not set"), std::string::npos)
+      << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(db())) << "an empty database was left behind";
+  EXPECT_FALSE(std::filesystem::exists(db() + ".lock"));
+}
+
 // A command line's mistakes: exit 2, the fix named, nothing written.
 TEST_F(CliTest, CommandLineMistakesNameTheFixAndWriteNothing) {
   const std::string quickstart = source("experiments/quickstart.yaml");

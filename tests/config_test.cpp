@@ -400,6 +400,11 @@ TEST_F(ConfigTest, ExtendsCycleAndMissingParent) {
   }
   Diagnostics d = errors("extends: nowhere.yaml\n");
   EXPECT_TRUE(has(d, "nowhere.yaml': no such file"));
+  // Where it was looked for: beside the file that names it.
+  EXPECT_TRUE(has(d,
+                  "(an 'extends' path is found from the folder of the file that names it: "
+                  "looked for " +
+                      (dir.path() / "nowhere.yaml").lexically_normal().string() + ")"));
   EXPECT_EQ(d.items()[0].origin.line, 1);  // points at the extends line
 }
 

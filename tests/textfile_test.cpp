@@ -339,6 +339,32 @@ TEST_F(TextFileTest, ARobertaStyleTokenizerJsonServesToo) {
     EXPECT_EQ(cached, expected) << text;
     EXPECT_EQ(cached.front(), tokenizer.token_id("<s>"));
   }
+  // The run's log says how each text is framed and padded: RoBERTa's <s> … </s> and <pad>; a
+  // GPT-2 tokenizer.json, which adds no tokens and has no <pad>, pads with <|endoftext|>.
+  auto log_of_last_run = [&](const std::string& experiment) {
+    Store store(db());
+    return read_file(store.runs(experiment).back().environment.log_path);
+  };
+  EXPECT_NE(log_of_last_run("roberta").find(fmt::format(
+                "textfile: each text framed as <s> … </s>, padded with <pad> (id {}) under an "
+                "attention mask of 0",
+                tokenizer.token_id("<pad>"))),
+            std::string::npos)
+      << log_of_last_run("roberta");
+  const std::string gpt2 = source("tests/fixtures/bpe_gpt2.json");
+  std::string gpt2_yaml = yaml;
+  gpt2_yaml.replace(gpt2_yaml.find(roberta), roberta.size(), gpt2);
+  gpt2_yaml.replace(gpt2_yaml.find("name: roberta"), 13, "name: gpt2bpe");
+  ASSERT_EQ(trainyard("run " + dir.write("gpt2bpe.yaml", gpt2_yaml) + " --db " + db()).exit_code,
+            0);
+  const ByteBpeTokenizer gpt2_tokenizer = ByteBpeTokenizer::from_tokenizer_json(gpt2);
+  EXPECT_NE(log_of_last_run("gpt2bpe").find(fmt::format(
+                "textfile: each text not framed (its post-processor adds no tokens), padded with "
+                "<|endoftext|> (id {}: it has no <pad>, so <|endoftext|>, as transformers users "
+                "set GPT-2's)",
+                gpt2_tokenizer.token_id("<|endoftext|>"))),
+            std::string::npos)
+      << log_of_last_run("gpt2bpe");
 }
 
 }  // namespace

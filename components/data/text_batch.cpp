@@ -99,6 +99,7 @@ std::shared_ptr<const TokenizedTexts> tokenize_corpus(const TextCorpus& corpus,
     damage = fmt::format("{} holds {} {}, not {}", cache.path, texts->size(), corpus.unit, n);
     texts.reset();
   }
+  log("each text " + tokenizer.framing());  // said: a GPT-2 tokenizer.json has no frame or pad
   if (!damage.empty()) log(fmt::format("ignoring a damaged cache ({}); tokenising again", damage));
   if (texts) {
     log(fmt::format("{} {} from the token cache {}", n, corpus.unit, cache.path));

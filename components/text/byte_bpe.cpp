@@ -489,6 +489,24 @@ ByteBpeTokenizer ByteBpeTokenizer::from_json_text(std::string_view text,
   return t;
 }
 
+std::string ByteBpeTokenizer::framing() const {
+  std::vector<std::string> framed;  // "<s> … </s>"
+  for (int64_t id : prefix_ids_) framed.push_back(tokens_.at(static_cast<size_t>(id)));
+  framed.push_back("…");
+  for (int64_t id : suffix_ids_) framed.push_back(tokens_.at(static_cast<size_t>(id)));
+  const std::string frame = prefix_ids_.empty() && suffix_ids_.empty()
+                                ? "not framed (its post-processor adds no tokens)"
+                                : "framed as " + join(framed, " ");
+  const std::string why = token_id("<pad>") >= 0 ? ""
+                          : !suffix_ids_.empty() ? ": it has no <pad>, so the frame's last token"
+                          : pad_id_ == token_id("<|endoftext|>")
+                              ? ": it has no <pad>, so <|endoftext|>, as transformers users set "
+                                "GPT-2's"
+                              : ": it has no <pad> and no end token";
+  return fmt::format("{}, padded with {} (id {}{}) under an attention mask of 0", frame,
+                     tokens_.at(static_cast<size_t>(pad_id_)), pad_id_, why);
+}
+
 // ---- encoding ---------------------------------------------------------------------------------
 
 std::string ByteBpeTokenizer::cache_id() const {

@@ -72,6 +72,7 @@ class ByteBpeTokenizer : public TextTokenizer {
   // Stable hash of the tokenizer.json's bytes: keys caches of tokenised data.
   const std::string& vocab_hash() const { return vocab_hash_; }
   std::string cache_id() const override;
+  std::string framing() const override;
 
  private:
   struct AddedToken {

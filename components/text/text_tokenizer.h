@@ -26,6 +26,9 @@ class TextTokenizer {
   virtual int64_t vocab_size() const = 0;
   // What keys a cache of its encodings: its kind, its version and its file's hash.
   virtual std::string cache_id() const = 0;
+  // How it frames and pads a text, for the run's log: "framed as [CLS] … [SEP], padded with [PAD]
+  // (id 0) …"; "not framed (its post-processor adds no tokens), padded with <|endoftext|> …".
+  virtual std::string framing() const = 0;
 };
 
 // A tokenizer.json whose model is BPE as byte-level BPE; any other .json, or a vocab.txt, as

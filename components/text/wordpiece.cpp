@@ -278,6 +278,13 @@ std::string WordPieceTokenizer::cache_id() const {
   return fmt::format("{} vocab {}", kVersion, vocab_hash_);
 }
 
+std::string WordPieceTokenizer::framing() const {
+  return fmt::format("framed as {} … {}, padded with {} (id {}) under an attention mask of 0",
+                     tokens_.at(static_cast<size_t>(cls_id_)),
+                     tokens_.at(static_cast<size_t>(sep_id_)),
+                     tokens_.at(static_cast<size_t>(pad_id_)), pad_id_);
+}
+
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& path) {
   if (std::filesystem::path(path).extension() == ".json" && ByteBpeTokenizer::is_bpe_json(path))
     return std::make_unique<ByteBpeTokenizer>(ByteBpeTokenizer::from_tokenizer_json(path));

@@ -54,6 +54,7 @@ class WordPieceTokenizer : public TextTokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
   // "<kVersion> vocab <vocab_hash>", as token caches were keyed before byte-level BPE.
   std::string cache_id() const override;
+  std::string framing() const override;
   // Stable hash of the vocabulary: keys caches of tokenised data.
   const std::string& vocab_hash() const { return vocab_hash_; }
 

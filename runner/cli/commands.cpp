@@ -31,7 +31,9 @@ const std::vector<Command>& commands() {
       {"rm", "remove runs (by id, experiment, variant or status) with their files", rm_command},
       {"submit", "submit the runs to a Slurm cluster as job arrays, then exit", submit_command},
       {"collect", "take the records of Slurm runs into the database", collect_command},
-      {"export", "write the runs as TensorBoard event files or Lightning's CSV layout",
+      {"export",
+       "send the runs to an MLflow server, or write them as TensorBoard event files or "
+       "Lightning's CSV layout",
        export_command},
       {"cancel", "cancel a Slurm submission", cancel_command},
       {"tokenize", "text files to the token files a language model trains on", tokenize_command},

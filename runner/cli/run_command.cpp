@@ -424,7 +424,20 @@ int run_command(const std::vector<std::string>& args) {
     }
     return kExitOk;
   }
-  return train_batch(*request, experiments);
+  // A batch refused before it recorded anything (an MLflow logger without its server, an
+  // experiment name another file holds) leaves no empty database behind where there was none.
+  const bool new_database = request->node.node_rank == 0 && !fs::exists(request->db_path);
+  try {
+    return train_batch(*request, experiments);
+  } catch (const std::exception&) {
+    if (new_database && fs::exists(request->db_path) &&
+        Store(request->db_path).experiments().empty())
+      for (const char* suffix : {"", "-wal", "-shm", ".lock"}) {
+        std::error_code ignored;
+        fs::remove(request->db_path + suffix, ignored);
+      }
+    throw;
+  }
 }
 
 }  // namespace trainyard

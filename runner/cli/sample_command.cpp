@@ -84,7 +84,8 @@ int sample_command(const std::vector<std::string>& args) {
   options.add_options()("prompt", po::value(&prompt),
                         "the text to go on from (default: a document's start)")(
       "tokens", po::value(&o.tokens)->default_value(o.tokens), "tokens to draw")(
-      "temperature", po::value(&o.temperature)->default_value(o.temperature),
+      "temperature",
+      po::value(&o.temperature)->default_value(o.temperature, fmt::format("{:g}", o.temperature)),
       "divides the logits: lower is more predictable; 0 takes the most likely token")(
       "top-k", po::value(&o.top_k)->default_value(o.top_k),
       "draw from the k most likely tokens only; 0: from all")(

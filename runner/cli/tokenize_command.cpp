@@ -122,8 +122,15 @@ int tokenize_command(const std::vector<std::string>& args) {
                  ? fmt::format(", '{}' before each document", tokenizer.decode({o.separator}))
                  : "");
   if (r.val_tokens > 0) fmt::print("  {}: {} tokens\n", o.val_output, r.val_tokens);
-  fmt::print("next: dataset: {{name: tokens, train: {}{}}}, model vocab_size: {}\n", o.output,
-             r.val_tokens > 0 ? ", val: " + o.val_output : "", tokenizer.vocab_size());
+  if (r.val_tokens > 0)
+    fmt::print("next: dataset: {{name: tokens, train: {}, val: {}}}, model vocab_size: {}\n",
+               o.output, o.val_output, tokenizer.vocab_size());
+  else  // one file of the two `tokens` reads: which one is the user's to say
+    fmt::print(
+        "next: dataset: {{name: tokens, train: TRAIN.bin, val: VAL.bin}}, model vocab_size: "
+        "{}, with {} as one of the two — `tokens` needs both: tokenize the other the same "
+        "way, or cut a validation tail from these files with --val-fraction 0.05\n",
+        tokenizer.vocab_size(), o.output);
   return kExitOk;
 }
 

@@ -255,7 +255,14 @@ LayeredConfig read_config_file(const std::string& file, const Origin& referenced
   std::error_code ec;
   fs::path path(file);
   if (!fs::exists(path, ec)) {
-    diagnostics.error(referenced_at, fmt::format("cannot read '{}': no such file", file));
+    // A parent that `extends` names (written at a line): where it was looked for.
+    diagnostics.error(
+        referenced_at,
+        referenced_at.line > 0
+            ? fmt::format("cannot read '{}': no such file (an 'extends' path is found from the "
+                          "folder of the file that names it: looked for {})",
+                          file, fs::absolute(path, ec).lexically_normal().string())
+            : fmt::format("cannot read '{}': no such file", file));
     return layered;
   }
   std::ifstream in(file);

@@ -52,4 +52,10 @@ if [ "$resumes" != 1 ]; then
   echo "no run continued from its checkpoint (resumes $resumes)"
   exit 1
 fi
+# The terminal says where the event files go, and how to open them.
+if ! grep -q "TensorBoard: event files in $work/runs/tensorboard/.* (tensorboard --logdir $work/runs/tensorboard)" "$work/second.log"; then
+  cat "$work/second.log"
+  echo "the run did not say where its event files went"
+  exit 1
+fi
 "$TRAINYARD_PYTHON" "$root/tests/trackers/check_exports.py" "$db" "$work/runs/tensorboard" -
