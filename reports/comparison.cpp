@@ -362,9 +362,6 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
   if (target && base.target_reached == 0)
     return fmt::format("{} did not reach {}: no time-to-target to compare with", base.variant,
                        target_text(section.options));
-  if (!base.did_not_learn.empty())  // equal to a baseline that learned nothing is no win
-    return fmt::format("the baseline {} {}: no variant is crowned against it", base.variant,
-                       base.did_not_learn);
   const VariantRow* fastest = nullptr;
   double fastest_speedup = 0;  // the verdict's: the ratio of geometric means
   QualityCheck fastest_quality;
@@ -387,7 +384,8 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
       continue;  // not faster beyond noise
     const double speedup = claim->second.estimate;
     const QualityCheck quality = quality_check(base, row, margin, level);
-    if (quality.shown_equal && row.did_not_learn.empty()) {
+    // Equal to a baseline that learned nothing is no win either.
+    if (quality.shown_equal && row.did_not_learn.empty() && base.did_not_learn.empty()) {
       if (speedup > fastest_speedup) {
         fastest = &row;
         fastest_speedup = speedup;
@@ -398,12 +396,14 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
     if (speedup > refused_speedup) {
       refused = &row;
       refused_speedup = speedup;
-      refused_why = !row.did_not_learn.empty()
-                        ? fmt::format("{:.2f}× {} but {}", speedup, sooner, row.did_not_learn)
-                    : quality.lost
-                        ? fmt::format("{:.2f}× {} but {}", speedup, sooner, quality.text)
-                        : fmt::format("{:.2f}× {}, quality not shown equal ({}; margin {})",
-                                      speedup, sooner, quality.text, margin_text(quality, margin));
+      refused_why =
+          !row.did_not_learn.empty()
+              ? fmt::format("{:.2f}× {} but {}", speedup, sooner, row.did_not_learn)
+          : !base.did_not_learn.empty() ? fmt::format("{:.2f}× {} than a baseline that {}", speedup,
+                                                      sooner, base.did_not_learn)
+          : quality.lost ? fmt::format("{:.2f}× {} but {}", speedup, sooner, quality.text)
+                         : fmt::format("{:.2f}× {}, quality not shown equal ({}; margin {})",
+                                       speedup, sooner, quality.text, margin_text(quality, margin));
     }
   }
   const std::string what = target ? "to " + target_text(section.options) : "";
