@@ -446,9 +446,7 @@ std::string tuned_part(const ExperimentReport& section) {
   std::vector<std::string> figures;
   std::string metric;
   for (const StudySection& study : section.studies) {
-    std::vector<double> values;
-    for (double f : study.confirmations)
-      if (std::isfinite(f)) values.push_back(f);
+    const std::vector<double> values = study.confirmed_figures();
     if (values.empty()) continue;
     metric = study.study.metric;
     const double middle = median(values);

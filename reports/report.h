@@ -7,6 +7,7 @@
 // listed apart, with the keys in which they differ, never in the table.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -197,6 +198,13 @@ struct StudySection {
   // or settings that resolve alike): what was trained, of trials.size() proposed.
   size_t distinct_configs = 0;
   bool minimize() const { return study.metric == "val_loss"; }
+  // The confirmations that have a figure (a diverged run's is NaN).
+  std::vector<double> confirmed_figures() const {
+    std::vector<double> figures;
+    for (double f : confirmations)
+      if (std::isfinite(f)) figures.push_back(f);
+    return figures;
+  }
 };
 
 // Text a language-model variant wrote (`trainyard sample` from a document's start): the report

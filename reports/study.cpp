@@ -253,9 +253,7 @@ std::string collapse_text(const StudySection& s) {
 // val_acc 61.20% (59.00%–63.00%), -18.10 pt from the study's 79.30% (the winner's curse)"; "" when
 // none completed.
 std::string confirmation_text(const StudySection& s) {
-  std::vector<double> figures;
-  for (double f : s.confirmations)
-    if (std::isfinite(f)) figures.push_back(f);
+  const std::vector<double> figures = s.confirmed_figures();
   if (figures.empty() || !s.outcome || !s.outcome->figure) return "";
   const double middle = median(figures);
   const auto [low, high] = std::minmax_element(figures.begin(), figures.end());
@@ -337,8 +335,12 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
         // before trials stood on their kept epoch, has another epoch's figure: not named.
         const auto kept =
             t.status == RunStatus::completed ? kept_epoch(store, row.run_id) : std::nullopt;
-        if (kept && row.figure && !t.curve.empty() && *kept != t.curve.back().first &&
-            figure_at(store, row.run_id, *kept, study.metric) == *row.figure)
+        const auto at_kept = std::find_if(t.curve.begin(), t.curve.end(), [&](const auto& point) {
+          return kept && point.first == *kept;
+        });
+        // (A kept epoch in the curve means the curve is not empty.)
+        if (row.figure && at_kept != t.curve.end() && *kept != t.curve.back().first &&
+            at_kept->second == *row.figure)
           t.kept_epoch = kept;
       }
       s.trials.push_back(std::move(t));
