@@ -5,6 +5,8 @@
 # that user trains a small experiment from it and writes its report. Then every ELF file the wheel
 # installed is checked with ldd: each library resolves inside the wheel, in the torch package
 # (torch/, nvidia/) or in the base system (glibc, libstdc++, libgcc_s, libz) — nothing from apt.
+# A plugin (examples/plugins/mlp) is built by that user against the SDK the wheel carries, found
+# with `python -m trainyard --cmake-prefix-path`, and trained with the pip-installed trainyard.
 # Last, `trainyard` in an environment without torch, and in one with another release of torch,
 # stops with exit 2, says so and gives the pip line, instead of a loader error; and that other
 # release's libraries on LD_LIBRARY_PATH do not replace the torch package's.
@@ -60,6 +62,34 @@ cat "$work/project/out.txt" | tail -8
 grep -q 'batch-64-adamw-cosine' "$work/project/report.html" || fail "the report names no variant"
 [ -f "$work/project/runs/trainyard.db" ] || [ -n "$(ls "$work/project"/*.db 2>/dev/null)" ] ||
   fail "no database in the working directory"
+
+echo "== a plugin built against the SDK pip installed, and trained by the pip-installed trainyard"
+# examples/plugins/mlp copied out of the checkout and built as a user who installed with pip would:
+# CMake finds the SDK where `python -m trainyard --cmake-prefix-path` says; nothing of the checkout
+# is on the include path, and yaml-cpp's headers are the ones the SDK carries (the engine's).
+cp -r "$root/examples/plugins/mlp" "$work/plugin"
+rm -rf "$work/plugin/build"
+chown -R "$user" "$work/plugin" 2>/dev/null || true
+as_user bash -c "cd '$work/plugin' && . '$work/venv/bin/activate' && \
+  cmake -S . -B build -DCMAKE_PREFIX_PATH=\"\$(python -m trainyard --cmake-prefix-path)\" \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON && cmake --build build && \
+  trainyard run mlp.yaml && trainyard report -o report.html" \
+  > "$work/plugin/out.txt" 2>&1 || { cat "$work/plugin/out.txt"; fail "the plugin did not build or train"; }
+tail -4 "$work/plugin/out.txt"
+[ "$(as_user "$work/venv/bin/python" -m trainyard --cmake-prefix-path)" = "$package" ] ||
+  fail "python -m trainyard --cmake-prefix-path does not print $package"
+[ -f "$work/plugin/build/libmlp.so" ] || fail "no build/libmlp.so"
+! grep -qF "$root" "$work/plugin/build/compile_commands.json" ||
+  fail "the plugin's compile command names the checkout ($root)"
+depfile=$(find "$work/plugin/build" -name 'mlp.cpp.o.d' | head -1)
+[ -n "$depfile" ] || fail "no dependency file of mlp.cpp to read its headers from"
+headers=$(tr ' \\' '\n\n' < "$depfile" | grep -E '/include/(trainyard|yaml-cpp)/.*\.h$' | sort -u)
+[ -n "$(grep '/yaml-cpp/' <<<"$headers")" ] || fail "mlp.cpp included no yaml-cpp header (from $depfile)"
+outside=$(grep -v "^$package/include/" <<<"$headers" || true)
+[ -z "$outside" ] || fail "headers from outside the SDK ($package/include): $outside"
+grep -q 'mlp-plugin: 2 completed' "$work/plugin/out.txt" || fail "two completed runs of the plugin expected"
+grep -q "$work/plugin/build/libmlp.so (sha256" "$work/plugin/report.html" ||
+  fail "the report's run details name no plugin"
 
 echo "== ldd: each library from the wheel, the torch package or the base system"
 base='^(linux-vdso\.so\.1|/lib64/ld-linux-x86-64\.so\.2|ld-linux-x86-64\.so\.2|lib(c|m|dl|rt|pthread|util|stdc\+\+|gcc_s|z)\.so\.[0-9.]+)$'
