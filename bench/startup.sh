@@ -2,14 +2,17 @@
 # Start-up cost of the commands and of a run, on this machine: wall time (median of N) and peak
 # resident memory of each process, for
 #   - `trainyard --help` and `trainyard status`: the light executable, no LibTorch;
-#   - `trainyard-engine --help`: what every command cost before the split (LibTorch, CPU and CUDA);
+#   - `trainyard-engine --help`: LibTorch's CPU side loaded;
 #   - a one-step CPU run, end to end (`trainyard run`: the controller execs the engine, which
 #     starts one worker);
-#   - the fixed cost of a CPU run in a batch: (a batch of 6 such runs − a batch of 1) / 5, what each
-#     more run costs beyond its training (its worker's start, set-up, records);
-#   - the engine's rows again with libtorch_cuda preloaded into every process (LD_PRELOAD): what
-#     they cost before the engine left LibTorch's CUDA side to libtrainyard_cuda.so, on this machine.
-# The floor of a run's fixed cost is loading libtorch_cpu into its worker: the last row.
+#   - an empty program linking libtorch_cpu: the floor of a process that loads LibTorch;
+#   - the fixed cost of a CPU run in a batch: (a batch of 100 one-step runs − a batch of 1) / 99,
+#     what each more run costs beyond its training (set-up, records, and with --fresh-engine its
+#     worker's start), with the warm engine (the default) and with --fresh-engine (median of 3);
+#     and of a 2-rank ddp run, whose ranks always start fresh: (6 runs − 1) / 5;
+#   - the warm engine's memory across a batch of 200 such runs: each run's peak RSS as it recorded
+#     it (peak_rss_bytes, the worker's kernel high-water mark, reset at each run's start), early
+#     runs against the last ones: flat when nothing leaks.
 # Usage: bench/startup.sh [N]   (after scripts/build.sh; N defaults to 10). Prints a Markdown table.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,16 +29,22 @@ dataset: {name: synthetic-images, train_size: 64, val_size: 64, test_size: 64}
 train: {epochs: 1, batch_size: 64, log_every: 1000}
 runtime: {accelerator: cpu}
 YAML
-sed 's/^name: startup-bench$/name: startup-bench-6\nsweep: {repeats: 6}/' "$work/tiny.yaml" >"$work/tiny6.yaml"
+sed -e 's/^runtime: {accelerator: cpu}$/runtime: {accelerator: cpu, strategy: ddp, devices: 2}/' \
+  -e 's/batch_size: 64/batch_size: 32/' "$work/tiny.yaml" >"$work/ddp.yaml"  # one step of 2 x 32
+sed "s/^name: startup-bench\$/name: startup-bench-ddp6\nsweep: {repeats: 6}/" "$work/ddp.yaml" >"$work/ddp6.yaml"
+for runs in 100 200; do
+  sed "s/^name: startup-bench\$/name: startup-bench-$runs\nsweep: {repeats: $runs}/" "$work/tiny.yaml" \
+    >"$work/tiny$runs.yaml"
+done
 "$build/trainyard" run "$work/tiny.yaml" --db "$work/status.db" >/dev/null 2>&1
 echo 'int main() { return 0; }' >"$work/empty.cpp"
 torch_lib="$(torch_cmake_prefix)/../../lib"
 c++ "$work/empty.cpp" -o "$work/only-libtorch-cpu" -Wl,--no-as-needed -L"$torch_lib" -ltorch_cpu \
   -lc10 -Wl,-rpath,"$torch_lib"
 
-python3 - "$n" "$build" "$work" "$torch_lib/libtorch_cuda.so" <<'PY'
-import os, statistics, subprocess, sys, time
-n, build, work, torch_cuda = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+python3 - "$n" "$build" "$work" <<'PY'
+import os, sqlite3, statistics, subprocess, sys, time
+n, build, work = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 
 def measure(argv_of, env=None):
     """Median wall time and median peak RSS (MiB) of argv_of(i) over n runs; the RSS is the
@@ -53,30 +62,55 @@ def measure(argv_of, env=None):
         rss.append(usage.ru_maxrss / 1024)
     return statistics.median(walls), statistics.median(rss)
 
-# The rows "before" call trainyard-engine itself: LD_PRELOAD would load libtorch_cuda into the light
-# `trainyard` too, which never loaded LibTorch.
 def tiny_run(name, exe="trainyard"):
     return lambda i: [f"{build}/{exe}", "run", f"{work}/{name}.yaml", "--db", f"{work}/{name}-{i}-{time.time_ns()}.db"]
 
-preloaded = dict(os.environ, LD_PRELOAD=torch_cuda)
 rows = [
-    ("`trainyard --help`", lambda i: [f"{build}/trainyard", "--help"], None),
-    ("`trainyard status`", lambda i: [f"{build}/trainyard", "status", "--db", f"{work}/status.db"], None),
-    ("`trainyard-engine --help`", lambda i: [f"{build}/trainyard-engine", "--help"], None),
-    ("one-step CPU run, end to end (RSS: the controller)", tiny_run("tiny"), None),
-    ("`trainyard-engine --help`, libtorch_cuda preloaded (before)", lambda i: [f"{build}/trainyard-engine", "--help"], preloaded),
-    ("one-step CPU run, end to end, libtorch_cuda preloaded (before)", tiny_run("tiny", "trainyard-engine"), preloaded),
-    ("an empty program linking libtorch_cpu and c10 (the floor)", lambda i: [f"{work}/only-libtorch-cpu"], None),
+    ("`trainyard --help`", lambda i: [f"{build}/trainyard", "--help"]),
+    ("`trainyard status`", lambda i: [f"{build}/trainyard", "status", "--db", f"{work}/status.db"]),
+    ("`trainyard-engine --help`", lambda i: [f"{build}/trainyard-engine", "--help"]),
+    ("one-step CPU run, end to end (RSS: the controller)", tiny_run("tiny")),
+    ("an empty program linking libtorch_cpu and c10 (the floor)", lambda i: [f"{work}/only-libtorch-cpu"]),
 ]
 print(f"| command | wall (median of {n}) | peak RSS |")
 print("|---|---|---|")
-for label, argv_of, env in rows:
-    wall, peak = measure(argv_of, env)
+for label, argv_of in rows:
+    wall, peak = measure(argv_of)
     print(f"| {label} | {wall * 1000:.0f} ms | {peak:.0f} MiB |")
-for label, env, exe in (("", None, "trainyard"),
-                        (", libtorch_cuda preloaded (before)", preloaded, "trainyard-engine")):
-    one, _ = measure(tiny_run("tiny", exe), env)
-    six, _ = measure(tiny_run("tiny6", exe), env)
-    print(f"| fixed cost of one more CPU run in a batch{label}: (6 runs {six * 1000:.0f} ms − 1 run "
-          f"{one * 1000:.0f} ms) / 5 | {(six - one) / 5 * 1000:.0f} ms | |")
+
+def batch_wall(name, extra):
+    """Median wall time of 3 batches of `name`."""
+    walls = []
+    for i in range(3):
+        argv = tiny_run(name)(i) + extra
+        start = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls)
+
+one = batch_wall("tiny", [])
+for label, extra in (("warm engine", []), ("--fresh-engine", ["--fresh-engine"])):
+    hundred = batch_wall("tiny100", extra)
+    print(f"| fixed cost of one more CPU run in a batch, {label}: (100 runs {hundred:.2f} s − "
+          f"1 run {one:.2f} s) / 99 | {(hundred - one) / 99 * 1000:.0f} ms | |")
+
+# Multi-rank runs start their ranks fresh (ARCHITECTURE.md, "A warm engine", says why).
+one_ddp, six_ddp = batch_wall("ddp", []), batch_wall("ddp6", [])
+print(f"| fixed cost of one more 2-rank ddp run in a batch (fresh ranks): (6 runs {six_ddp:.2f} s − "
+      f"1 run {one_ddp:.2f} s) / 5 | {(six_ddp - one_ddp) / 5 * 1000:.0f} ms | |")
+
+# The warm engine's memory over 200 runs, from what each run recorded.
+db = f"{work}/rss200.db"
+subprocess.run([f"{build}/trainyard", "run", f"{work}/tiny200.yaml", "--db", db],
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+rows = sqlite3.connect(db).execute(
+    "SELECT r.id, f.value, a.value FROM runs r JOIN final_metrics f ON f.run_id = r.id "
+    "AND f.key = 'peak_rss_bytes' LEFT JOIN run_attributes a ON a.run_id = r.id "
+    "AND a.key = 'engine process' ORDER BY r.id").fetchall()
+rss = [value / 2**20 for _, value, _ in rows]
+fresh = sum(1 for _, _, process in rows if process == "fresh")
+print(f"| peak RSS of the warm worker, runs 2–21 (median) | | {statistics.median(rss[1:21]):.1f} MiB |")
+print(f"| peak RSS of the warm worker, runs 181–200 (median) | | {statistics.median(rss[-20:]):.1f} MiB |")
+print(f"| peak RSS of the warm worker, greatest of the 200 runs | | {max(rss):.1f} MiB |")
+print(f"| runs of the 200 that started a fresh process | {fresh} | |")
 PY

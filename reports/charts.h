@@ -23,9 +23,9 @@ const char* variant_color(const ExperimentReport& section, const std::string& va
 struct Series {
   std::string label;
   const char* color;
-  std::vector<std::pair<double, double>> points;   // (x, y): the line, the median with repeats
-  std::vector<std::array<double, 3>> band{};       // (x, min, max) over the repeats
-  std::vector<std::pair<double, double>> marks{};  // points of another kind: hollow circles
+  std::vector<std::pair<double, double>> points{};  // (x, y): the line, the median with repeats
+  std::vector<std::array<double, 3>> band{};        // (x, min, max) over the repeats
+  std::vector<std::pair<double, double>> marks{};   // points of another kind: hollow circles
 };
 
 // A horizontal reference line across a chart (report.target), labelled.

@@ -165,8 +165,8 @@ struct CurrentStudy {
 // One trial as the store has it: its record, its values, its figure at every validated epoch
 // (its curve), and its run's state (paused at a rung, failed, completed).
 struct StudyTrial {
-  StudyTrialRow record;
-  std::vector<double> values;
+  StudyTrialRow record{};
+  std::vector<double> values{};
   std::vector<std::pair<int64_t, double>> curve{};
   RunStatus status = RunStatus::queued;
   bool paused = false;
@@ -179,8 +179,8 @@ struct StudyTrial {
 // How much the metric moved with one parameter: its trials in groups (each choice; a range in
 // thirds), each group's mean figure at the first rung, and the spread between the best and worst.
 struct ParameterEffect {
-  std::string parameter;
-  std::string best_group, worst_group;  // "lr 1e-05–0.0002", "weight_decay=0.1"
+  std::string parameter{};
+  std::string best_group{}, worst_group{};  // "lr 1e-05–0.0002", "weight_decay=0.1"
   double best_mean = 0, worst_mean = 0;
 };
 

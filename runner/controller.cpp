@@ -29,6 +29,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What a warm engine must share with a run to train it (LaunchSpec::engine_key): the plugin
+// libraries it loads (a rebuilt one has another hash) and the device side it set up, which LibTorch
+// fixes once per process (runner/engine/device.cpp). Empty for a run of a strategy that starts
+// ranks, even on one device: its process group is set up per process.
+std::string warm_engine_key(const RunSpec& run) {
+  if (run.strategy.capabilities.multi_process) return "";
+  std::string key = fmt::format("accelerator {}", option_word(run.runtime.accelerator));
+  for (const PluginRef& plugin : run.plugins)
+    key += fmt::format("\nplugin {} {}", plugin.path, plugin.sha256);
+  return key;
+}
+
 // `runtime.loggers: [mlflow]` sends to MLFLOW_TRACKING_URI: a batch whose runs ask for it without
 // an address to send to is refused before it starts, as is an address that is no server's.
 void check_mlflow_address(const std::vector<Experiment>& experiments) {
@@ -327,7 +339,8 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
                   .node = node,
                   .port = node.port_for_run(planned.ordinal),
                   .threads = run.runtime.threads,
-                  .pause_after_epochs = planned.pause_after_epochs};
+                  .pause_after_epochs = planned.pause_after_epochs,
+                  .engine_key = warm_engine_key(run)};
   LaunchResult result;
   for (int attempt = 0;; ++attempt) {
     // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.
@@ -335,7 +348,9 @@ void Controller::execute(const Planned& planned, BatchSummary& summary) {
     spec.continue_from = position.empty() ? "" : state_dir;
     if (continues || attempt > 0)
       log.both->info("run {} continues from {}", run_id, continues_from(position));
-    result = launch_run(spec, reporter, stop_requested_);
+    result =
+        launch_run(spec, reporter, stop_requested_, policy_.fresh_engine ? nullptr : &warm_engine_);
+    records.attributes({{"engine process", result.process}});
     if (result.outcome != LaunchOutcome::failed || !is_transient(result.failure) ||
         attempt >= policy_.retries || stop_requested_.load())
       break;

@@ -14,6 +14,7 @@
 #include "db/store.h"
 #include "runner/config/experiment.h"
 #include "runner/console.h"
+#include "runner/launcher.h"
 #include "runner/nodes.h"
 #include "runner/search/study.h"
 #include "runner/tracked_records.h"
@@ -33,6 +34,8 @@ struct BatchPolicy {
   // The batch's --only and --repeats ("--only fp32 --repeats 1"), recorded with each run it
   // trains; "" for the files' whole sweeps.
   std::string selection{};
+  // --fresh-engine: every run in a process of its own, none kept warm (WarmEngine)
+  bool fresh_engine = false;
 };
 
 struct BatchSummary {
@@ -107,9 +110,10 @@ class Controller {
   // This batch among all that wrote the store ("2026-12-05T04:20:00Z/4242"): whose rounds a run's
   // "round" attribute counts.
   std::string batch_id_;
-  double training_seconds_ = 0;
-  std::unique_ptr<MlflowSender>
-      mlflow_;  // runtime.loggers: [mlflow]  // of the study running: its trials' time in execute()
+  double training_seconds_ = 0;           // of the study running: its trials' time in execute()
+  std::unique_ptr<MlflowSender> mlflow_;  // runtime.loggers: [mlflow]
+  // The process that trains the batch's single-process runs one after another (runner/launcher.h).
+  WarmEngine warm_engine_;
 };
 
 }  // namespace trainyard

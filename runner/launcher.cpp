@@ -34,6 +34,12 @@ namespace {
 constexpr int kFailureGraceSeconds = 3;  // SIGTERM to SIGKILL for the peers of a failed rank
 constexpr int kChannelFd = 3;  // the worker's end of its pipe, as the launcher hands it over
 const char* const kChannelVariable = "TRAINYARD_CHANNEL_FD";
+// A warm worker's end of its requests (a socket: the launcher writes with MSG_NOSIGNAL, so a worker
+// gone between two runs is an error to handle, not a SIGPIPE).
+constexpr int kRequestFd = 4;
+const char* const kRequestVariable = "TRAINYARD_REQUEST_FD";
+// A warm worker told to end (its requests closed) exits at once; after this, SIGKILL.
+constexpr auto kWarmEndGrace = std::chrono::seconds(5);
 
 int free_port() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -73,7 +79,16 @@ struct Rank {
   bool exited = false;
   int status = 0;
   std::string error;  // what the rank itself reported before failing
+  // A warm worker's (`worker --serve`): the launcher's end of its requests; whether its process was
+  // reaped (it ended, not only its run); and the exit code its run ended with, once it says.
+  int requests = -1;
+  bool reaped = false;
+  std::optional<int> done;
 };
+
+// The wait status of a process that exited with `code`: what a warm worker's run ending with that
+// code would have given, had the run had a process of its own.
+int exit_status(int code) { return (code & 0xff) << 8; }
 
 // Starts rank `r`: its output goes to its log file, its reports to the pipe on fd 3.
 // The ranks' intra-op threads, for every rank of this node alike: runtime.threads' count; else the
@@ -97,16 +112,27 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
   return {threads, why};
 }
 
-void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int port,
-           const std::pair<int, std::string>& threads) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  // A run continuing after an interruption adds to its ranks' logs.
+// Opens rank r's log file for its output: a run continuing after an interruption adds to its
+// ranks' logs; else they start empty.
+int open_log(const Rank& r, const LaunchSpec& spec) {
   const int keep = spec.continue_from.empty() ? O_TRUNC : O_APPEND;
   int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | keep | O_CLOEXEC, 0644);
   if (log < 0)
     throw std::runtime_error(fmt::format("cannot write {}: {}", r.log_path, std::strerror(errno)));
+  return log;
+}
+
+// Starts rank `r` for the run of `spec`, or, with `serve`, a warm worker that waits for its
+// requests (`worker --serve`; its output goes to this run's log until its first request).
+void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int port,
+           const std::pair<int, std::string>& threads, bool serve) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  int requests[2] = {-1, -1};
+  if (serve && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, requests) != 0)
+    throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+  int log = open_log(r, spec);
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -120,6 +146,10 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
     dup2(log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     dup2(fds[1], kChannelFd);
+    if (serve) {
+      dup2(requests[1], kRequestFd);
+      setenv(kRequestVariable, std::to_string(kRequestFd).c_str(), 1);
+    }
     std::vector<std::pair<std::string, std::string>> env = {
         {"RANK", std::to_string(r.rank)},
         {"WORLD_SIZE", std::to_string(spec.node.nnodes * spec.devices)},
@@ -132,10 +162,17 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
         {kThreadsVariable, std::to_string(threads.first)},
         {kThreadsWhyVariable, threads.second}};
     for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
-    std::vector<const char*> argv = {executable.c_str(), "worker",
-                                     "--config",         spec.config_path.c_str(),
-                                     "--variant",        spec.variant.c_str(),
-                                     "--output-prefix",  spec.output_prefix.c_str()};
+    std::vector<const char*> argv = {executable.c_str(), "worker"};
+    if (serve) {
+      argv.push_back("--serve");
+      argv.push_back(nullptr);
+      execv(executable.c_str(), const_cast<char* const*>(argv.data()));
+      _exit(127);
+    }
+    for (const char* argument :
+         {"--config", spec.config_path.c_str(), "--variant", spec.variant.c_str(),
+          "--output-prefix", spec.output_prefix.c_str()})
+      argv.push_back(argument);
     if (!spec.continue_from.empty()) {
       argv.push_back("--continue-from");
       argv.push_back(spec.continue_from.c_str());
@@ -153,6 +190,30 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
   close(log);
   r.pid = pid;
   r.channel = fds[0];
+  if (serve) {
+    close(requests[1]);
+    r.requests = requests[0];
+  }
+}
+
+// Asks warm worker r to train the run of `spec`; false when it is gone.
+bool request_run(Rank& r, const LaunchSpec& spec, const std::pair<int, std::string>& threads) {
+  const std::string line = worker_request_message({.config_path = spec.config_path,
+                                                   .variant = spec.variant,
+                                                   .output_prefix = spec.output_prefix,
+                                                   .continue_from = spec.continue_from,
+                                                   .pause_after_epochs = spec.pause_after_epochs,
+                                                   .log_path = r.log_path,
+                                                   .threads = threads.first,
+                                                   .threads_why = threads.second}) +
+                           "\n";
+  for (size_t written = 0; written < line.size();) {
+    const ssize_t n = send(r.requests, line.data() + written, line.size() - written, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    written += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 std::string describe_exit(const Rank& r) {
@@ -180,6 +241,7 @@ ssize_t drain(Rank& r, RunObserver& observer, LaunchResult& result, bool& got_re
       const std::optional<WorkerMessage> message = parse_worker_message(line);
       if (!message) continue;  // not a message: half a line, garbage
       if (message->error) r.error = *message->error;
+      if (message->done) r.done = *message->done;
       if (r.local != 0) continue;
       if (message->log) observer.on_log(*message->log);
       if (message->setup) observer.on_setup(*message->setup);
@@ -197,8 +259,36 @@ ssize_t drain(Rank& r, RunObserver& observer, LaunchResult& result, bool& got_re
 
 }  // namespace
 
+struct WarmEngine::Process {
+  Rank rank;
+  std::string key;  // the engine_key of the runs it trains
+  int runs = 0;
+};
+
+WarmEngine::WarmEngine() = default;
+WarmEngine::~WarmEngine() { end(); }
+
+int WarmEngine::runs_trained() const { return process_ ? process_->runs : 0; }
+
+void WarmEngine::end() {
+  if (!process_) return;
+  Rank& r = process_->rank;
+  if (r.requests >= 0) close(r.requests);  // a warm worker exits at the end of its requests
+  const auto deadline = std::chrono::steady_clock::now() + kWarmEndGrace;
+  while (r.pid > 0 && !r.reaped && waitpid(r.pid, &r.status, WNOHANG) != r.pid) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(r.pid, SIGKILL);
+      waitpid(r.pid, &r.status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (r.channel >= 0) close(r.channel);
+  process_.reset();
+}
+
 LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
-                        const std::atomic<bool>& stop_requested) {
+                        const std::atomic<bool>& stop_requested, WarmEngine* warm) {
   const std::string executable = self_executable();
   const int port = spec.port > 0 ? spec.port : free_port();
   const std::pair<int, std::string> threads = default_threads(spec);
@@ -207,10 +297,39 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     ranks[r].rank = spec.node.node_rank * spec.devices + r;
     ranks[r].local = r;
     ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, ranks[r].rank);
-    spawn(ranks[r], spec, executable, port, threads);
+  }
+  // A warm engine trains single-process runs with a key; it is ended before any other run, which
+  // would otherwise share the machine (and a GPU) with it.
+  const bool serve = warm && !spec.engine_key.empty() && spec.devices == 1 && spec.node.nnodes == 1;
+  std::string process_word = "fresh";
+  if (warm && !serve) warm->end();
+  if (serve) {
+    std::unique_ptr<WarmEngine::Process>& process = warm->process_;
+    if (process && process->key != spec.engine_key) warm->end();
+    for (int attempt = 0;; ++attempt) {
+      if (!process) {
+        process = std::make_unique<WarmEngine::Process>();
+        process->key = spec.engine_key;
+        process->rank.log_path = ranks[0].log_path;
+        spawn(process->rank, spec, executable, port, threads, /*serve=*/true);
+      } else {
+        close(open_log(ranks[0], spec));  // created, or emptied unless the run continues
+      }
+      process->rank.log_path = ranks[0].log_path;
+      if (request_run(process->rank, spec, threads)) break;
+      // Gone between two runs (killed while it waited): a fresh one, once.
+      warm->end();
+      if (attempt > 0) throw std::runtime_error("a warm worker ended before it took its run");
+    }
+    if (process->runs > 0) process_word = fmt::format("warm: its run {}", process->runs + 1);
+    ranks[0] = std::move(process->rank);
+    process->rank = Rank();
+  } else {
+    for (auto& r : ranks) spawn(r, spec, executable, port, threads, /*serve=*/false);
   }
 
   LaunchResult result;
+  result.process = process_word;
   bool got_result = false, stopping = false, interrupted = false, paused = false;
   std::string first_failure;
   auto stop_all = [&](int signal) {
@@ -239,7 +358,14 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     // went down together: its peers then fail on the broken connection.
     const Rank* cause = nullptr;
     for (auto& r : ranks) {
-      if (r.exited || waitpid(r.pid, &r.status, WNOHANG) != r.pid) continue;
+      if (r.exited) continue;
+      if (r.done) {  // a warm worker's run ended; the process stays, or ends after the run
+        r.status = exit_status(*r.done);
+      } else if (waitpid(r.pid, &r.status, WNOHANG) == r.pid) {
+        r.reaped = true;
+      } else {
+        continue;
+      }
       r.exited = true;
       // A rank that stopped at the epoch it was told to pause after (a study's rung) has not
       // failed: every rank stops there, its checkpoint written.
@@ -274,7 +400,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     }
     if (stopping && std::chrono::steady_clock::now() > deadline) stop_all(SIGKILL);
     bool all_done = true;
-    for (auto& r : ranks) all_done = all_done && r.exited && r.channel < 0;
+    for (auto& r : ranks) all_done = all_done && r.exited && (r.channel < 0 || r.done);
     if (all_done) break;
   }
 
@@ -299,6 +425,26 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     result.failure = FailureClass::error;
     result.error = fmt::format("rank {} exited without reporting a result; see {}", ranks[0].rank,
                                ranks[0].log_path);
+  }
+  if (serve) {
+    // It stays for the next run only after one that completed or paused at its rung: after any
+    // other end (a failure that may have left state behind, a kill, a stop) the next run gets a
+    // fresh process.
+    Rank& r = ranks[0];
+    const bool stays = r.done && !r.reaped && !interrupted &&
+                       (result.outcome == LaunchOutcome::completed ||
+                        (paused && result.outcome == LaunchOutcome::interrupted));
+    warm->process_->rank = std::move(r);
+    if (stays) {
+      Rank& kept = warm->process_->rank;
+      kept.exited = false;
+      kept.done.reset();
+      kept.status = 0;
+      kept.error.clear();
+      ++warm->process_->runs;
+    } else {
+      warm->end();
+    }
   }
   return result;
 }
@@ -373,5 +519,27 @@ std::unique_ptr<RunObserver> launcher_channel() {
 
 void send_result(const MetricValues& metrics) { send(result_message(metrics)); }
 void send_error(const std::string& message) { send(error_message(message)); }
+void send_done(int exit_code) { send(done_message(exit_code)); }
+
+std::optional<WorkerRequest> next_worker_request() {
+  const char* value = std::getenv(kRequestVariable);
+  if (!value) throw UserError("worker --serve: an internal command, started by `trainyard run`");
+  const int fd = std::atoi(value);
+  static std::string buffer;  // what came after the last whole request
+  while (true) {
+    if (const size_t newline = buffer.find('\n'); newline != std::string::npos) {
+      const std::string line = buffer.substr(0, newline);
+      buffer.erase(0, newline + 1);
+      std::optional<WorkerRequest> request = parse_worker_request(line);
+      if (!request) throw std::runtime_error("worker --serve: not a run request: " + line);
+      return request;
+    }
+    char chunk[4096];
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;  // the launcher closed its end (or is gone)
+    buffer.append(chunk, static_cast<size_t>(n));
+  }
+}
 
 }  // namespace trainyard

@@ -9,12 +9,15 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "db/store.h"
 #include "runner/config/run_spec.h"
 #include "runner/engine/engine.h"
 #include "runner/nodes.h"
+#include "runner/worker_messages.h"
 
 namespace trainyard {
 
@@ -37,6 +40,9 @@ struct LaunchSpec {
   // its ranks' logs are then appended to.
   std::string continue_from{};
   int64_t pause_after_epochs = 0;  // RunContext::pause_after_epochs; 0: every epoch
+  // What a warm engine must share with the run to train it (WarmEngine): the plugin libraries it
+  // loaded and the device side it set up. Empty: the run never goes to a warm engine.
+  std::string engine_key{};
 };
 
 enum class LaunchOutcome { completed, failed, interrupted };
@@ -46,18 +52,51 @@ struct LaunchResult {
   FailureClass failure = FailureClass::none;  // why, when not completed
   MetricValues metrics;                       // rank 0's final metrics, when completed
   std::string error;  // "rank 1 exited with code 1: ...", with the last lines of its log
+  // How the run's process came to be (the run's "engine process" attribute): "fresh", or
+  // "warm: its run N" when a warm engine that had trained N-1 runs before took it.
+  std::string process = "fresh";
 };
 
-// Blocks until every rank of this node has exited. `observer` receives the log lines, setup and
-// epochs of the node's first rank (rank 0 on node 0).
+// A warm engine: one `trainyard worker --serve` kept alive across the single-process runs of a
+// batch or a study, so that a run after the first pays its own set-up but not a process start
+// (loading LibTorch, the CUDA side and the plugins: 0.4 s and more; bench/startup.sh). It trains a
+// run only when the run's engine_key is the one it was started for; a run it cannot train, or one
+// that did not complete or pause at its rung (failed, killed, timed out, out of memory, stopped),
+// ends it, and the next run starts a fresh one. What the worker puts back between runs:
+// reset_process_state (runner/engine/engine.h). Ended by its destructor.
+class WarmEngine {
+ public:
+  WarmEngine();
+  ~WarmEngine();
+  WarmEngine(const WarmEngine&) = delete;
+  WarmEngine& operator=(const WarmEngine&) = delete;
+
+  int runs_trained() const;  // by the process alive now; 0 with none
+  void end();                // ends the process now, if there is one
+
+  struct Process;  // launcher.cpp's
+
+ private:
+  friend LaunchResult launch_run(const LaunchSpec&, RunObserver&, const std::atomic<bool>&,
+                                 WarmEngine*);
+  std::unique_ptr<Process> process_;
+};
+
+// Blocks until every rank of this node has ended the run. `observer` receives the log lines, setup
+// and epochs of the node's first rank (rank 0 on node 0). With `warm`, a single-process run with an
+// engine_key goes to its process (started first when it has none, or one for another key).
 LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
-                        const std::atomic<bool>& stop_requested);
+                        const std::atomic<bool>& stop_requested, WarmEngine* warm = nullptr);
 
 // The worker's side of the pipe: `trainyard worker` writes its reports through this observer.
 // Returns nullptr when the process was not started by the launcher.
 std::unique_ptr<RunObserver> launcher_channel();
 void send_result(const MetricValues& metrics);
 void send_error(const std::string& message);
+// A warm worker's side: the next run the launcher asks for (blocks), nullopt when the launcher has
+// closed its end; and the end of a run, with the exit code a worker of its own would exit with.
+std::optional<WorkerRequest> next_worker_request();
+void send_done(int exit_code);
 
 // The class of a rank's failure from how it ended (wait status) and what it reported.
 FailureClass classify_failure(int wait_status, const std::string& reported_error);

@@ -68,6 +68,7 @@ std::optional<WorkerMessage> parse_worker_message(std::string_view line) {
         .line = line != p.end() && line->is_string() ? line->get<std::string>() : std::string()};
   });
   m.result = field<MetricValues>(message, "result", numbers_from_json);
+  m.done = field<int>(message, "done", [](const json& v) { return v.get<int>(); });
   return m;
 }
 
@@ -99,6 +100,36 @@ std::string progress_message(const TrainingProgress& p) {
 }
 std::string result_message(const MetricValues& metrics) {
   return line_of({{"result", json_numbers(metrics)}});
+}
+
+std::string done_message(int exit_code) { return line_of({{"done", exit_code}}); }
+
+std::string worker_request_message(const WorkerRequest& r) {
+  return line_of({{"config", r.config_path},
+                  {"variant", r.variant},
+                  {"output_prefix", r.output_prefix},
+                  {"continue_from", r.continue_from},
+                  {"pause_after_epochs", r.pause_after_epochs},
+                  {"log", r.log_path},
+                  {"threads", r.threads},
+                  {"threads_why", r.threads_why}});
+}
+
+std::optional<WorkerRequest> parse_worker_request(std::string_view line) {
+  const json message = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!message.is_object()) return std::nullopt;
+  try {
+    return WorkerRequest{.config_path = message.at("config").get<std::string>(),
+                         .variant = message.at("variant").get<std::string>(),
+                         .output_prefix = message.at("output_prefix").get<std::string>(),
+                         .continue_from = message.at("continue_from").get<std::string>(),
+                         .pause_after_epochs = message.at("pause_after_epochs").get<int64_t>(),
+                         .log_path = message.at("log").get<std::string>(),
+                         .threads = message.at("threads").get<int>(),
+                         .threads_why = message.at("threads_why").get<std::string>()};
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace trainyard

@@ -151,7 +151,8 @@ pid_t rank_one_once_training(pid_t controller) {
 bool is_wall_clock_figure(const std::string& key) {
   for (const char* timing :
        {"train_seconds", "test_seconds", "epoch_seconds", "samples_per_s", "epoch_samples_per_s",
-        "tokens_per_s", "data_wait", "tflops", "mfu", "peak_rss_bytes", "peak_memory_bytes"})
+        "tokens_per_s", "data_wait", "tflops", "mfu", "peak_rss_bytes", "peak_memory_bytes",
+        "elapsed_seconds", "val_seconds"})
     if (key == timing) return true;
   return false;
 }

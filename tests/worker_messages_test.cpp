@@ -76,5 +76,42 @@ TEST(WorkerMessages, HalfLinesGarbageAndWrongTypesAreDropped) {
   EXPECT_FALSE(mixed->result);
 }
 
+// A warm worker's requests and ends (runner/launcher.h's WarmEngine) read back as written; a line
+// that is not a whole request is none.
+TEST(WorkerMessages, AWarmWorkersRequestsAndEndsReadBackAsWritten) {
+  const WorkerRequest request{.config_path = "/runs/logs/e/run-3.yaml",
+                              .variant = "bf16 \"mixed\"",
+                              .output_prefix = "/runs/logs/e/run-3",
+                              .continue_from = "/runs/logs/e/run-3.state",
+                              .pause_after_epochs = 2,
+                              .log_path = "/runs/logs/e/run-3-rank0.log",
+                              .threads = 4,
+                              .threads_why = "runtime.threads"};
+  const std::string line = worker_request_message(request);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const auto back = parse_worker_request(line);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->config_path, request.config_path);
+  EXPECT_EQ(back->variant, request.variant);
+  EXPECT_EQ(back->output_prefix, request.output_prefix);
+  EXPECT_EQ(back->continue_from, request.continue_from);
+  EXPECT_EQ(back->pause_after_epochs, 2);
+  EXPECT_EQ(back->log_path, request.log_path);
+  EXPECT_EQ(back->threads, 4);
+  EXPECT_EQ(back->threads_why, request.threads_why);
+  const std::string half = line.substr(0, 40);
+  for (const char* bad : {"", "{}", "[1]", R"({"config": "a"})", half.c_str()})
+    EXPECT_FALSE(parse_worker_request(bad)) << bad;
+
+  for (const int code : {0, 1, 2, 130}) {
+    const auto done = parse_worker_message(done_message(code));
+    ASSERT_TRUE(done && done->done);
+    EXPECT_EQ(*done->done, code);
+  }
+  const auto other = parse_worker_message(R"({"done": "yes"})");
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->done);
+}
+
 }  // namespace
 }  // namespace trainyard

@@ -44,10 +44,10 @@ TokenizedTexts tokenize_texts(const std::vector<int64_t>& labels,
 
 // The texts a dataset read, before tokenising.
 struct TextCorpus {
-  std::string dataset;                         // "imdb": starts the log lines
-  std::string unit;                            // "reviews": what the log lines count
-  std::vector<int64_t> labels;                 // one a text
-  std::function<std::string(size_t)> text_of;  // text i; called from any thread
+  std::string dataset{};                         // "imdb": starts the log lines
+  std::string unit{};                            // "reviews": what the log lines count
+  std::vector<int64_t> labels{};                 // one a text
+  std::function<std::string(size_t)> text_of{};  // text i; called from any thread
   int64_t num_classes = 0;
 };
 

@@ -23,12 +23,12 @@
 namespace trainyard {
 
 struct TokenizeOptions {
-  std::vector<std::string> inputs;                                  // .txt or .jsonl files
+  std::vector<std::string> inputs{};                                // .txt or .jsonl files
   enum class Documents { file, line } documents = Documents::file;  // for .txt files
   int64_t separator = -1;  // the token before each document; -1: none
   double val_fraction = 0;
-  std::string output;      // the training tokens
-  std::string val_output;  // the validation tokens, when val_fraction > 0
+  std::string output{};      // the training tokens
+  std::string val_output{};  // the validation tokens, when val_fraction > 0
   int threads = 1;
 };
 

@@ -216,6 +216,9 @@ std::optional<RunRequest> parse_run_request(const std::vector<std::string>& args
       "time-limit", po::value(&request.time_limit),
       "stop the batch in time, e.g. 9h or 1h30m: the running run checkpoints and is marked "
       "interrupted, runs not started are listed as such; `trainyard run` again continues")(
+      "fresh-engine",
+      "start a fresh engine process for every run, as a Slurm task does, instead of keeping one "
+      "warm across the batch's single-process runs")(
       "dry-run",
       "print each run's differences from the baseline and whether it already completed; writes "
       "nothing but the data folders' fingerprint caches")(
@@ -240,6 +243,7 @@ std::optional<RunRequest> parse_run_request(const std::vector<std::string>& args
   if (!parse_command_line(args, options, positional, vm, arguments)) return std::nullopt;
   request.force = vm.count("force") > 0;
   request.dry_run = vm.count("dry-run") > 0;
+  request.policy.fresh_engine = vm.count("fresh-engine") > 0;
   request.verbose = vm.count("verbose") > 0;
 
   if (request.files.empty())

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
 #include <fmt/format.h>
 
 #include "common/process.h"
@@ -93,6 +95,19 @@ int intra_op_threads(const RuntimeOptions& runtime, std::string& why) {
     return local ? std::atoi(local) : 1;
   }();
   return runtime.threads.idle ? idle_cpu_threads(ranks, why) : machine_cpu_threads(ranks, why);
+}
+
+void reset_process_state() {
+  c10::GradMode::set_enabled(true);
+  for (const at::DeviceType device : {at::kCPU, at::kCUDA}) {
+    at::autocast::set_autocast_enabled(device, false);
+    at::autocast::set_autocast_dtype(device,
+                                     at::autocast::get_lower_precision_fp_from_device_type(device));
+  }
+  at::autocast::clear_cache();
+  at::autocast::set_autocast_cache_enabled(true);
+  at::globalContext().setDeterministicAlgorithms(false, /*warn_only=*/false);
+  at::globalContext().setFloat32MatmulPrecision("highest");
 }
 
 std::string torch_version() { return TORCH_VERSION; }

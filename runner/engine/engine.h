@@ -142,4 +142,12 @@ inline std::string checkpoint_staging_dir(const std::string& dir) { return dir +
 // and anything else for a failure of the run itself.
 MetricValues train_run(const RunSpec& run, const RunContext& context);
 
+// What a warm worker (`trainyard worker --serve`, runner/launcher.h's WarmEngine) puts back before
+// each run, so that the run computes what it would in a process of its own: LibTorch's global
+// switches a run may leave changed when it ends by an exception — grad mode on, autocast off on
+// every device with its default dtypes and an empty cache, deterministic algorithms off — and the
+// float32 matmul precision at its default. The rest of what a run reads from the process is set by
+// every run itself (ARCHITECTURE.md, "A warm engine", lists it all and says why that is complete).
+void reset_process_state();
+
 }  // namespace trainyard

@@ -33,7 +33,11 @@ TrainingMeter::TrainingMeter() {
 
 void TrainingMeter::start_device(const torch::Device& device) {
   device_ = device;
-  if (device_.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
+  // A run after another in the same process (a warm engine) starts from an empty cache, as a run
+  // of its own would: the previous run's cached blocks would count in this one's reserved peak.
+  if (!device_.is_cuda()) return;
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device_.index());
 }
 
 void TrainingMeter::start_steps(int64_t step) {
