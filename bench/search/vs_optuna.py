@@ -58,6 +58,15 @@ class ViT(nn.Module):  # Trainyard's vit (torchvision's ViT): class token, learn
         self.positions = nn.Parameter(torch.randn(1, (32 // patch) ** 2 + 1, width) * 0.02)
         self.blocks = nn.Sequential(*[Block(width, heads, mlp) for _ in range(depth)])
         self.norm, self.head = nn.LayerNorm(width, eps=1e-6), nn.Linear(width, classes)
+        # torchvision's initialisation, as Trainyard's vit has it.
+        nn.init.trunc_normal_(self.patches.weight, std=(1 / (3 * patch * patch)) ** 0.5)
+        nn.init.zeros_(self.patches.bias)
+        for block in self.blocks:
+            for layer in (block.mlp[0], block.mlp[2]):
+                nn.init.xavier_uniform_(layer.weight)
+                nn.init.normal_(layer.bias, std=1e-6)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
 
     def forward(self, x):
         x = self.patches(x).flatten(2).transpose(1, 2)
@@ -108,5 +117,5 @@ study.optimize(objective, n_trials=TRIALS)
 best = study.best_trial
 confirmations = [train(best.params["lr"], best.params["weight_decay"], SEED + 1000 + i)
                  for i in range(CONFIRM)]
-print(json.dumps({"tool": "optuna", "seed": SEED, "seconds": time.perf_counter() - START,
+print(json.dumps({"tool": f"optuna {optuna.__version__}", "seed": SEED, "seconds": time.perf_counter() - START,
                   "best": best.value, "confirmed": statistics.median(confirmations)}))

@@ -95,7 +95,7 @@ seeds, trials, epochs = sys.argv[2:5]
 print(f"| {trials}-trial TPE study, {epochs} epochs, halving at 1 and 3, 2 confirmation runs "
       f"({seeds} seeds) | wall (median) | best val_acc (median) | confirmed val_acc (median) |")
 print("|---|---|---|---|")
-for tool in ("trainyard", "optuna"):
+for tool in dict.fromkeys(r["tool"] for r in rows):
     mine = [r for r in rows if r["tool"] == tool]
     median = lambda key: statistics.median(r[key] for r in mine)
     walls = ", ".join(f"{r['seconds']:.1f}" for r in mine)
