@@ -5,7 +5,8 @@
 #                               (default 30) on a copy of its corpus (fuzz/corpus/<target>/)
 # TRAINYARD_FUZZ_TARGETS="safetensors_fuzz wordpiece_fuzz" picks targets. A crash, leak, hang
 # (10 s) or allocation over 2 GB fails the script and leaves the input that caused it (printed).
-# scripts/test.sh runs it with 30 s per target; fuzz longer by hand: scripts/fuzz.sh 600.
+# Targets run TRAINYARD_JOBS (2) at a time. scripts/test.sh runs it with 30 s per target; fuzz
+# longer by hand: scripts/fuzz.sh 600.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -31,19 +32,42 @@ tail -n 3 "$build/sanitized-tests.log" | head -n 1
 
 targets=${TRAINYARD_FUZZ_TARGETS:-$(ls fuzz/corpus)}
 work=$(mktemp -d "${TMPDIR:-/tmp}/trainyard-fuzz.XXXXXX")
-for target in $targets; do
+# One target: SECONDS of fuzzing on one core, its summary (or, on failure, its log's end and the
+# input) into $work/<target>.summary; the exit status says which.
+fuzz_target() {
+  local target=$1
   mkdir -p "$work/$target" "$work/$target-artifacts"
-  echo "fuzz.sh: $target for ${seconds}s"
   if ! "$build/fuzz/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -malloc_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$work/$target-artifacts/" "$work/$target" "fuzz/corpus/$target" \
       >"$work/$target.log" 2>&1; then
-    tail -60 "$work/$target.log"
-    echo "fuzz.sh: $target failed; the input: $(ls "$work/$target-artifacts"/* 2>/dev/null | head -1)"
-    exit 1
+    { tail -60 "$work/$target.log"
+      echo "fuzz.sh: $target failed; the input: $(ls "$work/$target-artifacts"/* 2>/dev/null | head -1)"
+    } >"$work/$target.summary"
+    return 1
   fi
-  grep -E "stat::number_of_executed_units|stat::new_units_added" "$work/$target.log" | tr '\n' ' '
-  echo
+  echo "fuzz.sh: $target for ${seconds}s: $(grep -E "stat::number_of_executed_units|stat::new_units_added" \
+    "$work/$target.log" | tr '\n' ' ')" >"$work/$target.summary"
+}
+# The targets $jobs at a time (each fuzzer is one process on one core), each for its full SECONDS.
+failed=""
+running=0
+for target in $targets; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_target "$target" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+for target in $targets; do cat "$work/$target.summary"; done
+if [ -n "$failed" ]; then
+  echo "fuzz.sh: a target failed (above); its inputs stay in $work"
+  exit 1
+fi
 rm -rf "$work"
 echo "fuzz.sh: ok"
