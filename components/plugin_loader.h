@@ -1,5 +1,5 @@
 // Plugins: shared libraries built outside this tree (against the installed SDK, docs/plugins.md)
-// that register components into the registry through one entry point (components/plugin.h).
+// that register components into the registry through one entry point (trainyard/plugin.h).
 //
 // Loading one is a sequence of checks, each failing with a UserError (exit 2) that names the file
 // and the fix, before the next step can crash: the file exists; it is an ELF shared library for

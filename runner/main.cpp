@@ -1,7 +1,7 @@
 // trainyard: a declarative experiment runner for deep-learning training.
 // Dispatches to the subcommand table (runner/cli/commands.cpp) and is where errors become messages
-// and exit codes (failure_of, common/error.h, shared with the worker): 2 for a problem the user can
-// fix, 1 for a failure, 75 for a batch stopped at its --time-limit, 130 for an interrupt.
+// and exit codes (failure_of, trainyard/error.h, shared with the worker): 2 for a problem the user
+// can fix, 1 for a failure, 75 for a batch stopped at its --time-limit, 130 for an interrupt.
 #include <fmt/format.h>
 
 #include "common/text.h"

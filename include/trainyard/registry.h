@@ -50,7 +50,7 @@ struct ModelCapabilities {
   int64_t max_positions = 0;         // the longest sequence it reads; 0: no sequences
   int64_t num_classes = 0;           // classes of its head; 0: unknown
   int64_t vocab_size = 0;            // token embeddings; 0: none or unknown
-  Task task = Task::classification;  // what it is trained for (common/task.h)
+  Task task = Task::classification;  // what it is trained for (trainyard/task.h)
   // Why runtime.compile: cuda-graphs cannot capture its forward, with the fix; empty when it can
   // (validation refuses the combination with this reason).
   std::string cuda_graphs_refusal{};

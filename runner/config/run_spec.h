@@ -169,7 +169,7 @@ struct RunSpec {
   TrainOptions train;
   RuntimeOptions runtime;
   std::vector<PluginRef> plugins;  // the libraries its components may come from (`plugins:`)
-  // The options that name data (names_data in config/options.h) and the paths they name, as
+  // The options that name data (names_data in trainyard/options.h) and the paths they name, as
   // resolved: the run is identified by their contents' fingerprints.
   std::vector<std::pair<std::string, std::string>> data_paths{};
   std::string config_yaml;  // the resolved config, stored with the run

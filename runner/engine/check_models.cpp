@@ -22,7 +22,7 @@ namespace {
 
 // One training sample as the model receives it, with what the data says of its labels.
 struct Sample {
-  Batch batch;
+  Batch batch{};
   int64_t num_classes = 0;  // 0: unknown
   int64_t vocab_size = 0;
 };

@@ -1,4 +1,5 @@
-// What a run optimises and measures, by its model's task (ModelCapabilities::task, common/task.h):
+// What a run optimises and measures, by its model's task (ModelCapabilities::task,
+// trainyard/task.h):
 //   classification  logits [B, classes] against class indices [B]: cross-entropy, accuracy; its
 //                   loss averages over samples
 //   causal-lm       logits [B, T, vocab] against the next tokens [B, T]: cross-entropy over every
