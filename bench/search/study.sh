@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What a study costs beyond its trials' training, on this machine: a random study of TRIALS
-# (default 1000) trials of a trivial model (one epoch of 8 samples each, so a trial is its worker's
-# start and little else), then its report. Prints a Markdown table: the controller's own work per
-# trial (proposing, resolving, reading and writing the store: the study's own line, measured as the
-# study's time outside its trials' execution), the wall time per trial, the database's size, and
-# the time of `trainyard report` (terminal answer and HTML).
+# (default 1000) trials of a trivial model (one epoch of 8 samples each, so a trial is its set-up
+# in the warm engine and little else), then its report. Prints a Markdown table: the controller's
+# own work per trial (proposing, resolving, reading and writing the store: the study's own line,
+# measured as the study's time outside its trials' execution), the wall time per trial, the
+# database's size, and the time of `trainyard report` (terminal answer and HTML).
 # Usage: bench/search/study.sh [TRIALS]   (after scripts/build.sh; about 15 minutes for 1000 on
-# 2 cores, nearly all of it the trials' worker starts).
+# 2 cores before the warm engine, nearly all of it the trials' worker starts).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
