@@ -382,9 +382,12 @@ TEST_F(SlurmTest, StatusWithAccountingOffAndAKilledTaskContinuedBySubmittingAgai
 // it into the database, and the report job's report has its section. Submitted again while its job
 // waits, and once it is collected, complete, it is left alone.
 TEST_F(SlurmTest, AStudyRequeuedMidwayEndsAsTheSameStudyAsUnderRun) {
+  // 4096 training samples: an epoch takes tenths of a second, so that the signals below land while
+  // the study runs (in the warm engine a trial of 64 samples took milliseconds, the whole study
+  // less than the test's polling could catch).
   const std::string file = dir.write("searched.yaml", R"(name: searched
 model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
-dataset: {name: synthetic-images, train_size: 64, val_size: 32, test_size: 32, num_classes: 4, image_size: 8}
+dataset: {name: synthetic-images, train_size: 4096, val_size: 32, test_size: 32, num_classes: 4, image_size: 8}
 train: {epochs: 4, batch_size: 16, seed: 5, log_every: 100, save_weights: true, optimizer: {name: adamw, lr: 1.0e-3}}
 runtime: {accelerator: cpu, threads: 1, data_workers: 0}
 sweep:
