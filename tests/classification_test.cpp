@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runner/engine/trainer.h"
+#include "runner/engine/split_metrics.h"
 
 namespace trainyard {
 namespace {

@@ -210,17 +210,4 @@ double base_learning_rate(const ConfigTree& optimizer_options) {
   return value;
 }
 
-double tensor_bytes(const std::vector<torch::Tensor>& tensors) {
-  double bytes = 0;
-  for (const auto& t : tensors)
-    if (t.defined()) bytes += static_cast<double>(t.numel() * t.element_size());
-  return bytes;
-}
-
-void require_state(const ParameterState& state, std::initializer_list<const char*> names) {
-  for (const char* name : names)
-    if (!state.count(name))
-      throw UserError(fmt::format("optimizer state without '{}' for this optimizer", name));
-}
-
 }  // namespace trainyard

@@ -47,29 +47,6 @@ const std::vector<Command>& commands() {
   return table;
 }
 
-StoreToRead open_store_to_read(const std::string& db_path) {
-  if (!fs::exists(db_path))
-    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
-  StoreToRead open;
-  try {
-    open.store = std::make_unique<Store>(db_path);
-  } catch (const std::runtime_error& cannot_write) {
-    const std::exception_ptr first = std::current_exception();
-    try {
-      open.store = std::make_unique<Store>(db_path, sql::Access::read_only);
-    } catch (const std::runtime_error&) {
-      std::rethrow_exception(first);  // not a matter of writing: what opening it for writing said
-    }
-    fmt::print(stderr,
-               "trainyard: {} cannot be written ({}); reading it as it is, without collecting "
-               "Slurm runs' records\n",
-               db_path, first_line(cannot_write.what()));
-    return open;
-  }
-  open.collected = collect_slurm(*open.store);
-  return open;
-}
-
 int runs_command(const std::vector<std::string>& args) {
   po::options_description options = command_options("trainyard runs [options]");
   std::string db_path, experiment;

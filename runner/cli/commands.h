@@ -46,13 +46,10 @@ std::vector<Experiment> load_checked_batch(const std::vector<std::string>& files
                                            const std::vector<std::string>& overrides,
                                            const std::vector<std::string>& plugins,
                                            int64_t max_runs, const RunSelection& selection);
-// `run --dry-run` and `validate --memory` (run_command.cpp): what a variant will hold in memory
-// per rank (forecast_memory); with `device_bytes`, whether it fits and what would.
+// `run --dry-run` and `validate --memory` (component_commands.cpp): what a variant will hold in
+// memory per rank (forecast_memory); with `device_bytes`, whether it fits and what would.
 struct RunSpec;
 void print_memory_forecast(const RunSpec& run, std::optional<double> device_bytes);
-// --device-memory's bytes ("80GiB"); nullopt when not given; UserError naming `command` when the
-// text is not a size.
-std::optional<double> device_memory_option(const std::string& command, const std::string& text);
 int list_command(const std::vector<std::string>& args);
 int runs_command(const std::vector<std::string>& args);
 int status_command(const std::vector<std::string>& args);
@@ -67,14 +64,5 @@ int sample_command(const std::vector<std::string>& args);
 int cancel_command(const std::vector<std::string>& args);
 int slurm_task_command(const std::vector<std::string>& args);
 int slurm_study_command(const std::vector<std::string>& args);
-
-// The database a reading command (runs, status, report) opens, its Slurm runs' records collected
-// first; one that cannot be written (a read-only file or file system: an archive of last month's
-// results) is read as it is, uncollected, and stderr says so. UserError when there is none.
-struct StoreToRead {
-  std::unique_ptr<Store> store;
-  CollectSummary collected;
-};
-StoreToRead open_store_to_read(const std::string& db_path);
 
 }  // namespace trainyard

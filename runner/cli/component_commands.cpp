@@ -1,6 +1,8 @@
 // `trainyard validate`, `list` and `report`: the reading commands that resolve components against
 // the registry (experiment files, the options of every component), so they run in
-// trainyard-engine, which holds the components and LibTorch (ARCHITECTURE.md, "Executables").
+// trainyard-engine, which holds the components and LibTorch (ARCHITECTURE.md, "Executables");
+// and what `run` prints from them too: the memory forecast (also `run --dry-run`'s) and, when a
+// batch ends, the verdicts.
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -242,6 +244,72 @@ CurrentExperiment current_experiment(Store& store, const ExperimentRecord& recor
 }
 
 }  // namespace
+
+// What a variant will hold in memory (forecast_memory), and with --device-memory (or, for a CUDA
+// run, this machine's GPU) whether it fits and what would: a smaller micro-batch, or its state
+// shared out by zero2 or fsdp.
+void print_memory_forecast(const RunSpec& run, std::optional<double> device_bytes) {
+  MemoryForecast f;
+  try {
+    f = forecast_memory(run, plugin_loader().registry());
+  } catch (const std::exception& e) {  // its data are elsewhere, it needs a GPU to build, ...
+    fmt::print("  memory: not forecast here: {}\n", first_line(e.what()));
+    return;
+  }
+  if (!f.problem.empty()) {
+    fmt::print("  memory: not forecast here: {}\n", f.problem);
+    return;
+  }
+  const DeviceInfo device = resolve_device(run.runtime);
+  const bool cuda = device.type == "cuda";  // auto: with a GPU here
+  fmt::print(
+      "  memory per rank (forecast; activations measured on this CPU at micro-batches {} and {}):\n"
+      "    parameters {} · gradients {} · optimizer state {} · activations {} a sample\n",
+      f.measured_at.first, f.measured_at.second, format_bytes(f.parameters),
+      format_bytes(f.gradients), format_bytes(f.optimizer_state), format_bytes(f.per_sample));
+  // On a GPU what counts is the state and the step's tensors; on the CPU the whole process.
+  const double need = cuda ? f.state() + f.fixed + f.per_sample * static_cast<double>(f.micro_batch)
+                           : f.peak_at(f.micro_batch);
+  fmt::print("    a step at micro-batch {}: {} {}\n", f.micro_batch, format_bytes(need),
+             cuda ? "of device memory (state and the step's tensors)"
+                  : fmt::format("resident ({} before the step)", format_bytes(f.baseline)));
+  // Without --device-memory a CUDA run is checked against this machine's GPU (the smallest one).
+  std::string whose;
+  if (!device_bytes && cuda && device.memory_bytes > 0) {
+    device_bytes = device.memory_bytes;
+    whose = fmt::format(" ({}'s; --device-memory sets another size)", device.name);
+  }
+  if (!device_bytes) return;
+  if (need <= *device_bytes) {
+    fmt::print("    fits in {}{}\n", format_bytes(*device_bytes), whose);
+    return;
+  }
+  const double other = cuda ? f.state() + f.fixed : f.baseline + f.fixed;
+  const int64_t micro =
+      f.per_sample > 0 ? static_cast<int64_t>((*device_bytes - other) / f.per_sample) : 0;
+  if (micro >= 1) {
+    fmt::print(
+        "    does not fit in {}{}: it would at micro-batch {} (train.micro_batch_size: {}, "
+        "or auto)\n",
+        format_bytes(*device_bytes), whose, std::min(micro, f.micro_batch),
+        std::min(micro, f.micro_batch));
+    return;
+  }
+  if (!cuda && f.baseline + f.fixed + f.per_sample > *device_bytes) {
+    fmt::print("    does not fit in {} even at one sample: this process holds {} before a step\n",
+               format_bytes(*device_bytes), format_bytes(f.baseline));
+    return;
+  }
+  // What zero2 and fsdp would keep per rank, from the state one process keeps whole.
+  const double devices = static_cast<double>(std::max<int64_t>(run.runtime.devices, 4));
+  const double whole = f.whole_parameters + f.whole_gradients_and_state;
+  fmt::print(
+      "    does not fit in {}{} even at one sample: its state ({}) must be shared out — on "
+      "{:.0f} devices zero2 keeps {} a rank, fsdp {}\n",
+      format_bytes(*device_bytes), whose, format_bytes(whole), devices,
+      format_bytes(f.whole_parameters + f.whole_gradients_and_state / devices),
+      format_bytes(whole / devices));
+}
 
 void print_verdicts(Store& store, const std::vector<Experiment>& experiments) {
   for (Experiment experiment : experiments) {

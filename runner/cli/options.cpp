@@ -184,4 +184,37 @@ std::string log_dir_of(const std::string& db_path) {
   return std::filesystem::absolute(logs).string();
 }
 
+std::optional<double> device_memory_option(const std::string& command, const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  const auto bytes = parse_bytes(text);
+  if (!bytes)
+    throw UserError(
+        fmt::format("{}: --device-memory '{}' is not a size; write it as 80GiB, 24GB or 512MiB",
+                    command, text));
+  return bytes;
+}
+
+StoreToRead open_store_to_read(const std::string& db_path) {
+  if (!std::filesystem::exists(db_path))
+    throw UserError(fmt::format("no database at {}; run an experiment first", db_path));
+  StoreToRead open;
+  try {
+    open.store = std::make_unique<Store>(db_path);
+  } catch (const std::runtime_error& cannot_write) {
+    const std::exception_ptr first = std::current_exception();
+    try {
+      open.store = std::make_unique<Store>(db_path, sql::Access::read_only);
+    } catch (const std::runtime_error&) {
+      std::rethrow_exception(first);  // not a matter of writing: what opening it for writing said
+    }
+    fmt::print(stderr,
+               "trainyard: {} cannot be written ({}); reading it as it is, without collecting "
+               "Slurm runs' records\n",
+               db_path, first_line(cannot_write.what()));
+    return open;
+  }
+  open.collected = collect_slurm(*open.store);
+  return open;
+}
+
 }  // namespace trainyard

@@ -2,12 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
 #include "runner/config/experiment.h"
+#include "runner/slurm.h"
 
 namespace trainyard {
 
@@ -69,5 +72,18 @@ std::string default_database_path();
 
 // The folder of the runs' logs and files for the database at `db_path`: logs/ beside it, absolute.
 std::string log_dir_of(const std::string& db_path);
+
+// --device-memory's bytes ("80GiB"); nullopt when not given; UserError naming `command` when the
+// text is not a size.
+std::optional<double> device_memory_option(const std::string& command, const std::string& text);
+
+// The database a reading command (runs, status, report) opens, its Slurm runs' records collected
+// first; one that cannot be written (a read-only file or file system: an archive of last month's
+// results) is read as it is, uncollected, and stderr says so. UserError when there is none.
+struct StoreToRead {
+  std::unique_ptr<Store> store;
+  CollectSummary collected;
+};
+StoreToRead open_store_to_read(const std::string& db_path);
 
 }  // namespace trainyard

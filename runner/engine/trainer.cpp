@@ -1,7 +1,8 @@
-// The run (runner/engine/trainer.h says which file holds what; the training step is in
-// trainer_step.cpp): train_run() builds the run's components (trainer_build.cpp), fits — each epoch
-// trains (Trainer::train_epoch), validates and keeps the best weights (Trainer::end_of_epoch) —
-// and finishes: restores the best weights, tests, and reads out the figures (Trainer::finish).
+// The run (runner/engine/trainer.h says which file holds what; the training step is the
+// StepRunner's, step_runner.h): train_run() builds the run's components (trainer_build.cpp), fits —
+// each epoch trains (Trainer::train_epoch), validates and keeps the best weights
+// (Trainer::end_of_epoch) — and finishes: restores the best weights, tests, and reads out the
+// figures (Trainer::finish).
 #include "runner/engine/trainer.h"
 
 #include <fmt/format.h>
@@ -114,7 +115,7 @@ void Trainer::fit() {
     record_validation(val, seconds_since(val_start));
     // An epoch continued after an interruption: its time before, too.
     const double before =
-        resumed_inside(epoch) ? resumed_epoch_seconds_ + resumed_epoch_validation_seconds_ : 0;
+        resume_.inside(epoch) ? resume_.epoch_seconds + resume_.epoch_validation_seconds : 0;
     end_of_epoch(epoch, seconds_since(epoch_start) + before, train, val);
     // Paused at a study's rung: the epoch's checkpoint is written, the run continues from it.
     if (context_.pause_after_epochs > 0 && epoch + 1 >= context_.pause_after_epochs &&
@@ -127,72 +128,35 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
   const TrainOptions& train = run_.train;
   model_->train();
   // A run resumed inside this epoch starts at its batch, with the sums of the batches before.
-  const bool resumed_here = resumed_inside(epoch);
-  const int64_t first = resumed_here ? start_batch_ : 0;
+  const bool resumed_here = resume_.inside(epoch);
+  const int64_t first = resumed_here ? resume_.batch : 0;
   train_loader_->start_epoch(epoch, train_batches_, first);
   Accumulator metrics(device_, task_);
-  if (resumed_here) {
-    auto take = [&](const char* name) {
-      auto it = resumed_rank_state_.find(name);
-      return it == resumed_rank_state_.end() ? torch::Tensor() : it->second;
-    };
-    if (auto loss_sum = take("loss_sum"); loss_sum.defined())
-      metrics.loss_sum.copy_(loss_sum.reshape({}));
-    if (auto correct = take("correct"); correct.defined())
-      metrics.correct.copy_(correct.reshape({}));
-    if (auto samples = take("samples"); samples.defined())
-      metrics.samples = samples.item<int64_t>();
-    // (A state written before the task seam has no units: they were the samples.)
-    auto units = take("units");
-    metrics.units = units.defined() ? units.item<int64_t>() : metrics.samples;
-  }
-  const auto start = Clock::now();
+  if (resumed_here) metrics.restore(resume_.rank_state);
+  EpochClock clock(*this, resumed_here);
   const int64_t samples_before = metrics.samples;  // the rate is of this process's batches
-  const double before_seconds = resumed_here ? resumed_epoch_seconds_ : 0;
-  // Training's traffic, not the checkpoints' gathers.
-  const double communicated_before = strategy_->communicated_bytes() - checkpoint_comm_bytes_;
-  auto communicated = [&] {
-    return strategy_->communicated_bytes() - checkpoint_comm_bytes_ - communicated_before;
+  auto save = [&](int64_t batches_done) {
+    checkpoint(epoch, batches_done, metrics, clock.loop_seconds(), clock.validation_seconds(),
+               clock.communicated(), step_ - clock.steps_before);
   };
-  const int64_t steps_before = step_;
-  std::vector<Batch> step_batches;  // with micro-batches: the step's loader batches, until its last
-  double validating = 0;            // seconds of validations inside the epoch: not the loop's time
-  const double validated_before = resumed_here ? resumed_epoch_validation_seconds_ : 0;
-  auto loop_seconds = [&] { return before_seconds + seconds_since(start) - validating; };
   for (int64_t b = first; b < train_batches_; ++b) {
     if (stop_requested()) {
       // One process at a step's boundary can save where it is; ranks cannot agree on the moment
       // without a collective per step, so they fall back to their last checkpoint.
-      if (strategy_->world_size() == 1 && b % train.grad_accum == 0 && b > first)
-        checkpoint(epoch, b, metrics, loop_seconds(), validated_before + validating, communicated(),
-                   step_ - steps_before);
+      if (strategy_->world_size() == 1 && b % train.grad_accum == 0 && b > first) save(b);
       throw Interrupted();
     }
     const bool step_now = (b + 1) % train.grad_accum == 0 || b + 1 == train_batches_;
-    torch::Tensor logits, loss;
+    torch::Tensor loss;
     {
       SyncDebugGuard no_host_waits(sync_debug_);
       const auto wait_start = Clock::now();
       Batch batch = fetch(*train_loader_, data_.train_transform, epoch, b, /*training=*/true);
       meter_.add_data_wait(seconds_since(wait_start));
       if (task_.language_model()) tokens_per_sample_ = batch.targets.size(1);
-
       if (step_now) set_learning_rate(base_lr_ * schedule_(step_));
-      if (splits_steps() && !graph_) {  // a graph splits its own (grad_accum is 1)
-        step_batches.push_back(std::move(batch));
-        if (step_now) {
-          train_split_step(step_batches, /*measure_norm=*/logs_after(step_ + 1), metrics, loss);
-          step_batches.clear();
-        }
-      } else {
-        if (graph_)
-          graph_step(batch, logits, loss);  // step_now always: graphs need grad_accum 1
-        else
-          train_step(batch, step_now, /*measure_norm=*/step_now && logs_after(step_ + 1), logits,
-                     loss);
-        metrics.add(loss, logits, batch.targets);
-        meter_.add_batch(batch.size(), model_->training_flops(batch));
-      }
+      loss = steps_->train_batch(std::move(batch), step_now, step_ + 1,
+                                 /*measure_norm=*/logs_after(step_ + 1), metrics);
     }
     if (!step_now) continue;
     if (logs_after(++step_)) {
@@ -202,31 +166,35 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
         progress_.first_loss = metrics.result().loss;
         progress_.first_loss_step = step_;
       }
-      log_progress(epoch, loss, metrics.samples - samples_before, start);
+      log_progress(epoch, loss, metrics.samples - samples_before, clock.start);
     }
     // (At the epoch's last step the epoch's own validation follows.)
-    if (b + 1 < train_batches_ && validates_after(step_)) validating += validate_inside_epoch();
-    if (b + 1 < train_batches_ && checkpoint_due())
-      checkpoint(epoch, b + 1, metrics, loop_seconds(), validated_before + validating,
-                 communicated(), step_ - steps_before);
+    if (b + 1 < train_batches_ && validates_after(step_))
+      clock.validating += validate_inside_epoch();
+    if (b + 1 < train_batches_ && checkpoint_due()) save(b + 1);
   }
   // The host may be many steps (graph replays) ahead of the GPU: the epoch's time is the device's.
   // Waiting here is intended, outside runtime.sync_debug's check.
   if (device_.is_cuda()) torch::cuda::synchronize(device_.index());
-  const double seconds = loop_seconds();
-  meter_.add_epoch(seconds, communicated(), step_ - steps_before);
-  if (strategy_->world_size() > 1) {  // loss and accuracy over every rank's share
-    auto samples = torch::tensor({static_cast<double>(metrics.samples)}, torch::kDouble);
-    auto units = torch::tensor({static_cast<double>(metrics.units)}, torch::kDouble);
-    strategy_->all_reduce_sum(units);
-    metrics.units = static_cast<int64_t>(units.item<double>());
-    strategy_->all_reduce_sum(metrics.loss_sum);
-    strategy_->all_reduce_sum(metrics.correct);
-    strategy_->all_reduce_sum(samples);
-    metrics.samples = static_cast<int64_t>(samples.item<double>());
-  }
+  const double seconds = clock.loop_seconds();
+  meter_.add_epoch(seconds, clock.communicated(), step_ - clock.steps_before);
+  metrics.sum_over_ranks(*strategy_);  // loss and accuracy over every rank's share
   epoch_samples_per_s_ = static_cast<double>(metrics.samples) / seconds;
   return metrics.result();
+}
+
+Trainer::EpochClock::EpochClock(const Trainer& trainer, bool resumed_here)
+    : trainer(trainer),
+      start(Clock::now()),
+      steps_before(trainer.step_),
+      seconds_before(resumed_here ? trainer.resume_.epoch_seconds : 0),
+      validated_before(resumed_here ? trainer.resume_.epoch_validation_seconds : 0),
+      communicated_before(trainer.strategy_->communicated_bytes() -
+                          trainer.checkpoint_comm_bytes_) {}
+
+double Trainer::EpochClock::communicated() const {
+  return trainer.strategy_->communicated_bytes() - trainer.checkpoint_comm_bytes_ -
+         communicated_before;
 }
 
 // A progress line: the logging read of the loss (and gradient norm) waits for the device, which is
@@ -234,11 +202,12 @@ SplitResult Trainer::train_epoch(int64_t epoch) {
 void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epoch_samples,
                            Clock::time_point epoch_start) {
   const double loss_value = host_value(loss);
+  const torch::Tensor& grad_norm = steps_->grad_norm();
   const std::string norm =
-      grad_norm_.defined() ? fmt::format(" grad norm {:.3g}", host_value(grad_norm_)) : "";
+      grad_norm.defined() ? fmt::format(" grad norm {:.3g}", host_value(grad_norm)) : "";
   const double ms_per_step = meter_.ms_per_step_since_last(step_);
   const double elapsed = seconds_since(run_start_);
-  const double eta = elapsed / static_cast<double>(step_ - start_step_) *
+  const double eta = elapsed / static_cast<double>(step_ - resume_.step) *
                      static_cast<double>(total_steps_ - step_);
   const double samples_per_s = static_cast<double>(epoch_samples) / seconds_since(epoch_start);
   const std::string rate =
@@ -259,8 +228,8 @@ void Trainer::log_progress(int64_t epoch, const torch::Tensor& loss, int64_t epo
                                  .samples_per_s = samples_per_s * strategy_->world_size(),
                                  .tokens_per_sample = tokens_per_sample_,
                                  .eta_seconds = eta,
-                                 .micro_batch = micro_batch_,
-                                 .oom_events = oom_events_,
+                                 .micro_batch = steps_->micro_batch().size,
+                                 .oom_events = steps_->micro_batch().oom_events,
                                  .line = std::move(line)});
 }
 
@@ -275,7 +244,7 @@ SplitResult Trainer::evaluate(DataLoader& loader) {
     check_stop();
     Batch batch = fetch(loader, data_.eval_transform, 0, b, /*training=*/false);
     // With micro-batches, evaluation takes them too: what fits training fits here.
-    for (const MicroBatch& part : micro_batches(batch, micro_batch_)) {
+    for (const MicroBatch& part : micro_batches(batch, steps_->micro_batch().size)) {
       Precision::AutocastScope autocast(*precision_, device_.type());
       auto logits = strategy_->forward(*model_, part.batch);
       metrics.add(task_.loss(logits, part.batch.targets), logits, part.batch.targets);
@@ -348,7 +317,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
   write_state(rank_state(Accumulator(device_, task_)));
   if (context_.output_prefix.empty()) return;
   const std::string dir = checkpoint_dir(context_.output_prefix);
-  if (options.save_state && epoch == start_epoch_)
+  if (options.save_state && epoch == resume_.epoch)
     context_.observer.on_setup({{"state_path", dir}});
   log("training state of epoch {} written to {}", epoch + 1, dir);
 }
@@ -378,17 +347,19 @@ void Trainer::watch_for_early_stop(const SplitResult& val) {
 }
 
 MetricValues Trainer::finish(double train_seconds) {
-  if (graph_) context_.observer.on_setup({{"cuda_graphs", graph_->summary(step_ - start_step_)}});
-  if (forward_dtype_)
-    context_.observer.on_setup({{"forward_dtype", c10::toString(*forward_dtype_)}});
+  if (const CudaGraphStep* graph = steps_->graph())
+    context_.observer.on_setup({{"cuda_graphs", graph->summary(step_ - resume_.step)}});
+  if (const auto dtype = steps_->forward_dtype())
+    context_.observer.on_setup({{"forward_dtype", c10::toString(*dtype)}});
+  const MicroBatchState& micro = steps_->micro_batch();
   if (!run_.train.micro_batch_size.whole())  // the report's run details
     context_.observer.on_setup(
         {{"micro_batch",
-          fmt::format("{} of {}{}", micro_batch_size(), run_.train.batch_size,
-                      oom_events_ > 0 ? fmt::format(" after {} on out-of-memory ({} lost)",
-                                                    plural(oom_events_, "halving"),
-                                                    format_duration(oom_seconds_))
-                                      : "")}});
+          fmt::format("{} of {}{}", steps_->micro_batch_size(), run_.train.batch_size,
+                      micro.oom_events > 0 ? fmt::format(" after {} on out-of-memory ({} lost)",
+                                                         plural(micro.oom_events, "halving"),
+                                                         format_duration(micro.oom_seconds))
+                                           : "")}});
   restore_best_weights();
   if (progress_.best_epoch > 0)
     context_.observer.on_setup(
@@ -473,7 +444,7 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
   // A run that trained no epoch (train.epochs: 0, or resumed with none left) only tested: it has
   // no training time (nor a speedup), and a best epoch only if its weights came from one.
   // A run continuing after an interruption counts the epochs it trained before, too.
-  if (progress_.epoch > (continuing_ ? 0 : start_epoch_))
+  if (progress_.epoch > (resume_.continuing ? 0 : resume_.epoch))
     metrics[metric::kTrainSeconds] = train_seconds;
   if (progress_.best_epoch > 0) {
     if (task_.traits().has_accuracy) metrics[metric::kBestValAcc] = progress_.best_val_acc;
@@ -489,9 +460,9 @@ MetricValues Trainer::final_metrics(const SplitResult& test, double train_second
         metrics[metric::kSamplesPerSecond] * static_cast<double>(tokens_per_sample_);
   meter_.record_memory(metrics);
   if (!run_.train.micro_batch_size.whole()) {  // train.micro_batch_size: where it ended
-    metrics[metric::kMicroBatchSize] = static_cast<double>(micro_batch_size());
-    metrics[metric::kOomEvents] = static_cast<double>(oom_events_);
-    metrics[metric::kOomSeconds] = oom_seconds_;
+    metrics[metric::kMicroBatchSize] = static_cast<double>(steps_->micro_batch_size());
+    metrics[metric::kOomEvents] = static_cast<double>(steps_->micro_batch().oom_events);
+    metrics[metric::kOomSeconds] = steps_->micro_batch().oom_seconds;
   }
   for (const char* key : {metric::kPeakMemory, metric::kPeakRss, metric::kCudaPeakReserved,
                           metric::kCudaPeakAllocated}) {

@@ -26,7 +26,7 @@ void Trainer::build() {
   log_setup(device);
   // The epochs this run finished before, once more: the store keeps one record per epoch, and one
   // may never have reached it (the controller killed between receiving and recording it).
-  if (continuing_)
+  if (resume_.continuing)
     for (const auto& [epoch, values] : progress_.epochs) context_.observer.on_epoch(epoch, values);
 }
 
@@ -109,9 +109,9 @@ void Trainer::setup_model_and_resume() {
     WeightsReport report = load_weights(*model_, run_.weights.weights, run_.weights.strict);
     log("weights {}: {}", run_.weights.weights, report.summary());
   }
-  continuing_ = !context_.continue_from.empty();
-  resume_dir_ = continuing_ ? context_.continue_from : run_.train.resume_from;
-  const std::string& resume = resume_dir_;
+  resume_.continuing = !context_.continue_from.empty();
+  resume_.dir = resume_.continuing ? context_.continue_from : run_.train.resume_from;
+  const std::string& resume = resume_.dir;
   if (resume.empty()) return;
   progress_ = read_trainer_state(resume);
   if (progress_.epoch > run_.train.epochs)
@@ -122,27 +122,27 @@ void Trainer::setup_model_and_resume() {
   load_model_state(resume, *model_);
   best_weights_ = load_best_weights(resume, *model_);
   step_ = progress_.step;
-  start_epoch_ = progress_.epoch;
-  start_step_ = progress_.step;
-  if (progress_.batch > 0) start_batch_ = batch_within_epoch(progress_);
-  if (continuing_) {
-    trained_before_ = progress_.train_seconds;
-    resumed_epoch_seconds_ = progress_.epoch_seconds;
-    resumed_epoch_validation_seconds_ = progress_.epoch_validation_seconds;
+  resume_.epoch = progress_.epoch;
+  resume_.step = progress_.step;
+  if (progress_.batch > 0) resume_.batch = batch_within_epoch(progress_);
+  if (resume_.continuing) {
+    resume_.trained_seconds = progress_.train_seconds;
+    resume_.epoch_seconds = progress_.epoch_seconds;
+    resume_.epoch_validation_seconds = progress_.epoch_validation_seconds;
     meter_.restore_counts(progress_.meter);
   }
   const std::vector<std::map<std::string, torch::Tensor>> ranks = load_rank_states(resume);
   if (ranks.size() == static_cast<size_t>(strategy_->world_size())) {
-    resumed_rank_state_ = ranks[static_cast<size_t>(strategy_->rank())];
+    resume_.rank_state = ranks[static_cast<size_t>(strategy_->rank())];
   } else if (!ranks.empty() && strategy_->rank() == 0) {
     // Another world size: the unfinished epoch's sums go on at rank 0 (the epoch's figures are
     // the sum over ranks), the random states start afresh.
     for (const auto& rank : ranks)
       for (const char* name : {"loss_sum", "correct", "samples", "units"})
         if (rank.count(name))
-          resumed_rank_state_[name] = resumed_rank_state_.count(name)
-                                          ? resumed_rank_state_[name] + rank.at(name)
-                                          : rank.at(name);
+          resume_.rank_state[name] = resume_.rank_state.count(name)
+                                         ? resume_.rank_state[name] + rank.at(name)
+                                         : rank.at(name);
   }
 }
 
@@ -170,7 +170,7 @@ void Trainer::setup_optimization() {
   context_.observer.on_setup(attributes);
   optimizer_ =
       build_optimizer(context_.registry, run_.optimizer, strategy_->optimizer_parameters(*model_));
-  const std::string& resume = resume_dir_;
+  const std::string& resume = resume_.dir;
   if (!resume.empty()) {
     load_optimizer_state(resume, *model_, *strategy_, *optimizer_, scaler_.get());
     log("resumed from {}: {} and {} done (written by {} on {})", resume,
@@ -184,16 +184,27 @@ void Trainer::setup_optimization() {
   progress_.strategy = run_.strategy.name;
   progress_.world_size = strategy_->world_size();
   progress_.batch_size = train.batch_size;
-  // The same run continuing starts at the micro-batch it had come down to.
-  micro_batch_ = train.micro_batch_auto() && continuing_ ? progress_.micro_batch_size
-                                                         : train.micro_batch_size.samples;
-  if (micro_batch_ >= train.batch_size) micro_batch_ = 0;
-  progress_.micro_batch_size = train.micro_batch_auto() ? micro_batch_ : 0;
-  if (continuing_) {
-    oom_events_ = progress_.oom_events, oom_seconds_ = progress_.oom_seconds;
-  } else {  // a state of another run (train.resume_from): its events are not this run's
-    progress_.oom_events = 0, progress_.oom_seconds = 0;
-  }
+  // The same run continuing starts at the micro-batch it had come down to; a state of another run
+  // (train.resume_from): its events are not this run's.
+  MicroBatchState micro{.size = train.micro_batch_auto() && resume_.continuing
+                                    ? progress_.micro_batch_size
+                                    : train.micro_batch_size.samples};
+  if (micro.size >= train.batch_size) micro.size = 0;
+  if (resume_.continuing)
+    micro.oom_events = progress_.oom_events, micro.oom_seconds = progress_.oom_seconds;
+  steps_ = std::make_unique<StepRunner>(
+      StepParts{.train = train,
+                .task = task_,
+                .device = device_,
+                .model = *model_,
+                .precision = *precision_,
+                .scaler = scaler_.get(),
+                .strategy = *strategy_,
+                .optimizer = *optimizer_,
+                .meter = meter_,
+                .log = [this](const std::string& line) { context_.observer.on_log(line); }},
+      micro);
+  record_micro_batch();
   base_lr_ = base_learning_rate(run_.optimizer.options);
   total_steps_ = train.epochs * ((train_batches_ + train.grad_accum - 1) / train.grad_accum);
   schedule_ = build_schedule(context_.registry, run_.scheduler, {.total_steps = total_steps_});
@@ -209,21 +220,16 @@ void Trainer::setup_cuda_graph() {
     throw std::logic_error(
         "cuda-graphs without a CUDA device or an optimizer that steps on the device");
   lr_tensor_ = on_device->learning_rate_tensor(device_);
-  graph_ = std::make_unique<CudaGraphStep>(
-      device_,
-      [this](const Batch& batch, torch::Tensor& logits, torch::Tensor& loss) {
-        captured_step(batch, logits, loss);
-      },
-      [this](const std::string& line) { context_.observer.on_log(line); });
+  steps_->use_cuda_graph();
 }
 
 // Last in build(): building the model drew from the random generators; from here on they must be
 // where the interrupted run left them.
 void Trainer::restore_rank_state() {
-  if (resumed_rank_state_.empty()) return;
+  if (resume_.rank_state.empty()) return;
   auto restore = [&](const char* name, at::Generator generator) {
-    auto it = resumed_rank_state_.find(name);
-    if (it == resumed_rank_state_.end()) return;
+    auto it = resume_.rank_state.find(name);
+    if (it == resume_.rank_state.end()) return;
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(it->second);
   };
@@ -231,7 +237,7 @@ void Trainer::restore_rank_state() {
   if (device_.is_cuda()) restore("cuda_rng", at::globalContext().defaultGenerator(device_));
   if (progress_.batch > 0)
     log("continuing epoch {} at batch {} of {} (optimizer step {})", progress_.epoch + 1,
-        start_batch_, train_batches_, step_);
+        resume_.batch, train_batches_, step_);
 }
 
 void Trainer::log_setup(const DeviceInfo& device) const {

@@ -53,6 +53,7 @@ void Trainer::write_state(const NamedTensors& rank_state) {
   const auto start = Clock::now();
   const double communicated_before = strategy_->communicated_bytes();
   progress_.train_seconds = train_seconds();
+  record_micro_batch();
   const bool best_is_live = progress_.best_epoch == progress_.epoch && progress_.batch == 0;
   save_training_state(checkpoint_dir(context_.output_prefix), *model_, *strategy_, *optimizer_,
                       scaler_.get(), progress_,
@@ -74,11 +75,15 @@ NamedTensors Trainer::rank_state(const Accumulator& metrics) const {
     std::lock_guard<std::mutex> lock(cuda.mutex());
     state.emplace_back("cuda_rng", cuda.get_state());
   }
-  state.emplace_back("loss_sum", metrics.loss_sum.reshape({1}));
-  state.emplace_back("correct", metrics.correct.reshape({1}));
-  state.emplace_back("samples", torch::tensor({metrics.samples}, torch::kLong));
-  state.emplace_back("units", torch::tensor({metrics.units}, torch::kLong));
+  for (auto& sum : metrics.state()) state.push_back(std::move(sum));
   return state;
+}
+
+void Trainer::record_micro_batch() {
+  const MicroBatchState micro = steps_->recorded_micro_batch();
+  progress_.micro_batch_size = micro.size;
+  progress_.oom_events = micro.oom_events;
+  progress_.oom_seconds = micro.oom_seconds;
 }
 
 int64_t Trainer::batch_within_epoch(const TrainerState& state) const {
@@ -89,7 +94,7 @@ int64_t Trainer::batch_within_epoch(const TrainerState& state) const {
         "{} stopped inside epoch {} after {} samples, which is not a whole number of this run's "
         "batches ({} x {} ranks); resume it with a batch size that divides it, or from a state "
         "written at an epoch's end",
-        resume_dir_, state.epoch + 1, samples_done, run_.train.batch_size,
+        resume_.dir, state.epoch + 1, samples_done, run_.train.batch_size,
         strategy_->world_size()));
   return samples_done / per_batch;
 }

@@ -1,6 +1,6 @@
 // A study (sweep.search) as the store keeps it: its identity, its trials' records, and what
 // follows from its outcome — the confirmation runs, which the controller trains and the report
-// compares as the variant's runs. Running one is the controller's (runner/controller_study.cpp);
+// compares as the variant's runs. Running one is the StudyRunner's (runner/study_runner.h);
 // the rules it follows are here and in samplers.h and halving.h, each a pure function of the
 // study's settings and the figures stored.
 #pragma once

@@ -1,0 +1,254 @@
+// One run of the batch (runner/run_executor.h), in phases: start (its files and its record), its
+// log and trackers, launch (with retries), finish_run (how it ended).
+#include "runner/run_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/process.h"
+#include "common/text.h"
+#include "runner/batch_records.h"
+#include "runner/engine/engine.h"
+#include "runner/run_plan.h"
+
+namespace trainyard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What a warm engine must share with a run to train it (LaunchSpec::engine_key): the plugin
+// libraries it loads (a rebuilt one has another hash) and the device side it set up, which LibTorch
+// fixes once per process (runner/engine/device.cpp). Empty for a run of a strategy that starts
+// ranks, even on one device: its process group is set up per process.
+std::string warm_engine_key(const RunSpec& run) {
+  if (run.strategy.capabilities.multi_process) return "";
+  std::string key = fmt::format("accelerator {}", option_word(run.runtime.accelerator));
+  for (const PluginRef& plugin : run.plugins)
+    key += fmt::format("\nplugin {} {}", plugin.path, plugin.sha256);
+  return key;
+}
+
+bool logs_to(const RunSpec& run, const char* logger) {
+  const auto& loggers = run.runtime.loggers;
+  return std::find(loggers.begin(), loggers.end(), logger) != loggers.end();
+}
+
+}  // namespace
+
+bool BatchSummary::nothing_ran() const {
+  return completed + already_completed + failed == 0 && skipped > 0;
+}
+
+int BatchSummary::exit_code() const {
+  if (interrupted) return at_time_limit ? kExitTimeLimit : kExitInterrupted;
+  if (failed > 0) return kExitFailure;
+  return nothing_ran() ? kExitNothingRan : kExitOk;
+}
+
+RunExecutor::RunExecutor(Store& store, std::string log_dir, const std::atomic<bool>& stop_requested,
+                         NodeSpec node, BatchPolicy policy, BatchConsole& console)
+    : store_(store),
+      log_dir_(std::move(log_dir)),
+      stop_requested_(stop_requested),
+      node_(std::move(node)),
+      policy_(std::move(policy)),
+      console_(console) {}
+
+void RunExecutor::execute(const PlannedRun& planned, BatchSummary& summary) {
+  const std::optional<RunFiles> files = start(planned, summary);
+  if (!files) return;
+  const RunSpec& run = *planned.run;
+  const int64_t run_id = planned.run_id;
+  RunLog log = open_run_log(run.variant, files->log_path, /*append=*/files->continues,
+                            console_sink(console_));
+  if (!files->continues)
+    log.both->info("run {} of experiment '{}', variant '{}' (config {})", run_id,
+                   planned.experiment->name, run.variant, run.config_hash);
+  // What the run records goes to the store and, through it, to the trackers runtime.loggers names
+  // (only node 0's: the other nodes' stores are in memory).
+  StoreRunRecords stored(store_, run_id);
+  auto warn = [&log](const std::string& problem) { log.both->warn("{}", problem); };
+  std::optional<TensorBoardRecords> tensorboard;
+  if (node_.node_rank == 0 && logs_to(run, "tensorboard")) {
+    const std::string root = (fs::path(log_dir_).parent_path() / "tensorboard").string();
+    const std::string folder = tensorboard_folder(root, *store_.run(run_id));
+    tensorboard.emplace(stored, store_, run_id, folder, warn);
+    log.both->info("TensorBoard: event files in {} (tensorboard --logdir {})",
+                   fs::absolute(folder).string(), fs::absolute(root).string());
+  }
+  RunRecords* records_so_far = tensorboard ? static_cast<RunRecords*>(&*tensorboard) : &stored;
+  std::optional<MlflowRecords> mlflow;
+  if (node_.node_rank == 0 && logs_to(run, "mlflow")) {
+    if (MlflowSender* sender = mlflow_sender())
+      mlflow.emplace(*records_so_far, *sender, run_id, warn);
+    else
+      log.both->warn(
+          "runtime.loggers has mlflow, but MLFLOW_TRACKING_URI is not set: nothing goes to "
+          "MLflow (`trainyard export --mlflow URI` sends the run later)");
+  }
+  RunRecords& records = mlflow ? static_cast<RunRecords&>(*mlflow) : *records_so_far;
+  records.heartbeat(std::nullopt);
+  RunReporter reporter(records, log, &console_, std::chrono::seconds(2));
+  // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:
+  // said, since their times then measure the machine, not the strategy. (More CUDA devices than
+  // the machine has is a skip, decided when planning.)
+  if (const int cores = usable_cpus();
+      resolve_device(run.runtime).type == "cpu" && run.runtime.devices > cores)
+    log.both->warn(
+        "{} CPU ranks on {} cores: the ranks take turns, so this run's times say more about the "
+        "machine than about strategy {}",
+        run.runtime.devices, cores, run.strategy.name);
+  const LaunchResult result = launch(planned, *files, reporter, records, log, summary);
+  finish_run(planned, *files, result, records, log, summary);
+}
+
+std::optional<RunExecutor::RunFiles> RunExecutor::start(const PlannedRun& planned,
+                                                        BatchSummary& summary) {
+  const RunSpec& run = *planned.run;
+  const int64_t run_id = planned.run_id;
+  const std::optional<RunRecord> record = store_.run(run_id);
+  // A continued run keeps its files; a new one must not overwrite any. A run whose files were
+  // named (recorded) but whose log was never opened trained nothing: it starts afresh under those
+  // names, which are its own (they carry its id and uid).
+  const std::string previous = record ? run_files_stem(*record) : "";
+  RunFiles files;
+  files.continues =
+      planned.continues && !previous.empty() && fs::exists(record->environment.log_path);
+  try {
+    if (!previous.empty())
+      files.stem = previous;
+    else if (record)
+      files.stem = new_run_files_stem(log_dir_, *planned.experiment, *record, node_.node_rank);
+    else
+      throw std::runtime_error(fmt::format("run {} is not in {}", run_id, store_.path()));
+  } catch (const std::exception& e) {
+    store_.end_run(run_id, RunStatus::failed, e.what(), FailureClass::error);
+    console_.line(fmt::format("run failed: {}", e.what()));
+    ++summary.failed;
+    return std::nullopt;
+  }
+  fs::create_directories(files.stem.parent_path());
+  files.log_path = files.stem.string() + ".log";
+  files.config_path = files.stem.string() + ".yaml";
+  files.state_dir = checkpoint_dir(files.stem.string());
+  if (files.continues) {
+    store_.resume_run(run_id);
+    ++(planned.promoted ? summary.promoted : summary.resumed);
+    return files;
+  }
+  // The names are recorded before any file is written: a controller killed in between leaves a
+  // run whose files are known to be its own.
+  store_.start_run(run_id, {.git_revision = git_revision_of(planned.experiment->file),
+                            .torch_version = torch_version(),
+                            .device_name = resolve_device(run.runtime).name,
+                            .log_path = files.log_path});
+  remove_checkpoint(files.state_dir);  // one an earlier start could not have used: it had no log
+  std::ofstream(files.config_path) << run.config_yaml;  // what every rank reads
+  return files;
+}
+
+LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& files,
+                                 RunReporter& reporter, RunRecords& records, RunLog& log,
+                                 BatchSummary& summary) {
+  const RunSpec& run = *planned.run;
+  // A one-device run stays on node 0 (the other nodes skip it), whatever the batch spans.
+  const NodeSpec node = run.strategy.capabilities.multi_process ? node_ : NodeSpec();
+  LaunchSpec spec{.config_path = files.config_path,
+                  .variant = run.variant,
+                  .log_prefix = files.stem.string(),
+                  .output_prefix = files.stem.string(),
+                  .devices = static_cast<int>(run.runtime.devices),
+                  .node = node,
+                  .port = node.port_for_run(planned.ordinal),
+                  .threads = run.runtime.threads,
+                  .pause_after_epochs = planned.pause_after_epochs,
+                  .engine_key = warm_engine_key(run)};
+  for (int attempt = 0;; ++attempt) {
+    // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.
+    const bool again = files.continues || attempt > 0;
+    const std::string position = again ? checkpoint_position(files.state_dir) : "";
+    spec.continue_from = position.empty() ? "" : files.state_dir;
+    if (again) log.both->info("run {} continues from {}", planned.run_id, continues_from(position));
+    LaunchResult result =
+        launch_run(spec, reporter, stop_requested_, policy_.fresh_engine ? nullptr : &warm_engine_);
+    records.attributes({{"engine process", result.process}});
+    if (result.outcome != LaunchOutcome::failed || !is_transient(result.failure) ||
+        attempt >= policy_.retries || stop_requested_.load())
+      return result;
+    // The whole error: a crash's ends with the last lines of the rank's log.
+    log.both->warn("run failed ({}), trying again ({} of {}): {}", to_string(result.failure),
+                   attempt + 1, policy_.retries, result.error);
+    store_.resume_run(planned.run_id);
+    ++summary.retried;
+  }
+}
+
+void RunExecutor::finish_run(const PlannedRun& planned, const RunFiles& files,
+                             const LaunchResult& result, RunRecords& records, RunLog& log,
+                             BatchSummary& summary) {
+  const int64_t run_id = planned.run_id;
+  const bool time_up = result.outcome == LaunchOutcome::interrupted && policy_.time_limit_reached &&
+                       policy_.time_limit_reached->load();
+  // Stopped where the study asked, not by a signal: paused at its rung, that epoch recorded.
+  bool paused = false;
+  if (result.outcome == LaunchOutcome::interrupted && planned.pause_after_epochs > 0 &&
+      !stop_requested_.load())
+    for (const EpochRow& row : store_.epoch_metrics(run_id))
+      paused = paused || row.epoch == planned.pause_after_epochs;
+  std::string why;
+  if (time_up)
+    why = fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit);
+  else if (paused)
+    why = fmt::format(
+        "{} {} by the study's successive halving; a promotion continues it from its checkpoint",
+        kPausedError, planned.pause_after_epochs);
+  record_outcome(result,
+                 {.run_id = run_id,
+                  .save_state = planned.run->train.save_state,
+                  .state_dir = files.state_dir,
+                  .interrupted_why = why,
+                  .continued_by = paused ? "" : "trainyard run"},
+                 records, log);
+  switch (result.outcome) {
+    case LaunchOutcome::completed:
+      ++summary.completed;
+      break;
+    case LaunchOutcome::interrupted:
+      if (paused) {
+        ++summary.paused;
+        break;
+      }
+      summary.interrupted = true;
+      ++summary.interrupted_runs;
+      break;
+    case LaunchOutcome::failed:
+      ++summary.failed;
+      summary.stopped_on_failure = policy_.stop_on_failure;
+      break;
+  }
+}
+
+MlflowSender* RunExecutor::mlflow_sender() {
+  if (!mlflow_) {
+    const char* uri = std::getenv("MLFLOW_TRACKING_URI");
+    if (!uri || !*uri) return nullptr;
+    mlflow_ = std::make_unique<MlflowSender>(store_.path(), mlflow_server(uri));
+  }
+  return mlflow_.get();
+}
+
+void RunExecutor::finish() {
+  if (!mlflow_) return;
+  // Each run was sent as it trained; once more now, with the report, if the server answers.
+  for (const std::string& unsent : mlflow_->finish(std::chrono::seconds(60)))
+    console_.line(fmt::format("MLflow: not sent in full: {}", unsent));
+  mlflow_.reset();
+}
+
+}  // namespace trainyard

@@ -1,0 +1,286 @@
+// A study run to its outcome (runner/study_runner.h): run() is train_first_rung, climb_rungs and
+// record_best; train_trial trains one trial to one rung through the batch's RunExecutor.
+#include "runner/study_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/text.h"
+#include "runner/batch_records.h"
+#include "runner/engine/engine.h"
+#include "runner/search/halving.h"
+
+namespace trainyard {
+
+namespace {
+
+std::string figure_text(double figure, const std::string& metric) {
+  if (!std::isfinite(figure)) return "failed";
+  return metric == "val_loss" ? fmt::format("{:.4f}", figure)
+                              : fmt::format("{:.2f}%", 100 * figure);
+}
+
+nlohmann::json figure_json(double figure) {
+  return std::isfinite(figure) ? nlohmann::json(figure) : nlohmann::json(nullptr);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+StudyRunner::StudyRunner(Store& store, RunExecutor& executor, BatchConsole& console,
+                         const std::atomic<bool>& stop_requested, const Experiment& experiment,
+                         const Study& study, BatchSummary& summary)
+    : store_(store),
+      executor_(executor),
+      console_(console),
+      stop_requested_(stop_requested),
+      experiment_(experiment),
+      study_(study),
+      search_(study.search),
+      summary_(summary),
+      key_(study_key(experiment, study)),
+      start_(std::chrono::steady_clock::now()) {}
+
+bool StudyRunner::run() {
+  const int64_t epochs =
+      trial_run(study_, 0, propose_random(search_.space, search_.seed, 0)).train.epochs;
+  rungs_ = rung_epochs(search_.schedule, epochs);
+  std::vector<std::string> rung_words;
+  for (int64_t e : rungs_) rung_words.push_back(std::to_string(e));
+  console_.line(fmt::format(
+      "study {}/{}: {} {} trials by {}{}", experiment_.name, study_.variant, search_.trials,
+      to_string(search_.method), search_.metric,
+      rungs_.size() > 1 ? ", successive halving at epochs " + join(rung_words, ", ") : ""));
+  if (!train_first_rung() || !climb_rungs()) return false;
+  record_best();
+  return true;
+}
+
+bool StudyRunner::stopped() const {
+  return stop_requested_.load() || summary_.interrupted || summary_.stopped_on_failure;
+}
+
+std::string StudyRunner::own_work() const {
+  return fmt::format("the controller's own work: {:.1f} ms a trial",
+                     1000 * (seconds_since(start_) - training_seconds_) /
+                         static_cast<double>(std::max<int64_t>(1, search_.trials)));
+}
+
+bool StudyRunner::train_first_rung() {
+  // A trial's values, once recorded, are its own: a study continued after a kill or a transient
+  // failure trains what it proposed, whatever a figure that came later would now suggest.
+  std::map<int64_t, TrialValues> recorded;
+  for (const StudyTrialRow& row : store_.study_trials(key_))
+    recorded[row.trial] = parse_values(row.values);
+  for (int64_t i = 0; i < search_.trials; ++i) {
+    if (stopped()) return false;
+    TrialValues proposal;
+    if (auto it = recorded.find(i); it != recorded.end()) {
+      proposal = it->second;
+    } else {
+      switch (search_.method) {
+        case SearchMethod::grid:
+          proposal = propose_grid(search_.space, i);
+          break;
+        case SearchMethod::random:
+          proposal = propose_random(search_.space, search_.seed, i);
+          break;
+        case SearchMethod::tpe:
+          proposal = propose_tpe(search_.space, search_.seed, i, seen_, search_.minimize());
+          break;
+      }
+    }
+    values_.push_back(proposal);
+    runs_.push_back(trial_run(study_, i, proposal));
+    const double figure = train_trial(i, rungs_[0]);
+    if (stopped()) return false;
+    seen_.push_back({proposal, figure});
+  }
+  return true;
+}
+
+bool StudyRunner::climb_rungs() {
+  // A trial whose settings an earlier trial already has is that trial: it takes no place of its
+  // own in the cohort.
+  std::map<std::string, size_t> first_of;  // a configuration's first trial
+  std::vector<std::string> repeated;       // "4 = 1": trials that an earlier one already trained
+  for (size_t i = 0; i < runs_.size(); ++i)
+    if (const auto [it, fresh] = first_of.emplace(runs_[i].config_hash, i); fresh) {
+      cohort_.push_back(static_cast<int64_t>(i));
+      figures_.push_back(seen_[i].value);
+    } else {
+      repeated.push_back(fmt::format("{} = {}", i, it->second));
+    }
+  if (!repeated.empty())
+    console_.line(fmt::format(
+        "study {}/{}: {} trained of {} trials proposed (trial {}: the same resolved config, "
+        "trained once; they count toward sweep.search.trials)",
+        experiment_.name, study_.variant,
+        plural(static_cast<int64_t>(cohort_.size()), "distinct configuration"), runs_.size(),
+        join(repeated)));
+  for (size_t r = 0; r + 1 < rungs_.size(); ++r) {
+    const std::vector<int64_t> promoted =
+        promote(cohort_, figures_, search_.schedule.reduction, search_.minimize());
+    nlohmann::json evidence = nlohmann::json::array();
+    for (size_t k = 0; k < cohort_.size(); ++k)
+      evidence.push_back({cohort_[k], figure_json(figures_[k])});
+    store_.record_study_decision(key_, {.rung = static_cast<int64_t>(r),
+                                        .epochs = rungs_[r],
+                                        .evidence = evidence.dump(),
+                                        .promoted = nlohmann::json(promoted).dump()});
+    std::vector<std::string> names;
+    for (int64_t t : promoted) names.push_back(std::to_string(t));
+    console_.line(
+        fmt::format("study {}/{}: rung {} (epoch {}): {} of {} go on to epoch {}: trial{} {}",
+                    experiment_.name, study_.variant, r, rungs_[r], promoted.size(), cohort_.size(),
+                    rungs_[r + 1], promoted.size() == 1 ? "" : "s", join(names)));
+    std::vector<double> next;
+    for (int64_t t : promoted) {
+      next.push_back(train_trial(t, rungs_[r + 1]));
+      if (stopped()) return false;
+    }
+    cohort_ = promoted;
+    figures_ = next;
+  }
+  return true;
+}
+
+void StudyRunner::record_best() {
+  // The best of the last rung (ties: the earlier trial); a study whose every trial there failed
+  // has none, and its variant no settings to confirm.
+  std::optional<size_t> best;
+  for (size_t k = 0; k < cohort_.size(); ++k)
+    if (std::isfinite(figures_[k]) &&
+        (!best || better_figure(figures_[k], figures_[*best], search_.minimize())))
+      best = k;
+  if (!best) {
+    console_.line(fmt::format(
+        "study {}/{}: no trial reached a {} at epoch {} (each failed or diverged): no best "
+        "settings, so no runs of them; the trials' logs say why",
+        experiment_.name, study_.variant, search_.metric, rungs_.back()));
+    return;
+  }
+  const auto best_trial = static_cast<size_t>(cohort_[*best]);
+  StudyOutcomeRow outcome{.best_trial = cohort_[*best],
+                          .figure = figures_[*best],
+                          .values = values_json(values_[best_trial]),
+                          .settings = describe_settings(search_.space, values_[best_trial],
+                                                        runs_[best_trial].config_yaml)};
+  store_.record_study_outcome(key_, outcome);
+  // The figure as the trial's own run states it: of the epoch whose weights it tested.
+  std::string where;
+  for (const StudyTrialRow& row : store_.study_trials(key_))
+    if (row.trial == cohort_[*best])
+      if (const auto kept = kept_epoch(store_, row.run_id)) {
+        int64_t last = 0;
+        for (const EpochRow& epoch : store_.epoch_metrics(row.run_id))
+          last = std::max(last, epoch.epoch);
+        if (*kept != last)
+          where = fmt::format(" at epoch {} of {}, whose weights its run tested", *kept, last);
+      }
+  console_.line(fmt::format("study {}/{}: best trial {} ({} {}{}): {} ({})", experiment_.name,
+                            study_.variant, best_trial, search_.metric,
+                            figure_text(figures_[*best], search_.metric), where, outcome.settings,
+                            own_work()));
+}
+
+StudyTrialRow StudyRunner::trial_row(int64_t trial) const {
+  const auto i = static_cast<size_t>(trial);
+  return {.trial = trial,
+          .values = values_json(values_[i]),
+          .settings = describe_settings(search_.space, values_[i], runs_[i].config_yaml),
+          .config_hash = runs_[i].config_hash};
+}
+
+double StudyRunner::record_trial(int64_t trial, int64_t run_id, int64_t epochs, double figure) {
+  std::optional<StudyTrialRow> before;
+  for (const StudyTrialRow& r : store_.study_trials(key_))
+    if (r.trial == trial) before = r;
+  if (before && before->epochs > epochs && before->run_id == run_id) return figure;
+  StudyTrialRow row = trial_row(trial);
+  row.run_id = run_id;
+  row.epochs = epochs;
+  if (std::isfinite(figure)) row.figure = figure;
+  store_.record_study_trial(key_, row);
+  return figure;
+}
+
+double StudyRunner::train_trial(int64_t trial, int64_t epochs) {
+  const auto i = static_cast<size_t>(trial);
+  const RunSpec& run = runs_[i];
+  const std::string& metric = search_.metric;
+  // The last rung is the run's end: its figure is that of the weights the run kept and tested.
+  const bool last_rung = epochs >= run.train.epochs;
+  // The runs of this trial's configuration, newest first. One that completed has reached every
+  // rung (one that stopped early: its last epoch is where it stopped), one paused at or beyond
+  // this rung has its figure here: never trained again. A figure missing there (a diverged loss
+  // is not recorded) counts as the worst.
+  std::vector<RunRecord> history;
+  for (const RunRecord& r : store_.runs(experiment_.name))
+    if (r.config_hash == run.config_hash) history.insert(history.begin(), r);
+  for (const RunRecord& r : history) {
+    int64_t last = 0;
+    for (const EpochRow& row : store_.epoch_metrics(r.id)) last = std::max(last, row.epoch);
+    if (r.status == RunStatus::completed || last >= epochs)
+      return record_trial(trial, r.id, epochs,
+                          trial_figure(store_, r.id, std::min(epochs, last), last_rung, metric));
+  }
+  const RunRecord* newest = history.empty() ? nullptr : &history.front();
+  // One that failed for good counts as the worst; the study goes on.
+  if (newest && newest->status == RunStatus::failed && !is_transient(newest->failure))
+    return record_trial(trial, newest->id, epochs, NAN);
+  if (const std::string why = resolve_device(run.runtime).unavailable_reason; !why.empty()) {
+    const int64_t id = store_.queue_run(record_experiment(store_, experiment_), queued_run(run, i));
+    store_.end_run(id, RunStatus::skipped, why);
+    ++summary_.skipped;
+    console_.line(fmt::format("- {}/{}: skipped: {}", experiment_.name, run.variant, why));
+    return record_trial(trial, id, epochs, NAN);
+  }
+  PlannedRun planned{.experiment = &experiment_,
+                     .run = &run,
+                     .run_id = 0,
+                     .continues = false,
+                     .ordinal = 0,
+                     .pause_after_epochs = epochs < run.train.epochs ? epochs : 0};
+  if (newest && (newest->status == RunStatus::interrupted || newest->status == RunStatus::failed ||
+                 newest->status == RunStatus::queued || newest->status == RunStatus::running)) {
+    store_.requeue_run(newest->id);
+    planned.run_id = newest->id;
+    planned.continues = !newest->environment.log_path.empty();
+    planned.promoted = is_paused(*newest);
+  } else {
+    planned.run_id = store_.queue_run(record_experiment(store_, experiment_), queued_run(run, i));
+  }
+  // Recorded before it trains: `trainyard status` shows the study live, a kill keeps its values.
+  bool known = false;
+  for (const StudyTrialRow& r : store_.study_trials(key_)) known = known || r.trial == trial;
+  if (!known) {
+    StudyTrialRow first = trial_row(trial);
+    first.run_id = planned.run_id;
+    store_.record_study_trial(key_, first);
+  }
+  const std::string name =
+      fmt::format("{}/{} to epoch {}{}", experiment_.name, run.variant, epochs,
+                  planned.continues ? (planned.promoted ? " (promoted: continues from its pause)"
+                                                        : " (continues where it stopped)")
+                                    : "");
+  console_.start_run(static_cast<int>(trial + 1), static_cast<int>(search_.trials), name);
+  const auto start = std::chrono::steady_clock::now();
+  executor_.execute(planned, summary_);
+  const double seconds = seconds_since(start);
+  training_seconds_ += seconds;
+  console_.end_run(seconds);
+  const double figure = trial_figure(store_, planned.run_id, epochs, last_rung, metric);
+  // Stopped by Ctrl-C or --time-limit before the rung: no figure yet, the next batch trains it.
+  if (std::isnan(figure) && (stop_requested_.load() || summary_.interrupted)) return figure;
+  return record_trial(trial, planned.run_id, epochs, figure);
+}
+
+}  // namespace trainyard

@@ -1,0 +1,80 @@
+// A study (sweep.search, docs/search.md) run to its outcome: trials proposed one after another,
+// each trained to the first rung as soon as it is proposed (so TPE sees every earlier trial's
+// figure there), then successive halving's decisions, rung by rung, each promoted trial continuing
+// from its paused checkpoint; last the best trial. Everything is read back from the store — a trial
+// already trained to a rung is not trained again, a paused or interrupted one continues — so a
+// study killed at any moment and started again proposes, decides and ends as an undisturbed one.
+// The controller (runner/controller.h) runs one per study of a batch; trials train through the
+// batch's RunExecutor.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+#include "runner/config/experiment.h"
+#include "runner/console.h"
+#include "runner/run_executor.h"
+#include "runner/search/samplers.h"
+#include "runner/search/study.h"
+
+namespace trainyard {
+
+class StudyRunner {
+ public:
+  StudyRunner(Store& store, RunExecutor& executor, BatchConsole& console,
+              const std::atomic<bool>& stop_requested, const Experiment& experiment,
+              const Study& study, BatchSummary& summary);
+
+  // Runs the study to its outcome, recorded in the store; false when the batch stopped first (the
+  // next `trainyard run` goes on with it).
+  bool run();
+
+ private:
+  // Every trial to the first rung, each proposed from the figures of those before it (or, once
+  // recorded, as recorded).
+  bool train_first_rung();
+  // Each rung's decision, once its cohort is complete; the promoted go on to the next rung.
+  bool climb_rungs();
+  // The best of the last rung, recorded as the study's outcome.
+  void record_best();
+  // Trains trial `trial` to `epochs`, pausing it there when it has more, unless the store has its
+  // figure there already; returns the figure (NaN: it failed or could not run).
+  double train_trial(int64_t trial, int64_t epochs);
+  // Trial `trial`'s record: its values and settings, not yet a run or a figure.
+  StudyTrialRow trial_row(int64_t trial) const;
+  // The trial's record in the store, forward only: a study walked again after a kill reads its
+  // rungs back without taking the record of a trial that went further back to an earlier rung.
+  double record_trial(int64_t trial, int64_t run_id, int64_t epochs, double figure);
+  bool stopped() const;
+  // "the controller's own work: 1.2 ms a trial": proposing, resolving, reading and writing the
+  // store, what a study of thousands of trials adds to their training (bench/search/README.md).
+  std::string own_work() const;
+
+  Store& store_;
+  RunExecutor& executor_;
+  BatchConsole& console_;
+  const std::atomic<bool>& stop_requested_;
+  const Experiment& experiment_;
+  const Study& study_;
+  const SearchSettings& search_;
+  BatchSummary& summary_;
+  const StudyKey key_;
+  const std::chrono::steady_clock::time_point start_;
+  double training_seconds_ = 0;  // of its trials, in the executor
+  std::vector<int64_t> rungs_;   // the epochs each rung ends at; the last is the runs' end
+
+  // Every trial's values and run, in order of proposal; the first rung's figures.
+  std::vector<TrialValues> values_;
+  std::vector<RunSpec> runs_;
+  std::vector<Observation> seen_;
+  // The trials of the rung being decided, and their figures there.
+  std::vector<int64_t> cohort_;
+  std::vector<double> figures_;
+};
+
+}  // namespace trainyard
