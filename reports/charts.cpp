@@ -102,6 +102,66 @@ std::string svg_open(const std::string& css_class, int width, int height,
       css_class, width, height, html_escape(title));
 }
 
+// A variant on the Pareto chart: its time (x), quality (y) and memory, and whether it is on the
+// frontier.
+struct ParetoPoint {
+  const VariantRow* row;
+  double x, y, memory;
+  bool frontier = false;
+};
+
+// Marks the frontier — sorted by time, each variant of higher quality (quality x `better`) than
+// every faster one — and returns the points in that order.
+std::vector<const ParetoPoint*> mark_frontier(std::vector<ParetoPoint>& points, double better) {
+  std::vector<ParetoPoint*> by_time;
+  for (auto& p : points) by_time.push_back(&p);
+  std::sort(by_time.begin(), by_time.end(), [&](const ParetoPoint* a, const ParetoPoint* b) {
+    return a->x < b->x || (a->x == b->x && better * a->y > better * b->y);
+  });
+  double best = -1e300;
+  for (ParetoPoint* p : by_time)
+    if (better * p->y > best) p->frontier = true, best = better * p->y;
+  return {by_time.begin(), by_time.end()};
+}
+
+// Where a label or a marker is on the chart.
+struct LabelBox {
+  double x0, y0, x1, y1;
+  bool overlaps(const LabelBox& o) const {
+    return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1;
+  }
+};
+
+// The place of `label` beside the marker of radius `r` at (cx, cy): it stays inside the plot area
+// — never over the axes' tick labels or titles — shifted in from an edge; of its four places
+// around the marker the first that overlaps nothing `taken` (the markers, the labels placed) is
+// taken, and added to `taken`.
+LabelBox place_label(const Plot& plot, double cx, double cy, double r, const std::string& label,
+                     std::vector<LabelBox>& taken) {
+  const double area_x0 = plot.left, area_x1 = plot.left + plot.width, area_y0 = plot.top,
+               area_y1 = plot.bottom();
+  auto inside = [&](LabelBox box) {
+    const double dx = std::max(0.0, area_x0 - box.x0) - std::max(0.0, box.x1 - area_x1);
+    const double dy = std::max(0.0, area_y0 - box.y0) - std::max(0.0, box.y1 - area_y1);
+    return LabelBox{box.x0 + dx, box.y0 + dy, box.x1 + dx, box.y1 + dy};
+  };
+  const double w = kCharWidth * static_cast<double>(label.size()), h = 14;
+  const LabelBox candidates[] = {inside({cx + r + 3, cy - h / 2, cx + r + 3 + w, cy + h / 2}),
+                                 inside({cx - r - 3 - w, cy - h / 2, cx - r - 3, cy + h / 2}),
+                                 inside({cx - w / 2, cy - r - 3 - h, cx + w / 2, cy - r - 3}),
+                                 inside({cx - w / 2, cy + r + 3, cx + w / 2, cy + r + 3 + h})};
+  const LabelBox* chosen = &candidates[0];
+  for (const LabelBox& box : candidates) {
+    if (std::none_of(taken.begin(), taken.end(),
+                     [&](const LabelBox& t) { return t.overlaps(box); })) {
+      chosen = &box;
+      break;
+    }
+  }
+  taken.push_back(*chosen);
+  return *chosen;
+}
+
 }  // namespace
 
 const char* variant_color(const ExperimentReport& section, const std::string& variant) {
@@ -252,12 +312,7 @@ std::string pareto_chart(const ExperimentReport& section) {
   const bool language_model = !task.has_accuracy;
   const char* quality_key = task.test_quality;
   const double better = task.quality_higher_is_better ? 1 : -1;  // quality x better: higher wins
-  struct Point {
-    const VariantRow* row;
-    double x, y, memory;
-    bool frontier = false;
-  };
-  std::vector<Point> points;
+  std::vector<ParetoPoint> points;
   std::vector<std::string> missing;  // completed, but off the chart (the target not reached)
   for (const auto& row : section.rows) {
     if (row.completed == 0) continue;
@@ -273,14 +328,7 @@ std::string pareto_chart(const ExperimentReport& section) {
   }
   if (points.size() < 2) return "";
   // The frontier: sorted by time, each variant more accurate than every faster one.
-  std::vector<Point*> by_time;
-  for (auto& p : points) by_time.push_back(&p);
-  std::sort(by_time.begin(), by_time.end(), [&](const Point* a, const Point* b) {
-    return a->x < b->x || (a->x == b->x && better * a->y > better * b->y);
-  });
-  double best = -1e300;
-  for (Point* p : by_time)
-    if (better * p->y > best) p->frontier = true, best = better * p->y;
+  const std::vector<const ParetoPoint*> by_time = mark_frontier(points, better);
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300, max_memory = 0;
   for (const auto& p : points) {
     x0 = std::min(x0, p.x), x1 = std::max(x1, p.x), y0 = std::min(y0, p.y), y1 = std::max(y1, p.y),
@@ -298,7 +346,7 @@ std::string pareto_chart(const ExperimentReport& section) {
                          language_model ? "test perplexity (median, lower is better)"
                                         : "test accuracy (%, median)");
   std::string frontier;
-  for (const Point* p : by_time)
+  for (const ParetoPoint* p : by_time)
     if (p->frontier)
       frontier += fmt::format("{}{:.1f},{:.1f}", frontier.empty() ? "M" : " L", plot.px(p->x),
                               plot.py(p->y));
@@ -306,12 +354,8 @@ std::string pareto_chart(const ExperimentReport& section) {
       R"(<path d="{}" fill="none" stroke="#1d2330" stroke-width="1.5" stroke-dasharray="6 3"/>)",
       frontier);
   // Markers, then labels placed where they overlap neither another label nor a marker.
-  struct Box {
-    double x0, y0, x1, y1;
-    bool overlaps(const Box& o) const { return x0 < o.x1 && o.x0 < x1 && y0 < o.y1 && o.y0 < y1; }
-  };
-  std::vector<Box> taken;
-  auto radius = [&](const Point& p) {
+  std::vector<LabelBox> taken;
+  auto radius = [&](const ParetoPoint& p) {
     return max_memory > 0 ? 4 + 10 * std::sqrt(p.memory / max_memory) : 6.0;
   };
   for (const auto& p : points) {
@@ -322,32 +366,10 @@ std::string pareto_chart(const ExperimentReport& section) {
         plot.px(p.x), plot.py(p.y), r, p.frontier ? variant_color(section, p.row->variant) : kGrey,
         html_escape(p.row->variant));
   }
-  // A label stays inside the plot area — never over the axes' tick labels or titles — shifted in
-  // from an edge; of its four places around the marker the first that overlaps nothing is taken.
-  const double area_x0 = plot.left, area_x1 = plot.left + plot.width, area_y0 = plot.top,
-               area_y1 = plot.bottom();
-  auto inside = [&](Box box) {
-    const double dx = std::max(0.0, area_x0 - box.x0) - std::max(0.0, box.x1 - area_x1);
-    const double dy = std::max(0.0, area_y0 - box.y0) - std::max(0.0, box.y1 - area_y1);
-    return Box{box.x0 + dx, box.y0 + dy, box.x1 + dx, box.y1 + dy};
-  };
   for (const auto& p : points) {
     const std::string label = fit(p.row->variant, 22);
-    const double w = kCharWidth * static_cast<double>(label.size()), h = 14, r = radius(p);
-    const double cx = plot.px(p.x), cy = plot.py(p.y);
-    const Box candidates[] = {inside({cx + r + 3, cy - h / 2, cx + r + 3 + w, cy + h / 2}),
-                              inside({cx - r - 3 - w, cy - h / 2, cx - r - 3, cy + h / 2}),
-                              inside({cx - w / 2, cy - r - 3 - h, cx + w / 2, cy - r - 3}),
-                              inside({cx - w / 2, cy + r + 3, cx + w / 2, cy + r + 3 + h})};
-    const Box* chosen = &candidates[0];
-    for (const Box& box : candidates) {
-      if (std::none_of(taken.begin(), taken.end(), [&](const Box& t) { return t.overlaps(box); })) {
-        chosen = &box;
-        break;
-      }
-    }
-    taken.push_back(*chosen);
-    svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}"{}>{}</text>)", chosen->x0, chosen->y1 - 3,
+    const LabelBox box = place_label(plot, plot.px(p.x), plot.py(p.y), radius(p), label, taken);
+    svg += fmt::format(R"(<text x="{:.1f}" y="{:.1f}"{}>{}</text>)", box.x0, box.y1 - 3,
                        p.frontier ? "" : R"( fill="#7a8291")", html_escape(label));
   }
   const std::string memory_note =

@@ -287,57 +287,75 @@ void WarmEngine::end() {
   process_.reset();
 }
 
-LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
-                        const std::atomic<bool>& stop_requested, WarmEngine* warm) {
-  const std::string executable = self_executable();
-  const int port = spec.port > 0 ? spec.port : free_port();
-  const std::pair<int, std::string> threads = default_threads(spec);
-  std::vector<Rank> ranks(static_cast<size_t>(spec.devices));
-  for (int r = 0; r < spec.devices; ++r) {
-    ranks[r].rank = spec.node.node_rank * spec.devices + r;
-    ranks[r].local = r;
-    ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, ranks[r].rank);
-  }
-  // A warm engine trains single-process runs with a key; it is ended before any other run, which
-  // would otherwise share the machine (and a GPU) with it.
-  const bool serve = warm && !spec.engine_key.empty() && spec.devices == 1 && spec.node.nnodes == 1;
-  std::string process_word = "fresh";
-  if (warm && !serve) warm->end();
-  if (serve) {
-    std::unique_ptr<WarmEngine::Process>& process = warm->process_;
-    if (process && process->key != spec.engine_key) warm->end();
-    for (int attempt = 0;; ++attempt) {
-      if (!process) {
-        process = std::make_unique<WarmEngine::Process>();
-        process->key = spec.engine_key;
-        process->rank.log_path = ranks[0].log_path;
-        spawn(process->rank, spec, executable, port, threads, /*serve=*/true);
-      } else {
-        close(open_log(ranks[0], spec));  // created, or emptied unless the run continues
-      }
-      process->rank.log_path = ranks[0].log_path;
-      if (request_run(process->rank, spec, threads)) break;
-      // Gone between two runs (killed while it waited): a fresh one, once.
-      warm->end();
-      if (attempt > 0) throw std::runtime_error("a warm worker ended before it took its run");
-    }
-    if (process->runs > 0) process_word = fmt::format("warm: its run {}", process->runs + 1);
-    ranks[0] = std::move(process->rank);
-    process->rank = Rank();
-  } else {
-    for (auto& r : ranks) spawn(r, spec, executable, port, threads, /*serve=*/false);
-  }
+namespace {
 
-  LaunchResult result;
-  result.process = process_word;
-  bool got_result = false, stopping = false, interrupted = false, paused = false;
+// Hands the run to the warm engine's process (started first when it has none, or one for another
+// key, or one that ended while it waited), its log at `rank`'s; `rank` is then that process.
+// Returns how the run's process is recorded: "fresh", or "warm: its run N".
+std::string hand_to_warm_engine(WarmEngine& warm, std::unique_ptr<WarmEngine::Process>& process,
+                                Rank& rank, const LaunchSpec& spec, const std::string& executable,
+                                int port, const std::pair<int, std::string>& threads) {
+  if (process && process->key != spec.engine_key) warm.end();
+  for (int attempt = 0;; ++attempt) {
+    const bool start = !process;
+    if (start) {
+      process = std::make_unique<WarmEngine::Process>();
+      process->key = spec.engine_key;
+    }
+    process->rank.log_path = rank.log_path;
+    if (start)
+      spawn(process->rank, spec, executable, port, threads, /*serve=*/true);
+    else
+      close(open_log(rank, spec));  // created, or emptied unless the run continues
+    if (request_run(process->rank, spec, threads)) break;
+    // Gone between two runs (killed while it waited): a fresh one, once.
+    warm.end();
+    if (attempt > 0) throw std::runtime_error("a warm worker ended before it took its run");
+  }
+  const std::string word =
+      process->runs > 0 ? fmt::format("warm: its run {}", process->runs + 1) : "fresh";
+  rank = std::move(process->rank);
+  process->rank = Rank();
+  return word;
+}
+
+// After the run: the warm process stays for the next run only after one that completed or paused
+// at its rung; after any other end (a failure that may have left state behind, a kill, a stop) the
+// next run gets a fresh process.
+void keep_or_end_warm_engine(WarmEngine& warm, std::unique_ptr<WarmEngine::Process>& process,
+                             Rank& rank, bool stays) {
+  process->rank = std::move(rank);
+  if (!stays) {
+    warm.end();
+    return;
+  }
+  Rank& kept = process->rank;
+  kept.exited = false;
+  kept.done.reset();
+  kept.status = 0;
+  kept.error.clear();
+  ++process->runs;
+}
+
+// What watching the ranks found: a result reported, a stop (interrupted, or paused at the study's
+// rung), or the first failure, described.
+struct RanksEnd {
+  bool got_result = false, interrupted = false, paused = false;
   std::string first_failure;
+};
+
+// Watches the ranks until every one has ended the run: their reports go to `observer` and
+// `result`; the first failure stops the others (a short grace, then SIGKILL), as does a stop
+// request (the run's grace).
+RanksEnd watch_ranks(std::vector<Rank>& ranks, const LaunchSpec& spec, RunObserver& observer,
+                     const std::atomic<bool>& stop_requested, LaunchResult& result) {
+  RanksEnd end;
+  bool stopping = false;
   auto stop_all = [&](int signal) {
     for (auto& r : ranks)
       if (!r.exited) kill(r.pid, signal);
   };
   auto deadline = std::chrono::steady_clock::time_point::max();
-
   for (auto& r : ranks) fcntl(r.channel, F_SETFL, O_NONBLOCK);
   while (true) {
     std::vector<pollfd> polls;
@@ -348,7 +366,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     else
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     for (auto& r : ranks) {
-      if (r.channel >= 0 && drain(r, observer, result, got_result) == 0) {
+      if (r.channel >= 0 && drain(r, observer, result, end.got_result) == 0) {
         close(r.channel);
         r.channel = -1;
       }
@@ -371,7 +389,7 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
       // failed: every rank stops there, its checkpoint written.
       if (spec.pause_after_epochs > 0 && WIFEXITED(r.status) &&
           WEXITSTATUS(r.status) == kExitInterrupted && !stop_requested.load()) {
-        paused = true;
+        end.paused = true;
         continue;
       }
       if (failed(r) && (!cause || (WIFSIGNALED(r.status) && !WIFSIGNALED(cause->status))))
@@ -380,8 +398,8 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
     if (cause && !stopping) {
       result.failure = classify_failure(cause->status, cause->error);
       std::string reported = cause->error.empty() ? "" : ": " + cause->error;
-      first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path +
-                      ":" + last_lines(cause->log_path, 10);
+      end.first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path +
+                          ":" + last_lines(cause->log_path, 10);
       stopping = true;
       stop_all(SIGTERM);
       // The other ranks cannot checkpoint without the failed one (and may be blocked in a
@@ -394,57 +412,76 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
       // --time-limit passing in that moment) does not make it interrupted, nor signals them — but
       // a rank that hangs on its way out is still killed after the grace.
       stopping = true;
-      interrupted = !got_result;
-      if (interrupted) stop_all(SIGTERM);
+      end.interrupted = !end.got_result;
+      if (end.interrupted) stop_all(SIGTERM);
       deadline = std::chrono::steady_clock::now() + std::chrono::seconds(spec.grace_seconds);
     }
     if (stopping && std::chrono::steady_clock::now() > deadline) stop_all(SIGKILL);
     bool all_done = true;
     for (auto& r : ranks) all_done = all_done && r.exited && (r.channel < 0 || r.done);
-    if (all_done) break;
+    if (all_done) return end;
   }
+}
 
-  if (paused && !interrupted && first_failure.empty()) {
+// The run's outcome and error, from how its ranks ended.
+void set_outcome(const RanksEnd& end, const std::vector<Rank>& ranks, const LaunchSpec& spec,
+                 LaunchResult& result) {
+  if (end.paused && !end.interrupted && end.first_failure.empty()) {
     result.outcome = LaunchOutcome::interrupted;
     result.failure = FailureClass::interrupted;
     result.error = fmt::format("paused after epoch {}", spec.pause_after_epochs);
-  } else if (interrupted && first_failure.empty()) {
+  } else if (end.interrupted && end.first_failure.empty()) {
     result.outcome = LaunchOutcome::interrupted;
     result.failure = FailureClass::interrupted;
     result.error = "interrupted by a signal (Ctrl-C or SIGTERM)";
-  } else if (!first_failure.empty()) {
+  } else if (!end.first_failure.empty()) {
     result.outcome = LaunchOutcome::failed;
     // A single process that reported its own error (bad data, bad weights) says it best; with
     // several ranks, which rank failed comes first.
     const bool alone = spec.devices * spec.node.nnodes == 1;
     result.error =
-        alone && !ranks[0].error.empty() && failed(ranks[0]) ? ranks[0].error : first_failure;
-  } else if (got_result) {
+        alone && !ranks[0].error.empty() && failed(ranks[0]) ? ranks[0].error : end.first_failure;
+  } else if (end.got_result) {
     result.outcome = LaunchOutcome::completed;
   } else {
     result.failure = FailureClass::error;
     result.error = fmt::format("rank {} exited without reporting a result; see {}", ranks[0].rank,
                                ranks[0].log_path);
   }
+}
+
+}  // namespace
+
+LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
+                        const std::atomic<bool>& stop_requested, WarmEngine* warm) {
+  const std::string executable = self_executable();
+  const int port = spec.port > 0 ? spec.port : free_port();
+  const std::pair<int, std::string> threads = default_threads(spec);
+  std::vector<Rank> ranks(static_cast<size_t>(spec.devices));
+  for (int r = 0; r < spec.devices; ++r) {
+    ranks[r].rank = spec.node.node_rank * spec.devices + r;
+    ranks[r].local = r;
+    ranks[r].log_path = fmt::format("{}-rank{}.log", spec.log_prefix, ranks[r].rank);
+  }
+  // A warm engine trains single-process runs with a key; it is ended before any other run, which
+  // would otherwise share the machine (and a GPU) with it.
+  const bool serve = warm && !spec.engine_key.empty() && spec.devices == 1 && spec.node.nnodes == 1;
+  if (warm && !serve) warm->end();
+  LaunchResult result;
+  result.process = "fresh";
+  if (serve)
+    result.process =
+        hand_to_warm_engine(*warm, warm->process_, ranks[0], spec, executable, port, threads);
+  else
+    for (auto& r : ranks) spawn(r, spec, executable, port, threads, /*serve=*/false);
+  const RanksEnd end = watch_ranks(ranks, spec, observer, stop_requested, result);
+  set_outcome(end, ranks, spec, result);
   if (serve) {
-    // It stays for the next run only after one that completed or paused at its rung: after any
-    // other end (a failure that may have left state behind, a kill, a stop) the next run gets a
-    // fresh process.
-    Rank& r = ranks[0];
-    const bool stays = r.done && !r.reaped && !interrupted &&
+    const Rank& r = ranks[0];
+    const bool stays = r.done && !r.reaped && !end.interrupted &&
                        (result.outcome == LaunchOutcome::completed ||
-                        (paused && result.outcome == LaunchOutcome::interrupted));
-    warm->process_->rank = std::move(r);
-    if (stays) {
-      Rank& kept = warm->process_->rank;
-      kept.exited = false;
-      kept.done.reset();
-      kept.status = 0;
-      kept.error.clear();
-      ++warm->process_->runs;
-    } else {
-      warm->end();
-    }
+                        (end.paused && result.outcome == LaunchOutcome::interrupted));
+    keep_or_end_warm_engine(*warm, warm->process_, ranks[0], stays);
   }
   return result;
 }
