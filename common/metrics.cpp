@@ -198,4 +198,36 @@ std::string loss_verdict(double first, int64_t first_step, double last, int64_t 
       fall >= 0 ? "fell only" : "rose", 100 * std::abs(fall), first, first_step, last);
 }
 
+const char* metric_key(WatchedMetric metric) {
+  switch (metric) {
+    case WatchedMetric::val_loss:
+      return metric::kValLoss;
+    case WatchedMetric::val_acc:
+      return metric::kValAcc;
+    case WatchedMetric::val_f1:
+      return metric::kValF1;
+  }
+  return "?";
+}
+
+std::optional<WatchedMetric> watched_metric(std::string_view key) {
+  for (WatchedMetric m : {WatchedMetric::val_loss, WatchedMetric::val_acc, WatchedMetric::val_f1})
+    if (key == metric_key(m)) return m;
+  return std::nullopt;
+}
+
+bool lower_is_better(WatchedMetric metric) {
+  return find_metric(metric_key(metric))->better == Better::lower;
+}
+
+bool reaches(WatchedMetric metric, double value, double target) {
+  return lower_is_better(metric) ? value <= target : value >= target;
+}
+
+std::string figure_text(WatchedMetric metric, double value, int decimals) {
+  if (find_metric(metric_key(metric))->unit == MetricUnit::fraction)
+    return fmt::format("{:.{}f}%", 100 * value, decimals < 0 ? 2 : decimals);
+  return fmt::format("{:.{}f}", value, decimals < 0 ? 4 : decimals);
+}
+
 }  // namespace trainyard

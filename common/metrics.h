@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,23 @@ std::string chance_verdict(double accuracy, int64_t classes, int64_t samples);
 // nothing moves). Said only when that line came in the first half of training: later, the loss
 // has had its chance to move.
 std::string loss_verdict(double first, int64_t first_step, double last, int64_t total_steps);
+
+// A validation figure a run is watched by: train.monitor keeps an epoch's weights by it,
+// train.early_stop stops by it, sweep.search.metric decides a study's trials by it and
+// report.target.metric times runs to it. One type for the four; which way is better is the
+// figure's own record's (MetricInfo::better), never a comparison of its name.
+enum class WatchedMetric { val_loss, val_acc, val_f1 };
+
+// Its key in the vocabulary ("val_loss"), and back: nullopt for a key that is none of them.
+const char* metric_key(WatchedMetric metric);
+std::optional<WatchedMetric> watched_metric(std::string_view key);
+// What the figure's record says: lower is better (a loss), or higher (accuracy, macro-F1).
+bool lower_is_better(WatchedMetric metric);
+// Whether `value` reaches `target` (at or beyond it, in the better direction).
+bool reaches(WatchedMetric metric, double value, double target);
+// "0.4123" for a loss, "86.30%" for a fraction (`decimals` after the point either way: 4 and 2
+// by default).
+std::string figure_text(WatchedMetric metric, double value, int decimals = -1);
 
 // Keys the engine writes; spelled once here so a typo is a compile error, not a silent new metric.
 namespace metric {

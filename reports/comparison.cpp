@@ -36,9 +36,11 @@ std::string not_compared(const VariantRow& row) {
 
 // "val_acc ≥ 90.0%", "val_f1 ≥ 80.0%", "val_loss ≤ 0.35": report.target in words.
 std::string target_text(const ReportOptions& options) {
-  return options.target_metric == "val_loss"
-             ? fmt::format("val_loss ≤ {:g}", options.target_value)
-             : fmt::format("{} ≥ {:.1f}%", options.target_metric, 100 * options.target_value);
+  const WatchedMetric metric = options.target();
+  return lower_is_better(metric)
+             ? fmt::format("{} ≤ {:g}", metric_key(metric), options.target_value)
+             : fmt::format("{} ≥ {}", metric_key(metric),
+                           figure_text(metric, options.target_value, 1));
 }
 
 // The test of `row`'s figure `key` against `base`'s — on their logarithms when `log` (times,
@@ -444,21 +446,20 @@ std::string answer_of(const ExperimentReport& section, const VariantRow& base, d
 // studies or before any confirmation run completed.
 std::string tuned_part(const ExperimentReport& section) {
   std::vector<std::string> figures;
-  std::string metric;
+  WatchedMetric metric = WatchedMetric::val_loss;
   for (const StudySection& study : section.studies) {
     const std::vector<double> values = study.confirmed_figures();
     if (values.empty()) continue;
     metric = study.study.metric;
     const double middle = median(values);
     figures.push_back(fmt::format("{} {}", study.study.key.study,
-                                  metric == "val_loss" ? fmt::format("{:.4f}", middle)
-                                                       : fmt::format("{:.1f}%", 100 * middle)));
+                                  figure_text(metric, middle, lower_is_better(metric) ? 4 : 1)));
   }
   if (figures.empty()) return "";
   return fmt::format(
       "by {}, the studies' metric, at each variant's best settings on fresh seeds: "
       "{}; ",
-      metric, join(figures));
+      metric_key(metric), join(figures));
 }
 
 // Each row's speed claim over the baseline (`key`: training time, or time-to-target), stored as the

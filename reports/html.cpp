@@ -382,10 +382,10 @@ std::string charts(const ExperimentReport& section) {
       section.options.has_target()
           ? bar_chart(
                 fmt::format("Time to {} {} {} (lower is better)", section.options.target_metric,
-                            section.options.target_metric == "val_loss" ? "≤" : "≥",
+                            lower_is_better(section.options.target()) ? "≤" : "≥",
                             tick_label(charted(section.options.target_metric,
                                                section.options.target_value)) +
-                                (section.options.target_metric == "val_loss" ? "" : "%")),
+                                (lower_is_better(section.options.target()) ? "" : "%")),
                 to_target)
           : "";
   return R"(<div class="charts">)" + bar_chart("Training time (lower is better)", time) + target +

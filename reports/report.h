@@ -150,8 +150,8 @@ struct OtherRun {
 // and how to draw its parameters.
 struct CurrentStudy {
   StudyKey key;
-  std::string method;  // grid, random, tpe
-  std::string metric;  // val_loss (lower is better) or val_acc
+  std::string method;                              // grid, random, tpe
+  WatchedMetric metric = WatchedMetric::val_loss;  // what its trials were decided by
   int64_t confirm_repeats = 0;
   struct Parameter {
     std::string key;                     // "train.optimizer.lr"
@@ -197,7 +197,7 @@ struct StudySection {
   // The distinct configurations the trials resolved to (two trials may draw the same settings,
   // or settings that resolve alike): what was trained, of trials.size() proposed.
   size_t distinct_configs = 0;
-  bool minimize() const { return study.metric == "val_loss"; }
+  bool minimize() const { return lower_is_better(study.metric); }
   // The confirmations that have a figure (a diverged run's is NaN).
   std::vector<double> confirmed_figures() const {
     std::vector<double> figures;

@@ -83,7 +83,7 @@ const OptionSet<ReportOptions>& report_option_set() {
              "report.target: time-to-target is the training time (validation included) until "
              "the first validation whose val_acc or val_f1 (macro-F1) is at least, or val_loss at "
              "most, target.value; empty = no target",
-             one_of({"", "val_acc", "val_f1", "val_loss"}))
+             one_of({"", metric::kValAcc, metric::kValF1, metric::kValLoss}))
         .add("target.value", &ReportOptions::target_value,
              "report.target: the value to reach (val_acc and val_f1 as a fraction, 0-1)")
         .add("quality_margin", &ReportOptions::quality_margin,
@@ -93,12 +93,12 @@ const OptionSet<ReportOptions>& report_option_set() {
              "(non-inferiority)",
              between(0, 1))
         .check([](const ReportOptions& o) -> std::optional<std::string> {
-          if (o.target_metric != "val_loss" && !o.target_metric.empty() &&
-              (o.target_value <= 0 || o.target_value > 1))
+          if (!o.has_target()) return std::nullopt;
+          if (!lower_is_better(o.target()) && (o.target_value <= 0 || o.target_value > 1))
             return fmt::format(
                 "target.value {} is no {} to reach; write a fraction in (0, 1], e.g. 0.9",
                 o.target_value, o.target_metric);
-          if (o.target_metric == "val_loss" && !(o.target_value > 0))
+          if (lower_is_better(o.target()) && !(o.target_value > 0))
             return fmt::format(
                 "target.value {} is no val_loss a run reaches; write the loss to get below, e.g. "
                 "0.35",

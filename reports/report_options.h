@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "trainyard/options.h"
 
 namespace trainyard {
@@ -28,11 +29,12 @@ struct ReportOptions {
   // `cpu` the runs on the CPU, `default` any other. Empty: no cost.
   std::map<std::string, double> prices{};
 
-  bool has_target() const { return !target_metric.empty(); }
+  // report.target's metric, as the type every watched figure has (target_metric is its word, as
+  // written and stored); has_target() first.
+  bool has_target() const { return watched_metric(target_metric).has_value(); }
+  WatchedMetric target() const { return *watched_metric(target_metric); }
   // Whether `value` of the target's metric reaches it.
-  bool reaches_target(double value) const {
-    return target_metric == "val_loss" ? value <= target_value : value >= target_value;
-  }
+  bool reaches_target(double value) const { return reaches(target(), value, target_value); }
   // The price of a device-hour of `device_name` (`device_type`: "cpu", "cuda", or "" when the
   // run did not record it); nullopt when no key matches.
   std::optional<double> price_for(const std::string& device_name,

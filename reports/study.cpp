@@ -27,9 +27,7 @@ constexpr const char* kRankColors[] = {"#440154", "#482878", "#3e4a89", "#31688e
 constexpr const char* kFailedColor = "#aaaaaa";
 
 std::string figure_text(const StudySection& s, double figure) {
-  if (!std::isfinite(figure)) return "—";
-  return s.study.metric == "val_loss" ? fmt::format("{:.4f}", figure)
-                                      : fmt::format("{:.2f}%", 100 * figure);
+  return std::isfinite(figure) ? figure_text(s.study.metric, figure) : "—";
 }
 
 double figure_of(const StudyTrial& t) {
@@ -149,7 +147,7 @@ std::string parallel_coordinates(const StudySection& s) {
     return (value - p.low) / (p.high - p.low);
   };
   const std::string title = fmt::format("Trials of {} by {} (first rung), one line each",
-                                        s.study.key.study, s.study.metric);
+                                        s.study.key.study, metric_key(s.study.metric));
   std::string svg = fmt::format(
       R"(<svg class="chart parallel" xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" )"
       R"(viewBox="0 0 {} {}" role="img" aria-label="{}"><title>{}</title>)",
@@ -178,7 +176,7 @@ std::string parallel_coordinates(const StudySection& s) {
     svg += fmt::format(
         R"(<path d="{}" fill="none" stroke="{}" stroke-width="1.5" opacity="0.8"{}><title>trial {}: {} ({} {})</title></path>)",
         path, color, std::isfinite(figure) ? "" : R"( stroke-dasharray="4 3")", t.record.trial,
-        html_escape(t.record.settings), html_escape(s.study.metric),
+        html_escape(t.record.settings), html_escape(metric_key(s.study.metric)),
         html_escape(figure_text(s, figure)));
   }
   for (size_t a = 0; a < axes; ++a) {
@@ -190,7 +188,7 @@ std::string parallel_coordinates(const StudySection& s) {
       top_label = p.choices.empty() ? value_text(p, p.high) : p.choices.back();
       bottom_label = p.choices.empty() ? value_text(p, p.low) : p.choices.front();
     } else {
-      name = s.study.metric;
+      name = metric_key(s.study.metric);
       top_label = figure_text(s, s.minimize() ? f0 : f1);
       bottom_label = figure_text(s, s.minimize() ? f1 : f0);
     }
@@ -216,13 +214,14 @@ std::string trial_curves(const StudySection& s) {
                              t.record.settings),
         .color = kRankColors[std::min<size_t>(9, r * 10 / std::max<size_t>(1, order.size()))]};
     for (const auto& [epoch, figure] : t.curve)
-      line.points.emplace_back(static_cast<double>(epoch), charted(s.study.metric, figure));
+      line.points.emplace_back(static_cast<double>(epoch),
+                               charted(metric_key(s.study.metric), figure));
     series.push_back(std::move(line));
   }
   const std::string title = fmt::format(
-      "{} of each trial by epoch{}", s.study.metric,
+      "{} of each trial by epoch{}", metric_key(s.study.metric),
       shown < order.size() ? fmt::format(" (the best {} of {})", shown, order.size()) : "");
-  return line_chart(title, "epoch", axis_title(s.study.metric), series);
+  return line_chart(title, "epoch", axis_title(metric_key(s.study.metric)), series);
 }
 
 // The trial's figure with the epoch it is of, when that is not its run's last: "61.70% (epoch 8's
@@ -266,8 +265,9 @@ std::string confirmation_text(const StudySection& s) {
                                           : fmt::format("{:+.2f} pt", 100 * (middle - study));
   const bool worse = s.minimize() ? middle > study : middle < study;
   return fmt::format("on fresh seeds ({}): {} {}{}, {} from the study's {}{}",
-                     plural(static_cast<int64_t>(figures.size()), "run"), s.study.metric,
-                     figure_text(s, middle), range, change, figure_text(s, study),
+                     plural(static_cast<int64_t>(figures.size()), "run"),
+                     metric_key(s.study.metric), figure_text(s, middle), range, change,
+                     figure_text(s, study),
                      worse ? " (the winner's curse: the search's best draw was lucky too)" : "");
 }
 
@@ -328,7 +328,7 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
         t.paused = is_paused(*it->second);
         t.error = it->second->error;
         for (const EpochRow& epoch : store.epoch_metrics(row.run_id))
-          if (auto f = epoch.values.find(study.metric); f != epoch.values.end())
+          if (auto f = epoch.values.find(metric_key(study.metric)); f != epoch.values.end())
             t.curve.emplace_back(epoch.epoch, f->second);
         // The figure is the kept epoch's (a completed trial's last rung) — named when that is not
         // its last epoch. A trial that stopped early before a later rung, or a study recorded
@@ -354,7 +354,7 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
       if (row.variant == study.key.study)
         for (const RepeatRun& run : row.repeats)
           if (run.status == RunStatus::completed)
-            s.confirmations.push_back(kept_figure(store, run.run_id, study.metric));
+            s.confirmations.push_back(kept_figure(store, run.run_id, metric_key(study.metric)));
     section.studies.push_back(std::move(s));
   }
   // The trials are the studies'; other_runs lists what the file no longer describes.
@@ -379,7 +379,7 @@ std::vector<std::string> study_answers(const ExperimentReport& section) {
     const std::string collapse = collapse_text(s), confirmed = confirmation_text(s);
     lines.push_back(fmt::format(
         "study {}: best of {} {} trials is trial {} ({} {}): {}; {}{}", s.study.key.study,
-        s.trials.size(), s.study.method, s.outcome->best_trial, s.study.metric,
+        s.trials.size(), s.study.method, s.outcome->best_trial, metric_key(s.study.metric),
         best ? trial_figure_text(s, *best)
              : figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN),
         s.outcome->settings,
@@ -400,7 +400,7 @@ std::string studies_markdown(const ExperimentReport& section) {
     md += fmt::format(
         "\n#### {} ({} trials, {})\n\n| rank | trial | settings | epochs | {} |\n"
         "|---:|---:|---|---:|---:|\n",
-        s.study.key.study, s.trials.size(), s.study.method, s.study.metric);
+        s.study.key.study, s.trials.size(), s.study.method, metric_key(s.study.metric));
     const std::vector<size_t> order = ranked(s);
     for (size_t r = 0; r < order.size(); ++r) {
       const StudyTrial& t = s.trials[order[r]];
@@ -418,7 +418,7 @@ std::string studies_html(const ExperimentReport& section) {
   for (const StudySection& s : section.studies) {
     html += fmt::format(R"(<div class="study"><h3>Study: {} ({} {} trials, by {})</h3>)",
                         html_escape(s.study.key.study), s.trials.size(),
-                        html_escape(s.study.method), html_escape(s.study.metric));
+                        html_escape(s.study.method), html_escape(metric_key(s.study.metric)));
     if (const std::string collapse = collapse_text(s); !collapse.empty())
       html += "<p class=\"note\">" + html_escape(collapse) + ".</p>";
     if (s.outcome) {
@@ -427,7 +427,8 @@ std::string studies_html(const ExperimentReport& section) {
       html += fmt::format(
           R"(<p class="summary">Best: trial {} — {} ({} {}). The table above compares the )"
           R"(variants at their best settings, each run {} time{} on fresh seeds{}.</p>)",
-          s.outcome->best_trial, html_escape(s.outcome->settings), html_escape(s.study.metric),
+          s.outcome->best_trial, html_escape(s.outcome->settings),
+          html_escape(metric_key(s.study.metric)),
           html_escape(best ? trial_figure_text(s, *best)
                            : figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN)),
           s.study.confirm_repeats, s.study.confirm_repeats == 1 ? "" : "s",
@@ -437,7 +438,7 @@ std::string studies_html(const ExperimentReport& section) {
           R"(<p class="note">The study has no outcome yet: `trainyard run` again continues it.</p>)";
     html += R"(<div class="wide"><table class="study-trials"><thead><tr><th>rank</th>)"
             R"(<th>trial</th><th>settings</th><th>epochs</th><th>)" +
-            html_escape(s.study.metric) + "</th><th>state</th></tr></thead><tbody>";
+            html_escape(metric_key(s.study.metric)) + "</th><th>state</th></tr></thead><tbody>";
     const std::vector<size_t> order = ranked(s);
     for (size_t r = 0; r < order.size(); ++r) {
       const StudyTrial& t = s.trials[order[r]];
@@ -457,7 +458,7 @@ std::string studies_html(const ExperimentReport& section) {
       html += "</ul>";
     }
     if (!s.effects.empty()) {
-      html += "<p>How much " + html_escape(s.study.metric) +
+      html += "<p>How much " + html_escape(metric_key(s.study.metric)) +
               " moved with each parameter (mean at the first rung, by group):</p><ul>";
       for (const ParameterEffect& e : s.effects)
         html += "<li>" +

@@ -18,10 +18,8 @@ namespace trainyard {
 
 namespace {
 
-std::string figure_text(double figure, const std::string& metric) {
-  if (!std::isfinite(figure)) return "failed";
-  return metric == "val_loss" ? fmt::format("{:.4f}", figure)
-                              : fmt::format("{:.2f}%", 100 * figure);
+std::string figure_or_failed(WatchedMetric metric, double figure) {
+  return std::isfinite(figure) ? figure_text(metric, figure) : "failed";
 }
 
 nlohmann::json figure_json(double figure) {
@@ -56,7 +54,7 @@ bool StudyRunner::run() {
   for (int64_t e : rungs_) rung_words.push_back(std::to_string(e));
   console_.line(fmt::format(
       "study {}/{}: {} {} trials by {}{}", experiment_.name, study_.variant, search_.trials,
-      to_string(search_.method), search_.metric,
+      to_string(search_.method), metric_key(search_.metric),
       rungs_.size() > 1 ? ", successive halving at epochs " + join(rung_words, ", ") : ""));
   if (!train_first_rung() || !climb_rungs()) return false;
   record_best();
@@ -164,7 +162,7 @@ void StudyRunner::record_best() {
     console_.line(fmt::format(
         "study {}/{}: no trial reached a {} at epoch {} (each failed or diverged): no best "
         "settings, so no runs of them; the trials' logs say why",
-        experiment_.name, study_.variant, search_.metric, rungs_.back()));
+        experiment_.name, study_.variant, metric_key(search_.metric), rungs_.back()));
     return;
   }
   const auto best_trial = static_cast<size_t>(cohort_[*best]);
@@ -186,9 +184,9 @@ void StudyRunner::record_best() {
           where = fmt::format(" at epoch {} of {}, whose weights its run tested", *kept, last);
       }
   console_.line(fmt::format("study {}/{}: best trial {} ({} {}{}): {} ({})", experiment_.name,
-                            study_.variant, best_trial, search_.metric,
-                            figure_text(figures_[*best], search_.metric), where, outcome.settings,
-                            own_work()));
+                            study_.variant, best_trial, metric_key(search_.metric),
+                            figure_or_failed(search_.metric, figures_[*best]), where,
+                            outcome.settings, own_work()));
 }
 
 StudyTrialRow StudyRunner::trial_row(int64_t trial) const {
@@ -215,7 +213,7 @@ double StudyRunner::record_trial(int64_t trial, int64_t run_id, int64_t epochs, 
 double StudyRunner::train_trial(int64_t trial, int64_t epochs) {
   const auto i = static_cast<size_t>(trial);
   const RunSpec& run = runs_[i];
-  const std::string& metric = search_.metric;
+  const std::string metric = metric_key(search_.metric);
   // The last rung is the run's end: its figure is that of the weights the run kept and tested.
   const bool last_rung = epochs >= run.train.epochs;
   // The runs of this trial's configuration, newest first. One that completed has reached every

@@ -716,7 +716,8 @@ TEST_F(ReportTest, AStudysFigureIsItsRunsOwnAndItsConfirmationsStandBesideIt) {
   store.record_study_outcome(
       key, {.best_trial = 0, .figure = 0.79, .values = "[0.001]", .settings = "lr=0.001"});
   CurrentExperiment now;
-  now.studies = {{.key = key, .method = "random", .metric = "val_acc", .confirm_repeats = 3}};
+  now.studies = {
+      {.key = key, .method = "random", .metric = WatchedMetric::val_acc, .confirm_repeats = 3}};
   const std::vector<std::pair<double, int64_t>> confirmations = {{0.61, 3}, {0.59, 2}, {0.63, 3}};
   for (size_t r = 0; r < confirmations.size(); ++r) {
     const auto [figure, epoch] = confirmations[r];

@@ -346,14 +346,16 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
                   fmt::format("'{}' takes values inside its range that the run refuses; for a "
                               "setting of whole numbers, use {{int_uniform: [low, high]}}",
                               inside_of[e]->key));
-    if (search.metric != "val_loss" && !traits(run.model.capabilities.task).has_accuracy)
+    if (search.metric != WatchedMetric::val_loss &&
+        !traits(run.model.capabilities.task).has_accuracy)
       found.error(
           file_origin(file),
-          fmt::format("'sweep.search.metric' {}: variant '{}' trains {} (model {}), "
-                      "which has no {}; search by val_loss",
-                      search.metric, variant.name, traits(run.model.capabilities.task).a_one,
-                      run.model.name,
-                      search.metric == "val_acc" ? "accuracy" : "classes to take an F1 of"));
+          fmt::format(
+              "'sweep.search.metric' {}: variant '{}' trains {} (model {}), "
+              "which has no {}; search by val_loss",
+              metric_key(search.metric), variant.name, traits(run.model.capabilities.task).a_one,
+              run.model.name,
+              search.metric == WatchedMetric::val_acc ? "accuracy" : "classes to take an F1 of"));
     for (const auto& parameter : search.space)
       for (const auto& [key, path] : run.data_paths)
         if (key == parameter.key || key_is_under(key, parameter.key))
@@ -454,7 +456,7 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
 
   // A task without accuracy (nor classes to take an F1 of) has none to reach.
   const std::string& target = experiment.report.target_metric;
-  if (target == metric::kValAcc || target == metric::kValF1)
+  if (experiment.report.has_target() && experiment.report.target() != WatchedMetric::val_loss)
     for (const auto& run : experiment.runs)
       if (const TaskTraits& task = traits(run.model.capabilities.task); !task.has_accuracy) {
         const ConfigValue* value = tree.find("report.target.metric");
@@ -463,7 +465,9 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
             fmt::format("'report.target.metric' {}: variant '{}' trains {} (model {}), which "
                         "has no {}; use val_loss (a perplexity of P is a val_loss of ln P)",
                         target, run.variant, task.a_one, run.model.name,
-                        target == metric::kValAcc ? "accuracy" : "classes to take an F1 of"));
+                        experiment.report.target() == WatchedMetric::val_acc
+                            ? "accuracy"
+                            : "classes to take an F1 of"));
         break;
       }
 

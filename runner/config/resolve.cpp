@@ -195,12 +195,13 @@ void check_cuda_graphs(const RunSpec& run, const ConfigTree& tree, const Origin&
 
 // What is wrong with `key` naming `monitor` (val_acc, val_f1) in `run`, when its model's task has
 // no accuracy (nor classes to take an F1 of).
-std::optional<std::string> without_accuracy(const RunSpec& run, const char* key, Monitor monitor) {
+std::optional<std::string> without_accuracy(const RunSpec& run, const char* key,
+                                            WatchedMetric monitor) {
   const TaskTraits& task = traits(run.model.capabilities.task);
-  if (monitor == Monitor::val_loss || task.has_accuracy) return std::nullopt;
+  if (monitor == WatchedMetric::val_loss || task.has_accuracy) return std::nullopt;
   return fmt::format("'{}' {}: model {} is {}, which has no {}; use val_loss", key,
                      option_word(monitor), run.model.name, task.a_one,
-                     monitor == Monitor::val_f1 ? "classes to take an F1 of" : "accuracy");
+                     monitor == WatchedMetric::val_f1 ? "classes to take an F1 of" : "accuracy");
 }
 
 // The model against its dataset and weights, as far as they are known without building them.

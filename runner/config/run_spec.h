@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/metrics.h"
 #include "components/plugin_loader.h"
 #include "trainyard/options.h"
 #include "trainyard/registry.h"
@@ -38,13 +39,14 @@ struct OptionWords<TestedWeights> {
                                                                     {"last", TestedWeights::last}};
 };
 
-// train.monitor and train.early_stop.metric: the validation figure watched.
-// val_f1: a classifier's macro-F1.
-enum class Monitor { val_loss, val_acc, val_f1 };
+// train.monitor, train.early_stop.metric and sweep.search.metric: the validation figure watched
+// (common/metrics.h). val_f1: a classifier's macro-F1.
 template <>
-struct OptionWords<Monitor> {
-  static constexpr std::pair<const char*, Monitor> words[] = {
-      {"val_loss", Monitor::val_loss}, {"val_acc", Monitor::val_acc}, {"val_f1", Monitor::val_f1}};
+struct OptionWords<WatchedMetric> {
+  static constexpr std::pair<const char*, WatchedMetric> words[] = {
+      {metric::kValLoss, WatchedMetric::val_loss},
+      {metric::kValAcc, WatchedMetric::val_acc},
+      {metric::kValF1, WatchedMetric::val_f1}};
 };
 
 // runtime.compile: none, or the whole training step captured into a CUDA graph once and replayed.
@@ -113,7 +115,7 @@ struct TrainOptions {
   double clip_grad_norm = 0.0;                     // 0: no clipping
   TestedWeights checkpoint = TestedWeights::best;  // which weights the test uses
   // What "best" means: the lowest val_loss, or the highest val_acc; a tie keeps the later epoch.
-  Monitor monitor = Monitor::val_loss;
+  WatchedMetric monitor = WatchedMetric::val_loss;
   int64_t log_every = 50;           // steps between progress lines
   int64_t val_every_steps = 0;      // also validate inside epochs every N optimizer steps; 0: off
   int64_t limit_train_batches = 0;  // 0: all; else train on this many batches per epoch
@@ -128,7 +130,7 @@ struct TrainOptions {
   double checkpoint_every_minutes = 10;
   // train.early_stop: stop when `metric` has not improved by min_delta for `patience` epochs;
   // patience 0: off.
-  Monitor early_stop_metric = Monitor::val_loss;
+  WatchedMetric early_stop_metric = WatchedMetric::val_loss;
   int64_t early_stop_patience = 0;
   double early_stop_min_delta = 0;
 };

@@ -265,8 +265,8 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
   if (const ConfigValue* value = search.find("metric")) {
     std::string metric, expected;
     decode_value(value->node, metric, expected);
-    if (metric == "val_loss" || metric == "val_acc" || metric == "val_f1") {
-      settings.metric = metric;
+    if (const std::optional<WatchedMetric> watched = watched_metric(metric)) {
+      settings.metric = *watched;
     } else if (metric.rfind("test", 0) == 0) {
       diagnostics.error(value->origin,
                         "'sweep.search.metric' " + metric +

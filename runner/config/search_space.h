@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/metrics.h"
 #include "trainyard/config_tree.h"
 #include "trainyard/diagnostics.h"
 
@@ -45,9 +46,9 @@ struct SearchSettings {
   SearchMethod method = SearchMethod::random;
   int64_t trials = 0;  // per variant (grid: every combination of the choices)
   uint64_t seed = 0;
-  std::vector<SearchParameter> space;  // in the file's order
-  std::string metric = "val_loss";     // val_loss (lower is better), val_acc or val_f1 (higher)
-  bool minimize() const { return metric == "val_loss"; }
+  std::vector<SearchParameter> space;              // in the file's order
+  WatchedMetric metric = WatchedMetric::val_loss;  // what trials are decided by
+  bool minimize() const { return lower_is_better(metric); }
   HalvingSchedule schedule{};
   int64_t confirm_repeats = 1;  // runs of each variant's best settings, on fresh seeds
   std::string text;             // the section as written, in key order: part of a study's identity

@@ -46,36 +46,33 @@ std::string describe(const TrainingTask& task, const SplitResult& split) {
 }
 
 // A watched figure (train.monitor, train.early_stop.metric) of a split's result.
-double watched_figure(Monitor monitor, const SplitResult& split) {
+double watched_figure(WatchedMetric monitor, const SplitResult& split) {
   switch (monitor) {
-    case Monitor::val_loss:
+    case WatchedMetric::val_loss:
       return split.loss;
-    case Monitor::val_acc:
+    case WatchedMetric::val_acc:
       return split.accuracy;
-    case Monitor::val_f1:
+    case WatchedMetric::val_f1:
       return split.macro_f1;
   }
   return std::nan("");
 }
 
-// The metric key of a watched figure (train.monitor, train.early_stop.metric): its word.
-const char* metric_of(Monitor monitor) { return option_word(monitor); }
-
 // The figure train.monitor names, of an epoch's recorded figures; NaN when it has none.
-double monitored_figure(Monitor monitor, const TrainerState& progress, int64_t epoch) {
+double monitored_figure(WatchedMetric monitor, const TrainerState& progress, int64_t epoch) {
   const auto figures = progress.epochs.find(epoch);
   if (figures == progress.epochs.end()) return std::nan("");
-  const auto value = figures->second.find(metric_of(monitor));
+  const auto value = figures->second.find(metric_key(monitor));
   return value == figures->second.end() ? std::nan("") : value->second;
 }
 
 // train.monitor: whether the epoch just validated is kept over the one kept so far
 // (progress.best_epoch). The first epoch is; a number beats a NaN (a diverged epoch); a tie goes to
 // the later epoch, whose weights trained longer.
-bool is_kept_over(Monitor monitor, const SplitResult& val, const TrainerState& progress) {
+bool is_kept_over(WatchedMetric monitor, const SplitResult& val, const TrainerState& progress) {
   if (progress.best_epoch == 0) return true;
   const double kept = monitored_figure(monitor, progress, progress.best_epoch);
-  const bool loss = monitor == Monitor::val_loss;
+  const bool loss = lower_is_better(monitor);
   const double value = watched_figure(monitor, val);
   if (std::isnan(value)) return std::isnan(kept);
   if (std::isnan(kept)) return true;
@@ -87,12 +84,11 @@ std::string kept_epoch_reason(const TrainOptions& train, const TrainerState& pro
   if (train.checkpoint == TestedWeights::last)
     return "the last epoch trained (train.checkpoint: last)";
   const double value = monitored_figure(train.monitor, progress, progress.best_epoch);
-  const std::string figure = train.monitor == Monitor::val_loss
-                                 ? fmt::format("lowest val loss {:.4f}", value)
-                             : train.monitor == Monitor::val_acc
-                                 ? fmt::format("highest val acc {:.2f}%", 100 * value)
-                                 : fmt::format("highest val macro-F1 {:.2f}%", 100 * value);
-  return figure + " (train.monitor: " + metric_of(train.monitor) + "; a tie keeps the later epoch)";
+  const std::string figure =
+      fmt::format("{} {} {}", lower_is_better(train.monitor) ? "lowest" : "highest",
+                  find_metric(metric_key(train.monitor))->label, figure_text(train.monitor, value));
+  return figure + " (train.monitor: " + metric_key(train.monitor) +
+         "; a tie keeps the later epoch)";
 }
 
 }  // namespace
@@ -325,7 +321,7 @@ void Trainer::end_of_epoch(int64_t epoch, double epoch_seconds, const SplitResul
 void Trainer::watch_for_early_stop(const SplitResult& val) {
   const TrainOptions& options = run_.train;
   if (options.early_stop_patience == 0) return;
-  const bool loss = options.early_stop_metric == Monitor::val_loss;
+  const bool loss = lower_is_better(options.early_stop_metric);
   const double value = watched_figure(options.early_stop_metric, val);
   const bool first = std::isnan(progress_.best_monitored);
   const bool improved =
@@ -339,7 +335,7 @@ void Trainer::watch_for_early_stop(const SplitResult& val) {
   if (++progress_.epochs_without_improvement < options.early_stop_patience) return;
   const std::string reason = fmt::format(
       "early stop after epoch {} of {}: {} did not improve by more than {} for {} (best {:.4f})",
-      progress_.epoch + 1, options.epochs, metric_of(options.early_stop_metric),
+      progress_.epoch + 1, options.epochs, metric_key(options.early_stop_metric),
       options.early_stop_min_delta, plural(options.early_stop_patience, "epoch"),
       progress_.best_monitored);
   log("{}", reason);
