@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -842,10 +843,22 @@ TEST_F(CliTest, ValidateListAndHelp) {
                           "sync_debug", "baseline", "grid", "test_acc"})
     EXPECT_NE(list.output.find(key), std::string::npos) << key;
   Result train = trainyard("list train");
-  EXPECT_NE(train.output.find("epochs               int     3          passes over the training "
-                              "split; 0: only test the given weights"),
-            std::string::npos)
+  EXPECT_TRUE(std::regex_search(train.output, std::regex("\n +epochs +int +3 +passes over the "
+                                                         "training split; 0: only test the given "
+                                                         "weights")))
       << train.output;
+  // sweep's keys from their option sets: its own, sweep.search's and its schedule's, each with its
+  // type, default and rule.
+  Result sweep = trainyard("list sweep");
+  for (const char* line :
+       {"\n +repeats +int +1 .*\\[1 to 1000\\]", "\n +order +string +interleaved .*grouped",
+        "\n +search\\.method +string +random .*\\[one of: grid, random, tpe\\]",
+        "\n +search\\.trials +int +- ", "\n +search\\.metric +string +val_loss .*val_f1",
+        "\n +search\\.confirm_repeats +int +1 ", "\n +search\\.space +map ",
+        "\n +search\\.schedule\\.name +string +none .*successive-halving",
+        "\n +search\\.schedule\\.grace_epochs +int +1 ",
+        "\n +search\\.schedule\\.reduction +int +3 .*\\[2 to 100\\]"})
+    EXPECT_TRUE(std::regex_search(sweep.output, std::regex(line))) << line << "\n" << sweep.output;
   Result metrics = trainyard("list metrics");
   EXPECT_NE(metrics.output.find("test_acc"), std::string::npos);
   EXPECT_NE(metrics.output.find("a fraction (0-1)"), std::string::npos);

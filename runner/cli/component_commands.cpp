@@ -3,6 +3,7 @@
 // trainyard-engine, which holds the components and LibTorch (ARCHITECTURE.md, "Executables");
 // and what `run` prints from them too: the memory forecast (also `run --dry-run`'s) and, when a
 // batch ends, the verdicts.
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "runner/cli/samples.h"
 #include "runner/config/experiment.h"
 #include "runner/config/option_defaults.h"
+#include "runner/config/sweep.h"
 #include "runner/console.h"
 #include "runner/engine/engine.h"
 #include "runner/search/study.h"
@@ -98,10 +100,14 @@ int validate_command(const std::vector<std::string>& args) {
 namespace {
 
 void print_options(const std::vector<OptionInfo>& options) {
+  // The keys' column as wide as the longest key; a long default runs over into the help.
+  size_t key_width = 20;
+  const size_t default_width = 11;
+  for (const auto& option : options) key_width = std::max(key_width, option.key.size());
   for (const auto& option : options)
-    fmt::print("      {:<20} {:<7} {:<10} {}{}\n", option.key, option.type,
-               option.default_value.empty() ? "-" : option.default_value, option.help,
-               option.rule.empty() ? "" : " [" + option.rule + "]");
+    fmt::print("      {:<{}} {:<7} {:<{}} {}{}\n", option.key, key_width, option.type,
+               option.default_value.empty() ? "-" : option.default_value, default_width,
+               option.help, option.rule.empty() ? "" : " [" + option.rule + "]");
 }
 
 // The sections of an experiment file that are not components: their options, declared once.
@@ -118,18 +124,8 @@ std::vector<Section> sections() {
       {"runtime", "where and how a run executes; runtime.strategy names a component",
        runtime_option_set().describe()},
       {"report", "how the experiment's section of a report looks", describe_report_options()},
-      {"sweep",
-       "the variants to compare",
-       {{"variants", "list", "", "",
-         "named variants: [{name: bf16, set: {runtime.precision: bf16-mixed}}, ...]; each sets "
-         "dotted "
-         "keys of model, dataset, train, runtime"},
-        {"grid", "map", "", "",
-         "dotted key -> list of values; every combination, times every variant "
-         "(grid: {train.batch_size: [16, 32]})"},
-        {"repeats", "int", "1", "1 to 1000",
-         "runs of every variant, with seeds train.seed, train.seed + 1, ...; the report shows "
-         "their median and min-max"}}},
+      {"sweep", "the variants to compare, or a search per variant (sweep.search)",
+       describe_sweep_options()},
   };
 }
 
@@ -263,7 +259,8 @@ void print_memory_forecast(const RunSpec& run, std::optional<double> device_byte
   const DeviceInfo device = resolve_device(run.runtime);
   const bool cuda = device.type == "cuda";  // auto: with a GPU here
   fmt::print(
-      "  memory per rank (forecast; activations measured on this CPU at micro-batches {} and {}):\n"
+      "  memory per rank (forecast; activations measured on this CPU at micro-batches {} and "
+      "{}):\n"
       "    parameters {} · gradients {} · optimizer state {} · activations {} a sample\n",
       f.measured_at.first, f.measured_at.second, format_bytes(f.parameters),
       format_bytes(f.gradients), format_bytes(f.optimizer_state), format_bytes(f.per_sample));

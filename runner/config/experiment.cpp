@@ -414,8 +414,9 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
   for (const char* key : {"sweep", "report", "name", "description", "plugins"})
     base.tree.erase(key);
 
-  const int64_t repeats = sweep_repeats(tree.subtree("sweep"), diagnostics);
-  experiment.interleaved = sweep_interleaved(tree.subtree("sweep"), diagnostics);
+  const SweepOptions sweep = decode_sweep_options(tree.subtree("sweep"), diagnostics);
+  const int64_t repeats = sweep.repeats;
+  experiment.interleaved = sweep.order == SweepOrder::interleaved;
   std::vector<Variant> variants =
       expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
   const std::optional<SearchSettings> search =

@@ -9,33 +9,15 @@
 
 #include "common/text.h"
 #include "runner/config/layering.h"
+#include "runner/config/run_spec.h"
 #include "trainyard/options.h"
 
 namespace trainyard {
 
 namespace {
 
-const std::vector<std::string> kSearchKeys = {"method", "trials",   "seed",           "space",
-                                              "metric", "schedule", "confirm_repeats"};
 const std::vector<std::string> kDistributions = {"uniform", "log_uniform", "int_uniform", "choice"};
 const std::vector<std::string> kRunSections = {"model", "dataset", "train", "runtime"};
-
-// A whole number from `low` to `high` at `key` of `search`, or `fallback` when absent.
-int64_t whole_number(const ConfigTree& search, const std::string& key, int64_t low, int64_t high,
-                     int64_t fallback, const std::string& what, Diagnostics& diagnostics) {
-  const ConfigValue* value = search.find(key);
-  if (value == nullptr) return fallback;
-  int64_t number = 0;
-  std::string expected;
-  if (!decode_value(value->node, number, expected) || number < low || number > high) {
-    diagnostics.error(value->origin,
-                      fmt::format("'sweep.search.{}' must be a whole number from {} to {} ({}), "
-                                  "got {}",
-                                  key, low, high, what, describe_yaml_value(value->node)));
-    return fallback;
-  }
-  return number;
-}
 
 // The first key inside `node` (a choice's value, at any depth) that names a prior, as the key's
 // node; an undefined node when there is none.
@@ -124,73 +106,92 @@ bool names_component(const std::string& key) {
 
 }  // namespace
 
-const char* to_string(SearchMethod method) {
-  switch (method) {
-    case SearchMethod::grid:
-      return "grid";
-    case SearchMethod::random:
-      return "random";
-    case SearchMethod::tpe:
-      return "tpe";
-  }
-  return "?";
+const char* to_string(SearchMethod method) { return option_word(method); }
+
+namespace {
+
+// sweep.search's values (the space, a mapping of parameters, is read by read_parameter) and its
+// schedule's, as their option sets decode them; decode_search makes SearchSettings of them.
+struct SearchOptions {
+  SearchMethod method = SearchMethod::random;
+  int64_t trials = 0;  // required unless method grid
+  int64_t seed = 0;
+  WatchedMetric metric = WatchedMetric::val_loss;
+  int64_t confirm_repeats = 1;
+};
+
+enum class ScheduleName { none, successive_halving };
+
+struct ScheduleOptions {
+  ScheduleName name = ScheduleName::none;
+  int64_t grace_epochs = 1;
+  int64_t reduction = 3;
+};
+
+}  // namespace
+
+template <>
+struct OptionWords<ScheduleName> {
+  static constexpr std::pair<const char*, ScheduleName> words[] = {
+      {"successive-halving", ScheduleName::successive_halving}, {"none", ScheduleName::none}};
+};
+
+namespace {
+
+const OptionSet<SearchOptions>& search_option_set() {
+  static const OptionSet<SearchOptions> set = [] {
+    OptionSet<SearchOptions> s;
+    s.add("method", &SearchOptions::method,
+          "grid (every combination of choice parameters), random, or tpe (Bayesian: the "
+          "Tree-structured Parzen Estimator)")
+        .add("trials", &SearchOptions::trials,
+             "trials per variant; required, but with method grid, whose trials are every "
+             "combination of its choices",
+             between(1, 100000))
+        .add("seed", &SearchOptions::seed, "the samplers' seed", between(0, 4.0e18))
+        .add("metric", &SearchOptions::metric,
+             "the validation figure trials are judged by: val_loss (lower is better), val_acc or "
+             "val_f1 (macro-F1; higher is better)")
+        .add("confirm_repeats", &SearchOptions::confirm_repeats,
+             "runs of each variant's best settings, on fresh seeds; 0: none", between(0, 100));
+    return s;
+  }();
+  return set;
 }
 
-std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t variants,
-                                            int64_t max_runs, Diagnostics& diagnostics) {
-  const ConfigTree search = sweep.subtree("search");
-  const ConfigValue* scalar = sweep.find("search");
-  if (search.empty() && scalar == nullptr) return std::nullopt;
-  if (scalar != nullptr) {
-    diagnostics.error(scalar->origin,
-                      "'sweep.search' must be a mapping: method, trials, seed, space, metric, "
-                      "schedule, confirm_repeats");
-    return std::nullopt;
-  }
-  report_unknown_keys(search, kSearchKeys, "sweep.search", "section 'sweep.search'", diagnostics);
-  for (const char* other : {"grid", "repeats"})
-    if (const ConfigValue* value = sweep.find(other); value || !sweep.subtree(other).empty())
-      diagnostics.error(value ? value->key_origin : search.entries().front().second.key_origin,
-                        std::string(other) == "grid"
-                            ? "'sweep.grid' and 'sweep.search' together: a search's space "
-                              "replaces the grid (method: grid with choice parameters is one)"
-                            : "'sweep.repeats' and 'sweep.search' together: the best settings "
-                              "run sweep.search.confirm_repeats times");
+const OptionSet<ScheduleOptions>& schedule_option_set() {
+  static const OptionSet<ScheduleOptions> set = [] {
+    OptionSet<ScheduleOptions> s;
+    s.add("name", &ScheduleOptions::name,
+          "successive-halving pauses the worse trials at each rung; none trains every trial to "
+          "the end")
+        .add("grace_epochs", &ScheduleOptions::grace_epochs,
+             "the first rung: epochs every trial trains", between(1, 10000))
+        .add("reduction", &ScheduleOptions::reduction, "1/reduction of a rung's trials go on",
+             between(2, 100));
+    return s;
+  }();
+  return set;
+}
 
-  SearchSettings settings;
-  for (const auto& [key, value] : search.entries())
-    settings.text += key + "=" + yaml_flow_text(value.node) + "\n";
-  if (const ConfigValue* value = search.find("method")) {
-    std::string method, expected;
-    decode_value(value->node, method, expected);
-    if (method == "grid")
-      settings.method = SearchMethod::grid;
-    else if (method == "random")
-      settings.method = SearchMethod::random;
-    else if (method == "tpe")
-      settings.method = SearchMethod::tpe;
-    else
-      diagnostics.error(value->origin,
-                        "'sweep.search.method' is grid (every combination of choice parameters), "
-                        "random, or tpe (Bayesian: the Tree-structured Parzen Estimator), got " +
-                            describe_yaml_value(value->node));
-  }
-  settings.seed = static_cast<uint64_t>(
-      whole_number(search, "seed", 0, int64_t{1} << 62, 0, "the samplers' seed", diagnostics));
-  settings.confirm_repeats =
-      whole_number(search, "confirm_repeats", 0, 100, 1,
-                   "runs of each variant's best settings, on fresh seeds; 0: none", diagnostics);
+// Where to point at when `search` says nothing more precise.
+Origin first_origin(const ConfigTree& search) {
+  return search.entries().empty() ? Origin{} : search.entries().front().second.origin;
+}
 
-  const ConfigTree space = search.subtree("space");
-  if (space.empty())
-    diagnostics.error(search.entries().empty() ? Origin{} : search.entries().front().second.origin,
+// sweep.search.space: its parameters, in the file's order, each setting a run's setting once.
+std::vector<SearchParameter> read_space(const ConfigTree& search, Diagnostics& diagnostics) {
+  std::vector<SearchParameter> space;
+  const ConfigTree section = search.subtree("space");
+  if (section.empty())
+    diagnostics.error(first_origin(search),
                       "'sweep.search.space' is missing: the settings to search, e.g. "
                       "train.optimizer.lr: {log_uniform: [1.0e-5, 1.0e-2]}");
-  for (const auto& [key, value] : space.entries()) {
+  for (const auto& [key, value] : section.entries()) {
     std::optional<SearchParameter> parameter = read_parameter(key, value, diagnostics);
     if (!parameter) continue;
-    const std::string section = split(parameter->key, '.').front();
-    if (std::find(kRunSections.begin(), kRunSections.end(), section) == kRunSections.end()) {
+    const std::string run_section = split(parameter->key, '.').front();
+    if (std::find(kRunSections.begin(), kRunSections.end(), run_section) == kRunSections.end()) {
       diagnostics.error(parameter->origin,
                         fmt::format("'sweep.search.space.{}': a search sets a run's settings "
                                     "(model, dataset, train, runtime), not '{}'",
@@ -203,16 +204,20 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
                         "best settings run again on fresh seeds (confirm_repeats)");
       continue;
     }
-    for (const auto& other : settings.space)
+    if (parameter->key == "train.epochs")
+      diagnostics.error(parameter->origin,
+                        "'train.epochs' in the space: trials are compared at the same epochs (the "
+                        "file's train.epochs, or successive halving's rungs up to it); set it in "
+                        "the file, or give each budget a variant of its own");
+    for (const auto& other : space)
       if (other.key == parameter->key)
         diagnostics.error(parameter->origin,
                           fmt::format("'{}' is in the space twice", parameter->key));
-    settings.space.push_back(std::move(*parameter));
+    space.push_back(std::move(*parameter));
   }
-
   // A setting inside a chosen section: set twice when a choice writes it too.
-  for (const SearchParameter& outer : settings.space)
-    for (const SearchParameter& inner : settings.space) {
+  for (const SearchParameter& outer : space)
+    for (const SearchParameter& inner : space) {
       if (&outer == &inner || !key_is_under(inner.key, outer.key)) continue;
       for (const YAML::Node& choice : outer.choices) {
         if (!choice.IsMap()) continue;
@@ -227,88 +232,131 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
         }
       }
     }
+  return space;
+}
 
-  if (settings.method == SearchMethod::grid) {
-    double combinations = 1;
-    for (const auto& parameter : settings.space) {
-      if (parameter.distribution != Distribution::choice)
-        diagnostics.error(parameter.origin,
-                          fmt::format("method grid takes choice parameters only; '{}' is a range "
-                                      "(use method random or tpe, or list its values as a choice)",
-                                      parameter.key));
-      combinations *= static_cast<double>(std::max<size_t>(1, parameter.choices.size()));
-    }
-    if (const ConfigValue* value = search.find("trials"))
-      diagnostics.error(value->key_origin,
-                        "'sweep.search.trials' with method grid: a grid's trials are every "
-                        "combination of its choices");
-    settings.trials = static_cast<int64_t>(std::min(combinations, 1e12));
-  } else {
-    const ConfigValue* trials = search.find("trials");
-    if (trials == nullptr)
-      diagnostics.error(
-          search.entries().empty() ? Origin{} : search.entries().front().second.origin,
-          "'sweep.search.trials' is missing: how many trials each variant's study "
-          "runs (e.g. 24)");
-    settings.trials =
-        whole_number(search, "trials", 1, 100000, 1, "trials per variant", diagnostics);
+// How many trials: sweep.search.trials, or with method grid every combination of the choices
+// (which takes choice parameters only).
+int64_t count_trials(const ConfigTree& search, const SearchOptions& options,
+                     const std::vector<SearchParameter>& space, Diagnostics& diagnostics) {
+  if (options.method != SearchMethod::grid) {
+    if (search.find("trials") == nullptr)
+      diagnostics.error(first_origin(search),
+                        "'sweep.search.trials' is missing: how many trials each variant's study "
+                        "runs (e.g. 24)");
+    return std::max<int64_t>(options.trials, 1);
   }
-  if (static_cast<double>(settings.trials) * static_cast<double>(variants) >
-      static_cast<double>(max_runs)) {
-    const ConfigValue* where = search.find("trials");
-    diagnostics.error(where ? where->origin : search.entries().front().second.origin,
-                      fmt::format("the search runs {} trials x {} variant(s), more than the limit "
-                                  "of {}; fewer trials, or raise the limit with --max-runs N",
-                                  settings.trials, variants, max_runs));
+  double combinations = 1;
+  for (const auto& parameter : space) {
+    if (parameter.distribution != Distribution::choice)
+      diagnostics.error(parameter.origin,
+                        fmt::format("method grid takes choice parameters only; '{}' is a range "
+                                    "(use method random or tpe, or list its values as a choice)",
+                                    parameter.key));
+    combinations *= static_cast<double>(std::max<size_t>(1, parameter.choices.size()));
   }
+  if (const ConfigValue* value = search.find("trials"))
+    diagnostics.error(value->key_origin,
+                      "'sweep.search.trials' with method grid: a grid's trials are every "
+                      "combination of its choices");
+  return static_cast<int64_t>(std::min(combinations, 1e12));
+}
 
-  if (const ConfigValue* value = search.find("metric")) {
-    std::string metric, expected;
-    decode_value(value->node, metric, expected);
-    if (const std::optional<WatchedMetric> watched = watched_metric(metric)) {
-      settings.metric = *watched;
-    } else if (metric.rfind("test", 0) == 0) {
-      diagnostics.error(value->origin,
-                        "'sweep.search.metric' " + metric +
-                            ": choosing settings by the test split would make its figures "
-                            "optimistic; search by val_loss, val_acc or val_f1");
-    } else {
-      diagnostics.error(value->origin,
-                        "'sweep.search.metric' is val_loss (lower is better), val_acc or val_f1 "
-                        "(macro-F1; higher), got " +
-                            describe_yaml_value(value->node));
-    }
-  }
-
-  const ConfigTree schedule = search.subtree("schedule");
+// sweep.search.schedule: none (also as a word), or a mapping of the schedule's options.
+HalvingSchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics) {
   if (const ConfigValue* value = search.find("schedule")) {
     std::string word, expected;
     if (!decode_value(value->node, word, expected) || word != "none")
       diagnostics.error(value->origin,
                         "'sweep.search.schedule' is none, or {name: successive-halving, "
                         "grace_epochs: 1, reduction: 3}");
-  } else if (!schedule.empty()) {
-    report_unknown_keys(schedule, {"name", "grace_epochs", "reduction"}, "sweep.search.schedule",
-                        "section 'sweep.search.schedule'", diagnostics);
-    const ConfigValue* name = schedule.find("name");
-    std::string word, expected;
-    if (name == nullptr || !decode_value(name->node, word, expected) ||
-        (word != "successive-halving" && word != "none"))
-      diagnostics.error(name ? name->origin : schedule.entries().front().second.key_origin,
-                        "'sweep.search.schedule.name' is successive-halving or none");
-    settings.schedule.on = word == "successive-halving";
-    settings.schedule.grace_epochs = whole_number(schedule, "grace_epochs", 1, 10000, 1,
-                                                  "epochs every trial trains first", diagnostics);
-    settings.schedule.reduction = whole_number(schedule, "reduction", 2, 100, 3,
-                                               "1/reduction of a rung goes on", diagnostics);
+    return {};
   }
-  for (const auto& parameter : settings.space)
-    if (parameter.key == "train.epochs")
-      diagnostics.error(parameter.origin,
-                        "'train.epochs' in the space: trials are compared at the same epochs (the "
-                        "file's train.epochs, or successive halving's rungs up to it); set it in "
-                        "the file, or give each budget a variant of its own");
+  const ConfigTree schedule = search.subtree("schedule");
+  if (schedule.empty()) return {};
+  const ScheduleOptions options = schedule_option_set().decode(schedule, "sweep.search.schedule",
+                                                               "section 'sweep.search.schedule'",
+                                                               first_origin(schedule), diagnostics);
+  if (schedule.find("name") == nullptr)
+    diagnostics.error(schedule.entries().front().second.key_origin,
+                      "'sweep.search.schedule.name' is successive-halving or none");
+  return {.on = options.name == ScheduleName::successive_halving,
+          .grace_epochs = options.grace_epochs,
+          .reduction = options.reduction};
+}
+
+}  // namespace
+
+std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t variants,
+                                            int64_t max_runs, Diagnostics& diagnostics) {
+  const ConfigTree search = sweep.subtree("search");
+  if (const ConfigValue* scalar = sweep.find("search")) {
+    diagnostics.error(scalar->origin,
+                      "'sweep.search' must be a mapping: method, trials, seed, space, metric, "
+                      "schedule, confirm_repeats");
+    return std::nullopt;
+  }
+  if (search.empty()) return std::nullopt;
+  for (const char* other : {"grid", "repeats"})
+    if (const ConfigValue* value = sweep.find(other); value || !sweep.subtree(other).empty())
+      diagnostics.error(value ? value->key_origin : search.entries().front().second.key_origin,
+                        std::string(other) == "grid"
+                            ? "'sweep.grid' and 'sweep.search' together: a search's space "
+                              "replaces the grid (method: grid with choice parameters is one)"
+                            : "'sweep.repeats' and 'sweep.search' together: the best settings "
+                              "run sweep.search.confirm_repeats times");
+  // Choosing by the test split is refused with its reason, not as an unknown word.
+  std::vector<std::string> read_apart = {"space", "schedule"};
+  if (const ConfigValue* value = search.find("metric");
+      value && value->node.IsScalar() && value->node.Scalar().rfind("test", 0) == 0) {
+    diagnostics.error(value->origin,
+                      "'sweep.search.metric' " + value->node.Scalar() +
+                          ": choosing settings by the test split would make its figures "
+                          "optimistic; search by val_loss, val_acc or val_f1");
+    read_apart.push_back("metric");
+  }
+  const SearchOptions options =
+      search_option_set().decode(search, "sweep.search", "section 'sweep.search'",
+                                 first_origin(search), diagnostics, read_apart);
+
+  SearchSettings settings{.method = options.method,
+                          .seed = static_cast<uint64_t>(options.seed),
+                          .metric = options.metric,
+                          .confirm_repeats = options.confirm_repeats};
+  for (const auto& [key, value] : search.entries())
+    settings.text += key + "=" + yaml_flow_text(value.node) + "\n";
+  settings.space = read_space(search, diagnostics);
+  settings.trials = count_trials(search, options, settings.space, diagnostics);
+  if (static_cast<double>(settings.trials) * static_cast<double>(variants) >
+      static_cast<double>(max_runs)) {
+    const ConfigValue* where = search.find("trials");
+    diagnostics.error(where ? where->origin : first_origin(search),
+                      fmt::format("the search runs {} trials x {} variant(s), more than the limit "
+                                  "of {}; fewer trials, or raise the limit with --max-runs N",
+                                  settings.trials, variants, max_runs));
+  }
+  settings.schedule = read_schedule(search, diagnostics);
   return settings;
+}
+
+std::vector<OptionInfo> describe_search_options() {
+  std::vector<OptionInfo> options;
+  for (OptionInfo info : search_option_set().describe()) {
+    if (info.key == "trials") info.default_value = "";  // required (but with grid)
+    info.key = "search." + info.key;
+    options.push_back(std::move(info));
+  }
+  options.push_back({"search.space", "map", "", "",
+                     "setting -> prior: {uniform: [low, high]}, {log_uniform: [low, high]}, "
+                     "{int_uniform: [low, high]} or {choice: [a, b, ...]}"});
+  options.push_back({"search.schedule", "map", "none", "",
+                     "none, or successive halving: {name: successive-halving, grace_epochs: 1, "
+                     "reduction: 3}"});
+  for (OptionInfo info : schedule_option_set().describe()) {
+    info.key = "search.schedule." + info.key;
+    options.push_back(std::move(info));
+  }
+  return options;
 }
 
 YAML::Node parameter_value(const SearchParameter& parameter, double value) {

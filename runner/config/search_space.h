@@ -1,7 +1,7 @@
 // sweep.search: a study per variant over a space of settings (docs/search.md) — how trials are
 // proposed (grid, random, tpe), how many, which validation figure they are judged by, whether
 // successive halving pauses the worse ones, and how often the best settings run again. Read and
-// checked here; proposing is runner/search/, running the studies is the controller's.
+// checked here; proposing is runner/search/, running the studies the StudyRunner's.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +14,16 @@
 #include "common/metrics.h"
 #include "trainyard/config_tree.h"
 #include "trainyard/diagnostics.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 
 enum class SearchMethod { grid, random, tpe };
+template <>
+struct OptionWords<SearchMethod> {
+  static constexpr std::pair<const char*, SearchMethod> words[] = {
+      {"grid", SearchMethod::grid}, {"random", SearchMethod::random}, {"tpe", SearchMethod::tpe}};
+};
 const char* to_string(SearchMethod method);
 
 // A parameter's prior: uniform or log-uniform between two numbers, whole numbers between two
@@ -58,6 +64,8 @@ struct SearchSettings {
 // `max_runs` bounds trials x variants as it bounds a grid.
 std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t variants,
                                             int64_t max_runs, Diagnostics& diagnostics);
+// sweep.search's keys, "search." first, for `trainyard list sweep` (describe_sweep_options).
+std::vector<OptionInfo> describe_search_options();
 
 // The setting a trial gives one parameter, as YAML (a choice's value; a whole number for
 // int_uniform).

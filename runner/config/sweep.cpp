@@ -6,6 +6,7 @@
 
 #include "common/text.h"
 #include "runner/config/layering.h"
+#include "runner/config/search_space.h"
 
 namespace trainyard {
 
@@ -23,8 +24,6 @@ std::string grid_label(const std::string& key) { return split(key, '.').back(); 
 
 std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics,
                                   int64_t max_runs, int64_t repeats) {
-  report_unknown_keys(sweep, {"variants", "grid", "repeats", "order", "search"}, "sweep",
-                      "section 'sweep'", diagnostics);
   report_mapping_for_value(sweep, "variants", "sweep.variants", "a non-empty list of {name, set}",
                            diagnostics);
   std::vector<Variant> variants;
@@ -132,40 +131,37 @@ std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnost
   return variants;
 }
 
-bool sweep_interleaved(const ConfigTree& sweep, Diagnostics& diagnostics) {
-  if (report_mapping_for_value(sweep, "order", "sweep.order", "interleaved or grouped",
-                               diagnostics))
-    return true;
-  const ConfigValue* value = sweep.find("order");
-  if (!value) return true;
-  std::string order, expected;
-  if (!decode_value(value->node, order, expected) ||
-      (order != "interleaved" && order != "grouped")) {
-    diagnostics.error(value->origin,
-                      "'sweep.order' is interleaved (the default: repeats in rounds of every "
-                      "variant) or grouped (each variant's repeats back to back), got " +
-                          describe_yaml_value(value->node));
-    return true;
-  }
-  return order == "interleaved";
+const OptionSet<SweepOptions>& sweep_option_set() {
+  static const OptionSet<SweepOptions> set = [] {
+    OptionSet<SweepOptions> s;
+    s.add("repeats", &SweepOptions::repeats,
+          "runs of every variant, with seeds train.seed, train.seed + 1, ...; the report shows "
+          "their median and spread",
+          between(1, 1000))
+        .add("order", &SweepOptions::order,
+             "interleaved: the repeats in rounds of every variant, which the report pairs so that "
+             "what drifts between rounds cancels out; grouped: each variant's back to back");
+    return s;
+  }();
+  return set;
 }
 
-int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics) {
-  if (report_mapping_for_value(sweep, "repeats", "sweep.repeats", "a whole number from 1 to 1000",
-                               diagnostics))
-    return 1;
-  const ConfigValue* value = sweep.find("repeats");
-  if (!value) return 1;
-  int64_t repeats = 0;
-  std::string expected;
-  if (!decode_value(value->node, repeats, expected) || repeats < 1 || repeats > 1000) {
-    diagnostics.error(value->origin,
-                      "'sweep.repeats' must be a whole number from 1 to 1000 (runs of every "
-                      "variant, seeds train.seed, train.seed + 1, ...), got " +
-                          describe_yaml_value(value->node));
-    return 1;
-  }
-  return repeats;
+SweepOptions decode_sweep_options(const ConfigTree& sweep, Diagnostics& diagnostics) {
+  return sweep_option_set().decode(sweep, "sweep", "section 'sweep'", Origin{}, diagnostics,
+                                   {"variants", "grid", "search"});
+}
+
+std::vector<OptionInfo> describe_sweep_options() {
+  std::vector<OptionInfo> options = {
+      {"variants", "list", "", "",
+       "named variants: [{name: bf16, set: {runtime.precision: bf16-mixed}}, ...]; each sets "
+       "dotted keys of model, dataset, train, runtime"},
+      {"grid", "map", "", "",
+       "dotted key -> list of values; every combination, times every variant "
+       "(grid: {train.batch_size: [16, 32]})"}};
+  for (OptionInfo& info : sweep_option_set().describe()) options.push_back(std::move(info));
+  for (OptionInfo& info : describe_search_options()) options.push_back(std::move(info));
+  return options;
 }
 
 }  // namespace trainyard

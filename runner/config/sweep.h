@@ -1,6 +1,7 @@
 // Sweep expansion: an experiment's `sweep` section — named `variants`, each a set of overrides,
 // times every combination of the `grid`'s lists — into the variants to run, each with its name
-// ("bf16", "fsdp/batch_size=32") and its overrides. Internal to runner/config.
+// ("bf16", "fsdp/batch_size=32") and its overrides; and the section's own options (repeats, order),
+// which `trainyard list sweep` shows with sweep.search's.
 #pragma once
 
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "trainyard/config_tree.h"
 #include "trainyard/diagnostics.h"
+#include "trainyard/options.h"
 
 namespace trainyard {
 
@@ -22,11 +24,26 @@ struct Variant {
 std::vector<Variant> expand_sweep(const ConfigTree& sweep, Diagnostics& diagnostics,
                                   int64_t max_runs, int64_t repeats);
 
-// sweep.repeats: how many times every variant runs, with seeds train.seed, train.seed + 1, ...
-// (1 when not set).
-int64_t sweep_repeats(const ConfigTree& sweep, Diagnostics& diagnostics);
+// sweep.order: the repeats in rounds of every variant (interleaved), or each variant's back to
+// back (grouped).
+enum class SweepOrder { interleaved, grouped };
+template <>
+struct OptionWords<SweepOrder> {
+  static constexpr std::pair<const char*, SweepOrder> words[] = {
+      {"interleaved", SweepOrder::interleaved}, {"grouped", SweepOrder::grouped}};
+};
 
-// sweep.order: true for interleaved (the default), false for grouped (Experiment::interleaved).
-bool sweep_interleaved(const ConfigTree& sweep, Diagnostics& diagnostics);
+// sweep's own values; its lists and mappings (variants, grid, search) are read by expand_sweep
+// and decode_search.
+struct SweepOptions {
+  int64_t repeats = 1;
+  SweepOrder order = SweepOrder::interleaved;
+};
+const OptionSet<SweepOptions>& sweep_option_set();
+SweepOptions decode_sweep_options(const ConfigTree& sweep, Diagnostics& diagnostics);
+
+// What `trainyard list sweep` shows: every key of the section, sweep.search's and its schedule's
+// included, with its type, default and rule.
+std::vector<OptionInfo> describe_sweep_options();
 
 }  // namespace trainyard
