@@ -5,14 +5,22 @@
 // implement by name.
 #include "components/text/byte_bpe.h"
 
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "components/text/text_tokenizer.h"
+#include "tests/test_support.h"
 #include "trainyard/error.h"
 
 using namespace trainyard;
@@ -235,4 +243,26 @@ TEST(ByteBpeTest, SplitsAsGpt2sPattern) {
   }());
   EXPECT_GT(pieces("I'm here, you're there\n\n  and they'll go."), 5u);
   EXPECT_TRUE(ordinary(tokenizer, "").empty());
+}
+
+// load_text_tokenizer reads a tokenizer.json once and hands it to the reader its model names (issue
+// 59): a file that can be read only once — a named pipe, as a shell's process substitution gives —
+// loads; reading it a second time would wait for a writer that never comes.
+TEST(ByteBpeTest, ATokenizerJsonIsReadOnce) {
+  trainyard::testing::TempDir dir;
+  for (const char* name : {"bpe_gpt2.json", "tokenizer_template.json"}) {
+    const std::string pipe = (std::filesystem::path(dir.path()) / name).string();
+    ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0) << pipe;
+    std::thread writer([&] {
+      std::ofstream(pipe, std::ios::binary) << read(fixture(name));  // blocks until opened
+    });
+    auto loading = std::async(std::launch::async, [&] { return load_text_tokenizer(pipe); });
+    const bool loaded = loading.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    writer.join();  // the first reader let it write the file through
+    // A second read waits for a second writer: one that writes nothing, so that the test ends.
+    if (!loaded) std::ofstream{pipe};
+    ASSERT_TRUE(loaded) << name << ": the tokenizer.json was read more than once";
+    EXPECT_GT(loading.get()->vocab_size(), 100) << name;
+    std::filesystem::remove(pipe);
+  }
 }

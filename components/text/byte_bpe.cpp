@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.h"
+#include "components/text/tokenizer_json.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -196,297 +197,280 @@ std::atomic<uint64_t> next_serial{1};
 
 namespace {
 
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& source) : source_(source) {}
+// Refuses a setting of `file` that this reader does not follow, naming it and what it reads.
+[[noreturn]] void refuse(const TokenizerJson& file, const std::string& what) {
+  throw UserError(fmt::format(
+      "tokenizer: {}: {}; Trainyard reads byte-level BPE tokenizer.json files (GPT-2's, "
+      "RoBERTa's and the like) and the uncased BERT family's WordPiece",
+      file.source(), what));
+}
 
-  [[noreturn]] void refuse(const std::string& what) const {
-    throw UserError(fmt::format(
-        "tokenizer: {}: {}; Trainyard reads byte-level BPE tokenizer.json files (GPT-2's, "
-        "RoBERTa's and the like) and the uncased BERT family's WordPiece",
-        source_, what));
-  }
-  static std::string type_of(const json& section) {
-    if (section.is_null()) return "none";
-    if (!section.is_object() || !section.contains("type") || !section["type"].is_string())
-      return "unknown";
-    return section["type"].get<std::string>();
-  }
-  static const json& member(const json& object, const char* key) {
-    static const json null;
-    return object.is_object() && object.contains(key) ? object[key] : null;
-  }
-  // A setting that must be null, absent, false, 0 or "" (what the library does by default).
-  void require_unset(const json& object, const char* key, const char* why) const {
-    const json& value = member(object, key);
-    const bool unset = value.is_null() || (value.is_boolean() && !value.get<bool>()) ||
-                       (value.is_number() && value.get<double>() == 0) ||
-                       (value.is_string() && value.get<std::string>().empty());
-    if (!unset) refuse(fmt::format("its model sets {} to {} ({})", key, value.dump(), why));
-  }
+const json& member(const json& object, const char* key) {
+  return TokenizerJson::member(object, key);
+}
 
- private:
-  const std::string& source_;
-};
+std::string type_of(const json& section) { return TokenizerJson::type_of(section); }
 
-// A piece of TemplateProcessing's single template: {"SpecialToken": {"id": "<s>"}} or
-// {"Sequence": {"id": "A"}}.
-struct TemplatePiece {
-  bool sequence = false;
-  std::string special;
-};
+// A setting that must be null, absent, false, 0 or "" (what the library does by default).
+void require_unset(const TokenizerJson& file, const json& object, const char* key,
+                   const char* why) {
+  const json& value = member(object, key);
+  const bool unset = value.is_null() || (value.is_boolean() && !value.get<bool>()) ||
+                     (value.is_number() && value.get<double>() == 0) ||
+                     (value.is_string() && value.get<std::string>().empty());
+  if (!unset) refuse(file, fmt::format("its model sets {} to {} ({})", key, value.dump(), why));
+}
 
 }  // namespace
 
-bool ByteBpeTokenizer::is_bpe_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && JsonReader::type_of(JsonReader::member(j, "model")) == "BPE";
-}
-
 ByteBpeTokenizer ByteBpeTokenizer::from_tokenizer_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("tokenizer: cannot read {}", path));
-  std::error_code ec;
-  constexpr uintmax_t kMaxBytes = 256ull << 20;  // GPT-2's is 1.4 MB; a 250k vocabulary, 20 MB
-  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes)
-    throw UserError(fmt::format("tokenizer: {} is {} bytes, more than a tokenizer.json's {}", path,
-                                size, kMaxBytes));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return from_json_text(text.str(), path);
+  return from_json(TokenizerJson::read(path));
 }
 
 ByteBpeTokenizer ByteBpeTokenizer::from_json_text(std::string_view text,
                                                   const std::string& source) {
-  const JsonReader reader(source);
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    throw UserError(fmt::format("tokenizer: {} is not a JSON object (a tokenizer.json)", source));
+  return from_json(TokenizerJson::parse(text, source));
+}
+
+ByteBpeTokenizer ByteBpeTokenizer::from_json(const TokenizerJson& file) {
   ByteBpeTokenizer t;
-  t.vocab_hash_ = stable_hash(text);
+  t.vocab_hash_ = file.text_hash();
   t.serial_ = next_serial++;
   try {
-    if (JsonReader::member(j, "version") != "1.0")
-      reader.refuse(
-          fmt::format("its version is {}, not \"1.0\" (the one the tokenizers library "
-                      "reads)",
-                      JsonReader::member(j, "version").dump()));
-    // Whole documents are tokenised: a length limit or padding the file sets would change them.
-    for (const char* key : {"truncation", "padding"})
-      if (!JsonReader::member(j, key).is_null())
-        reader.refuse(
-            fmt::format("it sets {} ({}), which the tokenizers library applies to "
-                        "every text; set it to null (Trainyard cuts and pads on its "
-                        "own)",
-                        key, JsonReader::member(j, key).dump()));
-    // The model: BPE over byte symbols, nothing that changes its merges.
-    const json& model = JsonReader::member(j, "model");
-    if (JsonReader::type_of(model) != "BPE")
-      reader.refuse(fmt::format("its model is {}, not BPE", JsonReader::type_of(model)));
-    reader.require_unset(model, "dropout", "BPE dropout samples merges at random");
-    reader.require_unset(model, "continuing_subword_prefix", "not byte-level BPE");
-    reader.require_unset(model, "end_of_word_suffix", "not byte-level BPE");
-    reader.require_unset(model, "byte_fallback", "SentencePiece-style BPE, not byte-level");
-    reader.require_unset(model, "ignore_merges", "Llama 3's tokenizer; not implemented here");
-    const json& normalizer = JsonReader::member(j, "normalizer");
-    if (!normalizer.is_null())
-      reader.refuse(fmt::format("its normalizer is {}; byte-level BPE reads the text as it is",
-                                JsonReader::type_of(normalizer)));
-    const json& pre = JsonReader::member(j, "pre_tokenizer");
-    if (JsonReader::type_of(pre) != "ByteLevel")
-      reader.refuse(fmt::format("its pre_tokenizer is {}, not ByteLevel (GPT-2's split)",
-                                JsonReader::type_of(pre)));
-    if (pre.contains("use_regex") && !pre["use_regex"].get<bool>())
-      reader.refuse("its ByteLevel pre_tokenizer has use_regex false (no GPT-2 split)");
-    if (!JsonReader::member(pre, "add_prefix_space").is_boolean())
-      reader.refuse("its ByteLevel pre_tokenizer does not say add_prefix_space");
-    t.add_prefix_space_ = pre["add_prefix_space"].get<bool>();
-    const json& decoder = JsonReader::member(j, "decoder");
-    if (JsonReader::type_of(decoder) != "ByteLevel")
-      reader.refuse(fmt::format("its decoder is {}, not ByteLevel", JsonReader::type_of(decoder)));
-
-    // The vocabulary: ids may leave holes (vocab_size is the largest + 1).
-    const json& vocab = JsonReader::member(model, "vocab");
-    if (!vocab.is_object() || vocab.empty()) reader.refuse("its model has no vocab");
-    auto place = [&](const std::string& token, const json& id_json, const char* where) {
-      const int64_t id = id_json.is_number_integer() ? id_json.get<int64_t>() : -1;
-      if (id < 0 || id >= (int64_t{1} << 31) - 1)
-        reader.refuse(
-            fmt::format("{} gives '{}' the id {}, not an id", where, token, id_json.dump()));
-      if (static_cast<size_t>(id) >= t.tokens_.size()) {
-        if (id > static_cast<int64_t>(vocab.size()) + (int64_t{1} << 20))
-          reader.refuse(fmt::format("{} gives '{}' the id {}, far beyond its {} tokens", where,
-                                    token, id, vocab.size()));
-        t.tokens_.resize(static_cast<size_t>(id) + 1);
-      }
-      t.tokens_[static_cast<size_t>(id)] = token;
-      return static_cast<int32_t>(id);
-    };
-    for (const auto& [token, id] : vocab.items()) t.ids_[token] = place(token, id, "its vocab");
-    const std::vector<std::string> symbols = byte_symbols();
-    for (int b = 0; b < 256; ++b) {
-      const auto it = t.ids_.find(symbols[static_cast<size_t>(b)]);
-      if (it == t.ids_.end())
-        reader.refuse(fmt::format(
-            "its vocab lacks the byte 0x{:02X} ('{}'), so it is not byte-level: every byte "
-            "must be a token",
-            b, symbols[static_cast<size_t>(b)]));
-      t.byte_ids_[b] = it->second;
-    }
-
-    // Merges: "a b" or ["a", "b"], in rank order; a pair listed twice takes its later rank.
-    // (A merges.txt's "#version" line has no place here: the library refuses it too.)
-    const json& merges = JsonReader::member(model, "merges");
-    if (!merges.is_array()) reader.refuse("its model has no merges list");
-    int32_t rank = 0;
-    for (const json& merge : merges) {
-      std::string left, right;
-      if (merge.is_string()) {
-        const std::string line = merge.get<std::string>();
-        const size_t space = line.find(' ');
-        if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
-          reader.refuse(
-              fmt::format("merge {} ('{}') is not two tokens with a space between", rank, line));
-        left = line.substr(0, space);
-        right = line.substr(space + 1);
-      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-                 merge[1].is_string()) {
-        left = merge[0].get<std::string>();
-        right = merge[1].get<std::string>();
-      } else {
-        reader.refuse(
-            fmt::format("merge {} is {}, not \"a b\" or [\"a\", \"b\"]", rank, merge.dump()));
-      }
-      const auto a = t.ids_.find(left), b = t.ids_.find(right), ab = t.ids_.find(left + right);
-      for (const auto& [found, token] : {std::pair{a, left}, {b, right}, {ab, left + right}})
-        if (found == t.ids_.end())
-          reader.refuse(fmt::format("merge {} ('{} {}') has '{}', which is not in its vocab", rank,
-                                    left, right, token));
-      const uint64_t key = (static_cast<uint64_t>(a->second) << 32) | uint32_t(b->second);
-      t.merges_[key] = Merge{rank, ab->second};
-      ++rank;
-    }
-
-    // Added tokens: their own ids, matched in the text before it is split.
-    const json& added = JsonReader::member(j, "added_tokens");
-    if (!added.is_null() && !added.is_array()) reader.refuse("its added_tokens is not a list");
-    // The library gives an added token its vocab id, else the next after the vocabulary's size
-    // (or after the largest added id beyond it), in the list's order, whatever the file says: a
-    // file whose ids are not those is refused (ids would differ). A token listed twice keeps its
-    // first id and takes its last settings.
-    const auto vocab_count = static_cast<int64_t>(vocab.size());
-    int64_t largest_added = -1;
-    for (const json& entry : added.is_array() ? added : json::array()) {
-      if (!entry.is_object() || !entry.contains("content") || !entry["content"].is_string())
-        reader.refuse(fmt::format("an added token is {}, without its content", entry.dump()));
-      AddedToken token;
-      token.content = entry["content"].get<std::string>();
-      if (token.content.empty()) continue;  // the library ignores it
-      for (const char* key : {"single_word", "lstrip", "rstrip", "normalized", "special"})
-        if (!JsonReader::member(entry, key).is_boolean())
-          reader.refuse(fmt::format("the added token '{}' does not say {} (true or false)",
-                                    token.content, key));
-      token.single_word = entry["single_word"].get<bool>();
-      token.lstrip = entry["lstrip"].get<bool>();
-      token.rstrip = entry["rstrip"].get<bool>();
-      token.normalized = entry["normalized"].get<bool>();
-      const auto known = t.ids_.find(token.content);
-      int64_t expected;
-      if (known != t.ids_.end()) {
-        expected = known->second;
-      } else {
-        expected =
-            largest_added >= vocab_count || vocab_count == 0 ? largest_added + 1 : vocab_count;
-      }
-      const json& id = JsonReader::member(entry, "id");
-      if (!id.is_number_integer() || id.get<int64_t>() != expected)
-        reader.refuse(fmt::format(
-            "the added token '{}' has the id {}, where the tokenizers library gives it {}",
-            token.content, id.dump(), expected));
-      token.id = place(token.content, id, "its added_tokens");
-      largest_added = std::max<int64_t>(largest_added, token.id);
-      t.ids_[token.content] = token.id;
-      const auto listed = std::find_if(t.added_.begin(), t.added_.end(), [&](const AddedToken& a) {
-        return a.content == token.content;
-      });
-      if (listed != t.added_.end())
-        *listed = std::move(token);
-      else
-        t.added_.push_back(std::move(token));
-    }
-
-    // The frame: the post-processor's special tokens around a single text.
-    const json& post = JsonReader::member(j, "post_processor");
-    const std::string post_type = JsonReader::type_of(post);
-    auto id_of_special = [&](const std::string& token) -> int64_t {
-      const auto it = t.ids_.find(token);
-      if (it == t.ids_.end())
-        reader.refuse(fmt::format("its post_processor adds '{}', which it has no id for", token));
-      return it->second;
-    };
-    auto first_of_pair = [&](const json& pair, const char* key) {  // ["<s>", 0]
-      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string())
-        reader.refuse(fmt::format("its {}'s {} is not [token, id]", post_type, key));
-      const int64_t id = id_of_special(pair[0].get<std::string>());
-      if (!pair[1].is_number_integer() || pair[1].get<int64_t>() != id)
-        reader.refuse(fmt::format("its {}'s {} {} disagrees with the vocab's id {}", post_type, key,
-                                  pair.dump(), id));
-      return id;
-    };
-    if (post_type == "RobertaProcessing" || post_type == "BertProcessing") {
-      t.prefix_ids_ = {first_of_pair(JsonReader::member(post, "cls"), "cls")};
-      t.suffix_ids_ = {first_of_pair(JsonReader::member(post, "sep"), "sep")};
-    } else if (post_type == "TemplateProcessing") {
-      const json& single = JsonReader::member(post, "single");
-      const json& specials = JsonReader::member(post, "special_tokens");
-      bool seen_sequence = false;
-      for (const json& piece : single.is_array() ? single : json::array()) {
-        if (piece.contains("Sequence")) {
-          if (seen_sequence || JsonReader::member(piece["Sequence"], "id") != "A")
-            reader.refuse("its TemplateProcessing's single template is not one sequence A");
-          seen_sequence = true;
-          continue;
-        }
-        const std::string name =
-            JsonReader::member(JsonReader::member(piece, "SpecialToken"), "id").is_string()
-                ? piece["SpecialToken"]["id"].get<std::string>()
-                : "";
-        const json& ids = JsonReader::member(JsonReader::member(specials, name.c_str()), "ids");
-        if (name.empty() || !ids.is_array())
-          reader.refuse(
-              fmt::format("its TemplateProcessing's piece {} is not a special token "
-                          "it lists",
-                          piece.dump()));
-        for (const json& id : ids) {
-          if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-              id.get<int64_t>() >= t.vocab_size())
-            reader.refuse(
-                fmt::format("its TemplateProcessing's '{}' has the id {}, outside "
-                            "the vocabulary",
-                            name, id.dump()));
-          (seen_sequence ? t.suffix_ids_ : t.prefix_ids_).push_back(id.get<int64_t>());
-        }
-      }
-      if (!seen_sequence)
-        reader.refuse("its TemplateProcessing's single template has no sequence A");
-    } else if (post_type != "none" && post_type != "ByteLevel") {
-      reader.refuse(
-          fmt::format("its post_processor is {}; Trainyard frames a text as ByteLevel, "
-                      "RobertaProcessing, BertProcessing or TemplateProcessing do",
-                      post_type));
-    }
+    t.read_pipeline(file);
+    t.read_vocab(file);
+    t.read_merges(file);
+    t.read_added_tokens(file);
+    t.read_frame(file);
   } catch (const json::exception& e) {  // a setting of another JSON type than the library's
     throw UserError(
         fmt::format("tokenizer: {} is not a tokenizer.json the tokenizers library writes: {}",
-                    source, e.what()));
+                    file.source(), e.what()));
   }
   t.pad_id_ = t.token_id("<pad>") >= 0           ? t.token_id("<pad>")
               : !t.suffix_ids_.empty()           ? t.suffix_ids_.back()
               : t.token_id("<|endoftext|>") >= 0 ? t.token_id("<|endoftext|>")
                                                  : 0;
   return t;
+}
+
+void ByteBpeTokenizer::read_pipeline(const TokenizerJson& file) {
+  const json& j = file.root();
+  if (member(j, "version") != "1.0")
+    refuse(file, fmt::format("its version is {}, not \"1.0\" (the one the tokenizers library "
+                             "reads)",
+                             member(j, "version").dump()));
+  // Whole documents are tokenised: a length limit or padding the file sets would change them.
+  for (const char* key : {"truncation", "padding"})
+    if (!member(j, key).is_null())
+      refuse(file, fmt::format("it sets {} ({}), which the tokenizers library applies to "
+                               "every text; set it to null (Trainyard cuts and pads on its "
+                               "own)",
+                               key, member(j, key).dump()));
+  // The model: BPE over byte symbols, nothing that changes its merges.
+  const json& model = member(j, "model");
+  if (type_of(model) != "BPE")
+    refuse(file, fmt::format("its model is {}, not BPE", type_of(model)));
+  require_unset(file, model, "dropout", "BPE dropout samples merges at random");
+  require_unset(file, model, "continuing_subword_prefix", "not byte-level BPE");
+  require_unset(file, model, "end_of_word_suffix", "not byte-level BPE");
+  require_unset(file, model, "byte_fallback", "SentencePiece-style BPE, not byte-level");
+  require_unset(file, model, "ignore_merges", "Llama 3's tokenizer; not implemented here");
+  const json& normalizer = member(j, "normalizer");
+  if (!normalizer.is_null())
+    refuse(file, fmt::format("its normalizer is {}; byte-level BPE reads the text as it is",
+                             type_of(normalizer)));
+  const json& pre = member(j, "pre_tokenizer");
+  if (type_of(pre) != "ByteLevel")
+    refuse(file,
+           fmt::format("its pre_tokenizer is {}, not ByteLevel (GPT-2's split)", type_of(pre)));
+  if (pre.contains("use_regex") && !pre["use_regex"].get<bool>())
+    refuse(file, "its ByteLevel pre_tokenizer has use_regex false (no GPT-2 split)");
+  if (!member(pre, "add_prefix_space").is_boolean())
+    refuse(file, "its ByteLevel pre_tokenizer does not say add_prefix_space");
+  add_prefix_space_ = pre["add_prefix_space"].get<bool>();
+  const json& decoder = member(j, "decoder");
+  if (type_of(decoder) != "ByteLevel")
+    refuse(file, fmt::format("its decoder is {}, not ByteLevel", type_of(decoder)));
+}
+
+int32_t ByteBpeTokenizer::place(const TokenizerJson& file, const std::string& token,
+                                const json& id_json, const char* where) {
+  const int64_t vocab_count =
+      static_cast<int64_t>(member(member(file.root(), "model"), "vocab").size());
+  const int64_t id = id_json.is_number_integer() ? id_json.get<int64_t>() : -1;
+  if (id < 0 || id >= (int64_t{1} << 31) - 1)
+    refuse(file, fmt::format("{} gives '{}' the id {}, not an id", where, token, id_json.dump()));
+  if (static_cast<size_t>(id) >= tokens_.size()) {
+    if (id > vocab_count + (int64_t{1} << 20))
+      refuse(file, fmt::format("{} gives '{}' the id {}, far beyond its {} tokens", where, token,
+                               id, vocab_count));
+    tokens_.resize(static_cast<size_t>(id) + 1);
+  }
+  tokens_[static_cast<size_t>(id)] = token;
+  return static_cast<int32_t>(id);
+}
+
+void ByteBpeTokenizer::read_vocab(const TokenizerJson& file) {
+  // Ids may leave holes (vocab_size is the largest + 1).
+  const json& vocab = member(member(file.root(), "model"), "vocab");
+  if (!vocab.is_object() || vocab.empty()) refuse(file, "its model has no vocab");
+  for (const auto& [token, id] : vocab.items()) ids_[token] = place(file, token, id, "its vocab");
+  const std::vector<std::string> symbols = byte_symbols();
+  for (int b = 0; b < 256; ++b) {
+    const auto it = ids_.find(symbols[static_cast<size_t>(b)]);
+    if (it == ids_.end())
+      refuse(file, fmt::format("its vocab lacks the byte 0x{:02X} ('{}'), so it is not "
+                               "byte-level: every byte must be a token",
+                               b, symbols[static_cast<size_t>(b)]));
+    byte_ids_[b] = it->second;
+  }
+}
+
+void ByteBpeTokenizer::read_merges(const TokenizerJson& file) {
+  // "a b" or ["a", "b"], in rank order; a pair listed twice takes its later rank. (A merges.txt's
+  // "#version" line has no place here: the library refuses it too.)
+  const json& merges = member(member(file.root(), "model"), "merges");
+  if (!merges.is_array()) refuse(file, "its model has no merges list");
+  int32_t rank = 0;
+  for (const json& merge : merges) {
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string line = merge.get<std::string>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
+        refuse(file,
+               fmt::format("merge {} ('{}') is not two tokens with a space between", rank, line));
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      refuse(file,
+             fmt::format("merge {} is {}, not \"a b\" or [\"a\", \"b\"]", rank, merge.dump()));
+    }
+    const auto a = ids_.find(left), b = ids_.find(right), ab = ids_.find(left + right);
+    for (const auto& [found, token] : {std::pair{a, left}, {b, right}, {ab, left + right}})
+      if (found == ids_.end())
+        refuse(file, fmt::format("merge {} ('{} {}') has '{}', which is not in its vocab", rank,
+                                 left, right, token));
+    const uint64_t key = (static_cast<uint64_t>(a->second) << 32) | uint32_t(b->second);
+    merges_[key] = Merge{rank, ab->second};
+    ++rank;
+  }
+}
+
+void ByteBpeTokenizer::read_added_tokens(const TokenizerJson& file) {
+  // Their own ids, matched in the text before it is split.
+  const json& added = member(file.root(), "added_tokens");
+  if (!added.is_null() && !added.is_array()) refuse(file, "its added_tokens is not a list");
+  // The library gives an added token its vocab id, else the next after the vocabulary's size (or
+  // after the largest added id beyond it), in the list's order, whatever the file says: a file
+  // whose ids are not those is refused (ids would differ). A token listed twice keeps its first id
+  // and takes its last settings.
+  const auto vocab_count =
+      static_cast<int64_t>(member(member(file.root(), "model"), "vocab").size());
+  int64_t largest_added = -1;
+  for (const json& entry : added.is_array() ? added : json::array()) {
+    if (!entry.is_object() || !entry.contains("content") || !entry["content"].is_string())
+      refuse(file, fmt::format("an added token is {}, without its content", entry.dump()));
+    AddedToken token;
+    token.content = entry["content"].get<std::string>();
+    if (token.content.empty()) continue;  // the library ignores it
+    for (const char* key : {"single_word", "lstrip", "rstrip", "normalized", "special"})
+      if (!member(entry, key).is_boolean())
+        refuse(file, fmt::format("the added token '{}' does not say {} (true or false)",
+                                 token.content, key));
+    token.single_word = entry["single_word"].get<bool>();
+    token.lstrip = entry["lstrip"].get<bool>();
+    token.rstrip = entry["rstrip"].get<bool>();
+    token.normalized = entry["normalized"].get<bool>();
+    const auto known = ids_.find(token.content);
+    const int64_t expected = known != ids_.end()                                ? known->second
+                             : largest_added >= vocab_count || vocab_count == 0 ? largest_added + 1
+                                                                                : vocab_count;
+    const json& id = member(entry, "id");
+    if (!id.is_number_integer() || id.get<int64_t>() != expected)
+      refuse(file,
+             fmt::format(
+                 "the added token '{}' has the id {}, where the tokenizers library gives it {}",
+                 token.content, id.dump(), expected));
+    token.id = place(file, token.content, id, "its added_tokens");
+    largest_added = std::max<int64_t>(largest_added, token.id);
+    ids_[token.content] = token.id;
+    const auto listed = std::find_if(added_.begin(), added_.end(), [&](const AddedToken& a) {
+      return a.content == token.content;
+    });
+    if (listed != added_.end())
+      *listed = std::move(token);
+    else
+      added_.push_back(std::move(token));
+  }
+}
+
+void ByteBpeTokenizer::read_frame(const TokenizerJson& file) {
+  // The post-processor's special tokens around a single text.
+  const json& post = member(file.root(), "post_processor");
+  const std::string post_type = type_of(post);
+  auto id_of_special = [&](const std::string& token) -> int64_t {
+    const auto it = ids_.find(token);
+    if (it == ids_.end())
+      refuse(file, fmt::format("its post_processor adds '{}', which it has no id for", token));
+    return it->second;
+  };
+  auto first_of_pair = [&](const json& pair, const char* key) {  // ["<s>", 0]
+    if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string())
+      refuse(file, fmt::format("its {}'s {} is not [token, id]", post_type, key));
+    const int64_t id = id_of_special(pair[0].get<std::string>());
+    if (!pair[1].is_number_integer() || pair[1].get<int64_t>() != id)
+      refuse(file, fmt::format("its {}'s {} {} disagrees with the vocab's id {}", post_type, key,
+                               pair.dump(), id));
+    return id;
+  };
+  if (post_type == "RobertaProcessing" || post_type == "BertProcessing") {
+    prefix_ids_ = {first_of_pair(member(post, "cls"), "cls")};
+    suffix_ids_ = {first_of_pair(member(post, "sep"), "sep")};
+  } else if (post_type == "TemplateProcessing") {
+    read_template(file, post);
+  } else if (post_type != "none" && post_type != "ByteLevel") {
+    refuse(file, fmt::format("its post_processor is {}; Trainyard frames a text as ByteLevel, "
+                             "RobertaProcessing, BertProcessing or TemplateProcessing do",
+                             post_type));
+  }
+}
+
+void ByteBpeTokenizer::read_template(const TokenizerJson& file, const json& post) {
+  // The single template: special tokens around one sequence A, each special token's ids in the
+  // vocabulary.
+  const json& single = member(post, "single");
+  const json& specials = member(post, "special_tokens");
+  bool seen_sequence = false;
+  for (const json& piece : single.is_array() ? single : json::array()) {
+    if (piece.contains("Sequence")) {
+      if (seen_sequence || member(piece["Sequence"], "id") != "A")
+        refuse(file, "its TemplateProcessing's single template is not one sequence A");
+      seen_sequence = true;
+      continue;
+    }
+    const std::string name = member(member(piece, "SpecialToken"), "id").is_string()
+                                 ? piece["SpecialToken"]["id"].get<std::string>()
+                                 : "";
+    const json& ids = member(member(specials, name.c_str()), "ids");
+    if (name.empty() || !ids.is_array())
+      refuse(file, fmt::format("its TemplateProcessing's piece {} is not a special token "
+                               "it lists",
+                               piece.dump()));
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab_size())
+        refuse(file, fmt::format("its TemplateProcessing's '{}' has the id {}, outside "
+                                 "the vocabulary",
+                                 name, id.dump()));
+      (seen_sequence ? suffix_ids_ : prefix_ids_).push_back(id.get<int64_t>());
+    }
+  }
+  if (!seen_sequence) refuse(file, "its TemplateProcessing's single template has no sequence A");
 }
 
 std::string ByteBpeTokenizer::framing() const {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "components/text/text_tokenizer.h"
+#include "components/text/tokenizer_json.h"
 
 namespace trainyard {
 
@@ -38,9 +39,8 @@ class ByteBpeTokenizer : public TextTokenizer {
   // reads); from_json_text reads the text of one, `source` naming it in errors.
   static ByteBpeTokenizer from_tokenizer_json(const std::string& path);
   static ByteBpeTokenizer from_json_text(std::string_view json, const std::string& source);
-  // Whether a tokenizer.json's model is BPE (so from_tokenizer_json, not WordPiece's, reads it);
-  // false for anything unreadable, which the WordPiece reader then names.
-  static bool is_bpe_json(const std::string& path);
+  // A tokenizer.json read once (tokenizer_json.h): what the two above read.
+  static ByteBpeTokenizer from_json(const TokenizerJson& file);
 
   // The ids of `text` without the template's special tokens (add_special_tokens=False), appended
   // to `out`. `continues` says the text goes on from an earlier piece: no prefix space is added to
@@ -88,6 +88,19 @@ class ByteBpeTokenizer : public TextTokenizer {
     std::string_view text;
     int32_t id = -1;
   };
+
+  // Reading a tokenizer.json, in its order: the pipeline around the model (version, normaliser,
+  // pre-tokeniser, decoder; what is refused), the vocabulary, the merges, the added tokens, the
+  // frame (the post-processor; TemplateProcessing's single template).
+  void read_pipeline(const TokenizerJson& file);
+  void read_vocab(const TokenizerJson& file);
+  void read_merges(const TokenizerJson& file);
+  void read_added_tokens(const TokenizerJson& file);
+  void read_frame(const TokenizerJson& file);
+  void read_template(const TokenizerJson& file, const nlohmann::json& post);
+  // Puts `token` at id `id_json` (from the vocab or the added tokens: `where`); returns the id.
+  int32_t place(const TokenizerJson& file, const std::string& token, const nlohmann::json& id_json,
+                const char* where);
 
   // The added tokens of one pass (normalized or not) found in `text`, and the text between them.
   void split_added(std::string_view text, bool normalized, std::vector<Piece>& out) const;

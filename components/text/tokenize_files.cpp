@@ -156,99 +156,158 @@ std::string default_val_output(const std::string& output) {
   return (path.parent_path() / name).string();
 }
 
+namespace {
+
+// The inputs, mapped: every one first, so that a missing one is said before anything is written.
+struct Inputs {
+  std::vector<std::unique_ptr<MappedFile>> files;
+  int64_t bytes = 0;
+
+  explicit Inputs(const std::vector<std::string>& paths) {
+    for (const std::string& input : paths) {
+      try {
+        files.push_back(std::make_unique<MappedFile>(input));
+      } catch (const std::runtime_error& e) {
+        throw UserError(fmt::format("tokenize: cannot read {}: {}", input, e.what()));
+      }
+      bytes += static_cast<int64_t>(files.back()->size());
+    }
+  }
+  std::string_view text(size_t file) const {
+    return std::string_view(reinterpret_cast<const char*>(files[file]->data()),
+                            files[file]->size());
+  }
+};
+
+// Cuts the inputs into pieces, in order: about kPieceBytes each, at a line's end where documents
+// are lines (or .jsonl records), else where the tokenizer can cut a document (next_cut).
+class PieceCutter {
+ public:
+  PieceCutter(const Inputs& inputs, const TokenizeOptions& options,
+              const ByteBpeTokenizer& tokenizer)
+      : inputs_(inputs), options_(options), tokenizer_(tokenizer) {}
+
+  // The next piece; false when every input is cut.
+  bool next(Piece& piece) {
+    while (file_ < inputs_.files.size() && offset_ >= inputs_.files[file_]->size()) {
+      ++file_;
+      offset_ = 0;
+      line_ = 1;
+    }
+    if (file_ == inputs_.files.size()) return false;
+    const std::string_view text = inputs_.text(file_);
+    size_t end = text.size();
+    if (offset_ + kPieceBytes < text.size()) {
+      if (options_.documents == TokenizeOptions::Documents::line ||
+          is_jsonl(options_.inputs[file_])) {
+        const size_t newline = text.find('\n', offset_ + kPieceBytes);
+        end = newline == std::string_view::npos ? text.size() : newline + 1;
+      } else {
+        end = tokenizer_.next_cut(text, offset_ + kPieceBytes);
+      }
+    }
+    piece = {file_, offset_, end, line_};
+    line_ += static_cast<int64_t>(std::count(text.begin() + static_cast<ptrdiff_t>(offset_),
+                                             text.begin() + static_cast<ptrdiff_t>(end), '\n'));
+    offset_ = end;
+    return true;
+  }
+
+ private:
+  const Inputs& inputs_;
+  const TokenizeOptions& options_;
+  const ByteBpeTokenizer& tokenizer_;
+  size_t file_ = 0, offset_ = 0;
+  int64_t line_ = 1;
+};
+
+// One piece's ids, each document after the separator (a file's, a line's or a .jsonl record's).
+Encoded encode_piece(const ByteBpeTokenizer& tokenizer, const TokenizeOptions& options,
+                     const Inputs& inputs, const Piece& piece) {
+  Encoded encoded;
+  encoded.bytes = static_cast<int64_t>(piece.end - piece.begin);
+  const std::string& path = options.inputs[piece.file];
+  const std::string_view text =
+      inputs.text(piece.file).substr(piece.begin, piece.end - piece.begin);
+  auto document = [&](std::string_view doc) {
+    if (options.separator >= 0) encoded.ids.push_back(static_cast<int32_t>(options.separator));
+    tokenizer.encode_ordinary(doc, encoded.ids);
+    ++encoded.documents;
+  };
+  if (options.documents != TokenizeOptions::Documents::line && !is_jsonl(path)) {
+    // The file is one document.
+    if (piece.begin == 0 && options.separator >= 0)
+      encoded.ids.push_back(static_cast<int32_t>(options.separator));
+    tokenizer.encode_ordinary(text, encoded.ids, /*continues=*/piece.begin > 0);
+    encoded.documents = piece.begin == 0 ? 1 : 0;
+    return encoded;
+  }
+  int64_t number = piece.first_line;
+  for (size_t start = 0; start < text.size(); ++number) {
+    size_t stop = text.find('\n', start);
+    if (stop == std::string_view::npos) stop = text.size();
+    std::string_view current = text.substr(start, stop - start);
+    start = stop + 1;
+    if (!current.empty() && current.back() == '\r') current.remove_suffix(1);
+    if (!is_jsonl(path)) {
+      if (!current.empty()) document(current);
+      continue;
+    }
+    if (current.find_first_not_of(" \t") == std::string_view::npos) continue;
+    const nlohmann::json record = nlohmann::json::parse(current, nullptr, false);
+    if (record.is_discarded() || !record.is_object() || !record.contains("text") ||
+        !record["text"].is_string())
+      throw UserError(fmt::format(
+          "tokenize: {} line {}: {}; each line of a .jsonl file is an object whose \"text\" is "
+          "a document (as {{\"text\": \"...\"}})",
+          path, number,
+          record.is_discarded() ? "not JSON" : "no \"text\" string in this line's object"));
+    document(record["text"].get_ref<const std::string&>());
+  }
+  return encoded;
+}
+
+// The last val_fraction of `tokens` (at least one token when it is above 0) moved from `train` to
+// the validation file; then both committed.
+void split_and_commit(TokenWriter& train, int64_t tokens, const TokenizeOptions& options,
+                      TokenizeResult& result) {
+  if (tokens == 0)
+    throw UserError(fmt::format("tokenize: {} hold no text to tokenise",
+                                options.inputs.size() == 1 ? options.inputs[0] : "the files"));
+  int64_t val = 0;
+  if (options.val_fraction > 0)
+    val = std::max<int64_t>(1, std::llround(static_cast<double>(tokens) * options.val_fraction));
+  if (tokens - val < 1)
+    throw UserError(
+        fmt::format("tokenize: {} tokens leave none for training with "
+                    "--val-fraction {}",
+                    tokens, options.val_fraction));
+  if (val > 0) {
+    TokenWriter validation(
+        options.val_output.empty() ? default_val_output(options.output) : options.val_output,
+        result.token_bytes);
+    train.move_tail(tokens - val, val, validation);
+    validation.commit(val);
+  }
+  train.commit(tokens - val);
+  result.train_tokens = tokens - val;
+  result.val_tokens = val;
+}
+
+}  // namespace
+
 TokenizeResult tokenize_files(const ByteBpeTokenizer& tokenizer, const TokenizeOptions& options,
                               const std::function<void(int64_t, int64_t)>& progress) {
   if (options.inputs.empty()) throw UserError("tokenize: no text files given");
   if (!(options.val_fraction >= 0 && options.val_fraction < 1))
     throw UserError(
         fmt::format("tokenize: --val-fraction {} is not in [0, 1)", options.val_fraction));
-  // Every input mapped first: a missing one is said before anything is written.
-  std::vector<std::unique_ptr<MappedFile>> files;
+  const Inputs inputs(options.inputs);
   TokenizeResult result;
-  for (const std::string& input : options.inputs) {
-    try {
-      files.push_back(std::make_unique<MappedFile>(input));
-    } catch (const std::runtime_error& e) {
-      throw UserError(fmt::format("tokenize: cannot read {}: {}", input, e.what()));
-    }
-    result.bytes += static_cast<int64_t>(files.back()->size());
-  }
+  result.bytes = inputs.bytes;
   result.token_bytes = tokenizer.vocab_size() <= 65536 ? 2 : 4;
   TokenWriter train(options.output, result.token_bytes);
-  auto text_of = [&](size_t file) {
-    return std::string_view(reinterpret_cast<const char*>(files[file]->data()),
-                            files[file]->size());
-  };
-  const bool by_line = options.documents == TokenizeOptions::Documents::line;
-
-  // The pieces, in order, made as threads ask for them (under the lock).
-  size_t file = 0, offset = 0;
-  int64_t line = 1;
-  auto next_piece = [&](Piece& piece) {
-    while (file < files.size() && offset >= files[file]->size()) {
-      ++file;
-      offset = 0;
-      line = 1;
-    }
-    if (file == files.size()) return false;
-    const std::string_view text = text_of(file);
-    size_t end = text.size();
-    if (offset + kPieceBytes < text.size()) {
-      if (by_line || is_jsonl(options.inputs[file])) {
-        const size_t newline = text.find('\n', offset + kPieceBytes);
-        end = newline == std::string_view::npos ? text.size() : newline + 1;
-      } else {
-        end = tokenizer.next_cut(text, offset + kPieceBytes);
-      }
-    }
-    piece = {file, offset, end, line};
-    line += static_cast<int64_t>(std::count(text.begin() + static_cast<ptrdiff_t>(offset),
-                                            text.begin() + static_cast<ptrdiff_t>(end), '\n'));
-    offset = end;
-    return true;
-  };
-
-  auto encode = [&](const Piece& piece) {
-    Encoded encoded;
-    encoded.bytes = static_cast<int64_t>(piece.end - piece.begin);
-    const std::string& path = options.inputs[piece.file];
-    const std::string_view text = text_of(piece.file).substr(piece.begin, piece.end - piece.begin);
-    auto document = [&](std::string_view doc) {
-      if (options.separator >= 0) encoded.ids.push_back(static_cast<int32_t>(options.separator));
-      tokenizer.encode_ordinary(doc, encoded.ids);
-      ++encoded.documents;
-    };
-    if (!by_line && !is_jsonl(path)) {  // the file is one document
-      if (piece.begin == 0 && options.separator >= 0)
-        encoded.ids.push_back(static_cast<int32_t>(options.separator));
-      tokenizer.encode_ordinary(text, encoded.ids, /*continues=*/piece.begin > 0);
-      encoded.documents = piece.begin == 0 ? 1 : 0;
-      return encoded;
-    }
-    int64_t number = piece.first_line;
-    for (size_t start = 0; start < text.size(); ++number) {
-      size_t stop = text.find('\n', start);
-      if (stop == std::string_view::npos) stop = text.size();
-      std::string_view current = text.substr(start, stop - start);
-      start = stop + 1;
-      if (!current.empty() && current.back() == '\r') current.remove_suffix(1);
-      if (!is_jsonl(path)) {
-        if (!current.empty()) document(current);
-        continue;
-      }
-      if (current.find_first_not_of(" \t") == std::string_view::npos) continue;
-      const nlohmann::json record = nlohmann::json::parse(current, nullptr, false);
-      if (record.is_discarded() || !record.is_object() || !record.contains("text") ||
-          !record["text"].is_string())
-        throw UserError(fmt::format(
-            "tokenize: {} line {}: {}; each line of a .jsonl file is an object whose \"text\" is "
-            "a document (as {{\"text\": \"...\"}})",
-            path, number,
-            record.is_discarded() ? "not JSON" : "no \"text\" string in this line's object"));
-      document(record["text"].get_ref<const std::string&>());
-    }
-    return encoded;
-  };
+  PieceCutter cutter(inputs, options, tokenizer);  // used under the lock
 
   // Threads encode pieces; this thread writes them in order, at most `window` ahead.
   std::mutex mutex;
@@ -267,14 +326,14 @@ TokenizeResult tokenize_files(const ByteBpeTokenizer& tokenizer, const TokenizeO
         {
           std::unique_lock lock(mutex);
           changed.wait(lock, [&] { return handed_out - written < window || failure; });
-          if (failure || !next_piece(piece)) {
+          if (failure || !cutter.next(piece)) {
             no_more = true;
             changed.notify_all();
             return;
           }
           index = handed_out++;
         }
-        Encoded encoded = encode(piece);
+        Encoded encoded = encode_piece(tokenizer, options, inputs, piece);
         std::lock_guard lock(mutex);
         done.emplace(index, std::move(encoded));
         changed.notify_all();
@@ -324,28 +383,7 @@ TokenizeResult tokenize_files(const ByteBpeTokenizer& tokenizer, const TokenizeO
   }
   for (std::thread& thread : pool) thread.join();
   if (failure) std::rethrow_exception(failure);
-
-  if (tokens == 0)
-    throw UserError(fmt::format("tokenize: {} hold no text to tokenise",
-                                options.inputs.size() == 1 ? options.inputs[0] : "the files"));
-  int64_t val = 0;
-  if (options.val_fraction > 0)
-    val = std::max<int64_t>(1, std::llround(static_cast<double>(tokens) * options.val_fraction));
-  if (tokens - val < 1)
-    throw UserError(
-        fmt::format("tokenize: {} tokens leave none for training with "
-                    "--val-fraction {}",
-                    tokens, options.val_fraction));
-  if (val > 0) {
-    TokenWriter validation(
-        options.val_output.empty() ? default_val_output(options.output) : options.val_output,
-        result.token_bytes);
-    train.move_tail(tokens - val, val, validation);
-    validation.commit(val);
-  }
-  train.commit(tokens - val);
-  result.train_tokens = tokens - val;
-  result.val_tokens = val;
+  split_and_commit(train, tokens, options, result);
   progress(result.bytes, result.bytes);
   return result;
 }

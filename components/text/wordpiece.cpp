@@ -14,6 +14,7 @@
 
 #include "common/text.h"
 #include "components/text/byte_bpe.h"
+#include "components/text/tokenizer_json.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -136,11 +137,7 @@ void check_bert_tokenizer_json(const nlohmann::json& j, const std::string& path)
                     "vocab.txt, or a byte-level BPE tokenizer.json (RoBERTa's, GPT-2's)",
                     path, what));
   };
-  auto type_of = [](const nlohmann::json& section) -> std::string {
-    if (!section.is_object() || !section.contains("type") || !section["type"].is_string())
-      return section.is_null() ? "none" : "unknown";
-    return section["type"].get<std::string>();
-  };
+  const auto& type_of = TokenizerJson::type_of;
   const nlohmann::json& model = j.contains("model") ? j["model"] : nlohmann::json();
   if (type_of(model) != "WordPiece")
     refuse(fmt::format("its model is {}, not WordPiece", type_of(model)));
@@ -208,31 +205,12 @@ void check_bert_tokenizer_json(const nlohmann::json& j, const std::string& path)
     }
 }
 
-}  // namespace
-
-WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("tokenizer: cannot read {}", path));
-  std::error_code ec;
-  constexpr uintmax_t kMaxBytes = 256ull << 20;  // BERT's is under 1 MB; a 250k vocabulary, 10 MB
-  if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes)
-    throw UserError(fmt::format("tokenizer: {} is {} bytes, more than a tokenizer.json's {}", path,
-                                size, kMaxBytes));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    throw UserError(fmt::format("tokenizer: {} is not a JSON object (a tokenizer.json)", path));
-  try {
-    check_bert_tokenizer_json(j, path);
-  } catch (const nlohmann::json::exception& e) {  // a setting of another type than the library's
-    throw UserError(
-        fmt::format("tokenizer: {} is not a tokenizer.json the tokenizers library "
-                    "writes: {}",
-                    path, e.what()));
-  }
+// The vocabulary of a tokenizer.json's model: its tokens by id, each id from 0 once.
+std::vector<std::string> dense_vocab(const TokenizerJson& file) {
   const nlohmann::json& vocab =
-      j["model"].contains("vocab") ? j["model"]["vocab"] : nlohmann::json();
+      TokenizerJson::member(TokenizerJson::member(file.root(), "model"), "vocab");
   if (!vocab.is_object() || vocab.empty())
-    throw UserError(fmt::format("tokenizer: {}: its model has no vocab", path));
+    throw UserError(fmt::format("tokenizer: {}: its model has no vocab", file.source()));
   std::vector<std::string> tokens(vocab.size());
   std::vector<bool> seen(vocab.size(), false);
   for (const auto& [token, id] : vocab.items()) {
@@ -240,16 +218,21 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
     if (i < 0 || i >= static_cast<int64_t>(tokens.size()) || seen[static_cast<size_t>(i)])
       throw UserError(
           fmt::format("tokenizer: {}: the vocab's ids are not 0..{} each once (token '{}' has {})",
-                      path, tokens.size() - 1, token, id.dump()));
+                      file.source(), tokens.size() - 1, token, id.dump()));
     seen[static_cast<size_t>(i)] = true;
     tokens[static_cast<size_t>(i)] = token;
   }
-  // The five special tokens are matched in raw text (tokenize()); the library does so for the
-  // added tokens it lists unnormalised, as whole strings: each of the five in the vocabulary must
-  // be listed so, with the vocabulary's id, or the two would tokenise a text with "[MASK]" apart.
+  return tokens;
+}
+
+// The five special tokens are matched in raw text (tokenize()); the library does so for the added
+// tokens it lists unnormalised, as whole strings: each of the five in the vocabulary must be
+// listed so, with the vocabulary's id, or the two would tokenise a text with "[MASK]" apart.
+void check_special_tokens_added(const TokenizerJson& file, const std::vector<std::string>& tokens) {
   std::map<std::string, const nlohmann::json*> added;
-  if (j.contains("added_tokens") && j["added_tokens"].is_array())
-    for (const nlohmann::json& token : j["added_tokens"])
+  const nlohmann::json& listed = TokenizerJson::member(file.root(), "added_tokens");
+  if (listed.is_array())  // (pointers into the file's own list, which outlives them)
+    for (const nlohmann::json& token : listed)
       if (token.is_object() && token.contains("content") && token["content"].is_string())
         added[token["content"].get<std::string>()] = &token;
   for (int64_t id = 0; id < static_cast<int64_t>(tokens.size()); ++id) {
@@ -269,9 +252,28 @@ WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& pa
           "tokenizer: {}: {} is not among its added_tokens as BERT's are (id {}, normalized, "
           "single_word, lstrip and rstrip false), so a text that holds it would tokenise apart "
           "from the tokenizers library's; Trainyard reads the uncased BERT family's tokenizer.json",
-          path, token, id));
+          file.source(), token, id));
   }
-  return from_tokens(std::move(tokens), path);
+}
+
+}  // namespace
+
+WordPieceTokenizer WordPieceTokenizer::from_tokenizer_json(const std::string& path) {
+  return from_json(TokenizerJson::read(path));
+}
+
+WordPieceTokenizer WordPieceTokenizer::from_json(const TokenizerJson& file) {
+  try {
+    check_bert_tokenizer_json(file.root(), file.source());
+  } catch (const nlohmann::json::exception& e) {  // a setting of another type than the library's
+    throw UserError(
+        fmt::format("tokenizer: {} is not a tokenizer.json the tokenizers library "
+                    "writes: {}",
+                    file.source(), e.what()));
+  }
+  std::vector<std::string> tokens = dense_vocab(file);
+  check_special_tokens_added(file, tokens);
+  return from_tokens(std::move(tokens), file.source());
 }
 
 std::string WordPieceTokenizer::cache_id() const {
@@ -286,9 +288,12 @@ std::string WordPieceTokenizer::framing() const {
 }
 
 std::unique_ptr<TextTokenizer> load_text_tokenizer(const std::string& path) {
-  if (std::filesystem::path(path).extension() == ".json" && ByteBpeTokenizer::is_bpe_json(path))
-    return std::make_unique<ByteBpeTokenizer>(ByteBpeTokenizer::from_tokenizer_json(path));
-  return std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_file(path));
+  if (std::filesystem::path(path).extension() != ".json")
+    return std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_vocab_file(path));
+  const TokenizerJson file = TokenizerJson::read(path);  // read once, given to its model's reader
+  if (file.model_type() == "BPE")
+    return std::make_unique<ByteBpeTokenizer>(ByteBpeTokenizer::from_json(file));
+  return std::make_unique<WordPieceTokenizer>(WordPieceTokenizer::from_json(file));
 }
 
 WordPieceTokenizer WordPieceTokenizer::from_file(const std::string& path) {

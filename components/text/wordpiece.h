@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "components/text/text_tokenizer.h"
+#include "components/text/tokenizer_json.h"
 
 namespace trainyard {
 
@@ -41,6 +42,8 @@ class WordPieceTokenizer : public TextTokenizer {
   // above are. Any other type or setting is a UserError naming it. The same vocabulary as a
   // vocab.txt gives the same ids and vocab_hash().
   static WordPieceTokenizer from_tokenizer_json(const std::string& path);
+  // A tokenizer.json read once (tokenizer_json.h): what from_tokenizer_json reads.
+  static WordPieceTokenizer from_json(const TokenizerJson& file);
   // A .json file as a tokenizer.json, anything else as a vocab.txt.
   static WordPieceTokenizer from_file(const std::string& path);
 
