@@ -1,4 +1,4 @@
-// An HTTP client for the trackers' REST APIs (reports/mlflow.h): one connection kept open between
+// An HTTP client for the trackers' REST APIs (trackers/mlflow.h): one connection kept open between
 // requests, bounded waits, and every failure a std::runtime_error that says which address and why
 // — never an abort, never a hang: a tracker that is down must not stop a run (docs/trackers.md).
 // libcurl does the work (TLS, proxies from the environment, redirects).

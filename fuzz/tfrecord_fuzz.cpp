@@ -1,4 +1,4 @@
-// TensorBoard's event files are written by a small hand-written encoder (reports/tfrecord.h), not
+// TensorBoard's event files are written by a small hand-written encoder (trackers/tfrecord.h), not
 // libprotobuf: any sequence of fields — every wire type, any field number, any value, messages
 // nested — must decode back to exactly what was written, by an independent decoder here, and every
 // record's framing must carry its length and CRC-32C as TFRecord readers check them (the CRC
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "reports/tfrecord.h"
+#include "trackers/tfrecord.h"
 
 namespace {
 

@@ -29,23 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// `runtime.loggers: [mlflow]` sends to MLFLOW_TRACKING_URI: a batch whose runs ask for it without
-// an address to send to is refused before it starts, as is an address that is no server's.
-void check_mlflow_address(const std::vector<Experiment>& experiments) {
-  const char* uri = std::getenv("MLFLOW_TRACKING_URI");
+// Each variant's runtime.loggers, for check_trackers.
+std::vector<TrackerUse> tracker_uses(const std::vector<Experiment>& experiments) {
+  std::vector<TrackerUse> uses;
   for (const Experiment& experiment : experiments)
-    for (const RunSpec& run : experiment.runs) {
-      const auto& loggers = run.runtime.loggers;
-      if (std::find(loggers.begin(), loggers.end(), "mlflow") == loggers.end()) continue;
-      if (!uri || !*uri)
-        throw UserError(fmt::format(
-            "{}: variant '{}' logs to MLflow (runtime.loggers), but MLFLOW_TRACKING_URI is not "
-            "set: export MLFLOW_TRACKING_URI=http://HOST:5000 (your tracking server), or leave "
-            "mlflow out of runtime.loggers",
-            experiment.file, run.variant));
-      mlflow_server(uri);  // UserError for an address that is no server's
-      return;
-    }
+    for (const RunSpec& run : experiment.runs)
+      uses.push_back({experiment.file, run.variant, run.runtime.loggers});
+  return uses;
 }
 
 }  // namespace
@@ -65,7 +55,7 @@ BatchSummary Controller::run_batch(const std::vector<Experiment>& experiments, b
   BatchSummary summary;
   for (const Experiment& experiment : experiments)
     check_experiment_name_is_free(store_, experiment);
-  check_mlflow_address(experiments);
+  check_trackers(tracker_uses(experiments));  // one unreachable is refused before the batch
   if (int orphans = store_.mark_orphaned_runs_interrupted())
     console_.line(
         fmt::format("{} left unfinished by an earlier trainyard process marked "

@@ -34,11 +34,6 @@ std::string warm_engine_key(const RunSpec& run) {
   return key;
 }
 
-bool logs_to(const RunSpec& run, const char* logger) {
-  const auto& loggers = run.runtime.loggers;
-  return std::find(loggers.begin(), loggers.end(), logger) != loggers.end();
-}
-
 }  // namespace
 
 bool BatchSummary::nothing_ran() const {
@@ -58,7 +53,8 @@ RunExecutor::RunExecutor(Store& store, std::string log_dir, const std::atomic<bo
       stop_requested_(stop_requested),
       node_(std::move(node)),
       policy_(std::move(policy)),
-      console_(console) {}
+      console_(console),
+      trackers_(store, log_dir_) {}
 
 void RunExecutor::execute(const PlannedRun& planned, BatchSummary& summary) {
   const std::optional<RunFiles> files = start(planned, summary);
@@ -73,26 +69,11 @@ void RunExecutor::execute(const PlannedRun& planned, BatchSummary& summary) {
   // What the run records goes to the store and, through it, to the trackers runtime.loggers names
   // (only node 0's: the other nodes' stores are in memory).
   StoreRunRecords stored(store_, run_id);
-  auto warn = [&log](const std::string& problem) { log.both->warn("{}", problem); };
-  std::optional<TensorBoardRecords> tensorboard;
-  if (node_.node_rank == 0 && logs_to(run, "tensorboard")) {
-    const std::string root = (fs::path(log_dir_).parent_path() / "tensorboard").string();
-    const std::string folder = tensorboard_folder(root, *store_.run(run_id));
-    tensorboard.emplace(stored, store_, run_id, folder, warn);
-    log.both->info("TensorBoard: event files in {} (tensorboard --logdir {})",
-                   fs::absolute(folder).string(), fs::absolute(root).string());
-  }
-  RunRecords* records_so_far = tensorboard ? static_cast<RunRecords*>(&*tensorboard) : &stored;
-  std::optional<MlflowRecords> mlflow;
-  if (node_.node_rank == 0 && logs_to(run, "mlflow")) {
-    if (MlflowSender* sender = mlflow_sender())
-      mlflow.emplace(*records_so_far, *sender, run_id, warn);
-    else
-      log.both->warn(
-          "runtime.loggers has mlflow, but MLFLOW_TRACKING_URI is not set: nothing goes to "
-          "MLflow (`trainyard export --mlflow URI` sends the run later)");
-  }
-  RunRecords& records = mlflow ? static_cast<RunRecords&>(*mlflow) : *records_so_far;
+  const std::unique_ptr<RunTrackers> trackers = trackers_.open(
+      node_.node_rank == 0 ? run.runtime.loggers : std::vector<std::string>(), stored, run_id,
+      [&log](const std::string& line) { log.both->info("{}", line); },
+      [&log](const std::string& problem) { log.both->warn("{}", problem); });
+  RunRecords& records = trackers->records();
   records.heartbeat(std::nullopt);
   RunReporter reporter(records, log, &console_, std::chrono::seconds(2));
   // More CPU ranks than cores still train (the tests run 4 Gloo ranks on 2 cores), but take turns:
@@ -234,21 +215,8 @@ void RunExecutor::finish_run(const PlannedRun& planned, const RunFiles& files,
   }
 }
 
-MlflowSender* RunExecutor::mlflow_sender() {
-  if (!mlflow_) {
-    const char* uri = std::getenv("MLFLOW_TRACKING_URI");
-    if (!uri || !*uri) return nullptr;
-    mlflow_ = std::make_unique<MlflowSender>(store_.path(), mlflow_server(uri));
-  }
-  return mlflow_.get();
-}
-
 void RunExecutor::finish() {
-  if (!mlflow_) return;
-  // Each run was sent as it trained; once more now, with the report, if the server answers.
-  for (const std::string& unsent : mlflow_->finish(std::chrono::seconds(60)))
-    console_.line(fmt::format("MLflow: not sent in full: {}", unsent));
-  mlflow_.reset();
+  for (const std::string& unsent : trackers_.finish()) console_.line(unsent);
 }
 
 }  // namespace trainyard

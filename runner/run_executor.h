@@ -19,7 +19,7 @@
 #include "runner/launcher.h"
 #include "runner/nodes.h"
 #include "runner/run_reporter.h"
-#include "runner/tracked_records.h"
+#include "trackers/trackers.h"
 
 namespace trainyard {
 
@@ -81,8 +81,7 @@ class RunExecutor {
 
   // Trains `planned` to its end (or its pause, or the batch's stop) and counts it in `summary`.
   void execute(const PlannedRun& planned, BatchSummary& summary);
-  // The batch is over: the MLflow sender, if a run started one, sends once more what it could not
-  // and ends.
+  // The batch is over: the trackers send once more what they could not (trackers/trackers.h).
   void finish();
 
  private:
@@ -102,9 +101,6 @@ class RunExecutor {
   // study's rung.
   void finish_run(const PlannedRun& planned, const RunFiles& files, const LaunchResult& result,
                   RunRecords& records, RunLog& log, BatchSummary& summary);
-  // The batch's MLflow sender, started by its first run that logs to MLflow; null when
-  // MLFLOW_TRACKING_URI is not set.
-  MlflowSender* mlflow_sender();
 
   Store& store_;
   std::string log_dir_;
@@ -112,7 +108,7 @@ class RunExecutor {
   NodeSpec node_;
   BatchPolicy policy_;
   BatchConsole& console_;
-  std::unique_ptr<MlflowSender> mlflow_;  // runtime.loggers: [mlflow]
+  BatchTrackers trackers_;  // runtime.loggers: where runs log while they train
   // The process that trains the batch's single-process runs one after another.
   WarmEngine warm_engine_;
 };

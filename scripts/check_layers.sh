@@ -2,7 +2,8 @@
 # Fails when a file includes against the layer order (ARCHITECTURE.md):
 #
 #   common <- config <- components/registry <- components <- runner/engine
-#   db <- reports;   runner/config (experiment files) and the run spec between;   runner/ on top
+#   db <- reports <- trackers;   runner/config (experiment files) and the run spec between;
+#   runner/ on top
 #
 # Each project include ("dir/file.h") of each source file is checked against what its layer may
 # use. Run by CTest (test "layering"); prints every offending include, file:line first.
@@ -27,6 +28,7 @@ layer_of() {
     components/*) echo components ;;
     db/*) echo db ;;
     reports/*) echo reports ;;
+    trackers/*) echo trackers ;;
     runner/config/run_spec.h | runner/config/run_options.cpp) echo run_spec ;;
     runner/config/*) echo experiment ;;
     runner/engine/*) echo engine ;;
@@ -43,10 +45,11 @@ declare -A allowed=(
   [components]="common config registry"
   [db]="common"
   [reports]="common config db"
+  [trackers]="common config db reports"
   [run_spec]="common config registry"
   [experiment]="common config registry reports run_spec"
   [engine]="common config registry components run_spec"
-  [runner]="common config registry components db reports run_spec experiment engine"
+  [runner]="common config registry components db reports trackers run_spec experiment engine"
 )
 
 failures=0
@@ -62,7 +65,13 @@ while IFS= read -r file; do
       failures=$((failures + 1))
     fi
   done < <(grep -n '^#include "' "$file" || true)
-done < <(git ls-files --cached --others --exclude-standard -- 'include/*' 'common/*' 'config/*' 'components/*' 'db/*' 'reports/*' 'runner/*' | grep -E '\.(h|cpp)$')
+done < <(git ls-files --cached --others --exclude-standard -- 'include/*' 'common/*' 'config/*' 'components/*' 'db/*' 'reports/*' 'trackers/*' 'runner/*' | grep -E '\.(h|cpp)$')
+
+# Trackers are opened behind one door (trackers/trackers.h): the files that run a batch name none.
+while IFS=: read -r file line text; do
+  echo "$file:$line: names a tracker ($text); open a run's trackers through BatchTrackers (trackers/trackers.h)"
+  failures=$((failures + 1))
+done < <(grep -inE 'mlflow|tensorboard' runner/controller.* runner/run_executor.* runner/study_runner.* || true)
 
 # The public API (ARCHITECTURE.md, "Public API", the one list of it): the headers a component built
 # outside this tree includes. Each must exist and include only public headers, so that the set

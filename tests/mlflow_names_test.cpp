@@ -1,8 +1,8 @@
-// What Trainyard names things in MLflow (reports/mlflow.h): every key a name MLflow's validation
+// What Trainyard names things in MLflow (trackers/mlflow.h): every key a name MLflow's validation
 // takes (its characters, no part of a path that resolves elsewhere, 250 bytes), a run found again
 // by a uid even when it was recorded before runs had one, and a tracking address that is a server.
 // The end-to-end test against a real server is tests/trackers/mlflow_test.sh.
-#include "reports/mlflow.h"
+#include "trackers/mlflow.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

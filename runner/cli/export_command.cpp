@@ -1,6 +1,6 @@
 // `trainyard export`: the store's runs written where users already look — TensorBoard's event
-// files (reports/tensorboard.h), Lightning's CSV layout (reports/lightning_csv.h) and an MLflow
-// tracking server (reports/mlflow.h). Views of the database, written from its records: export
+// files (trackers/tensorboard.h), Lightning's CSV layout (trackers/lightning_csv.h) and an MLflow
+// tracking server (trackers/mlflow.h). Views of the database, written from its records: export
 // again and each run's folder is rewritten the same, and MLflow gets only what it lacks.
 #include <filesystem>
 #include <optional>
@@ -9,11 +9,11 @@
 #include <boost/program_options.hpp>
 
 #include "common/text.h"
-#include "reports/lightning_csv.h"
-#include "reports/mlflow.h"
-#include "reports/tensorboard.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
+#include "trackers/lightning_csv.h"
+#include "trackers/mlflow.h"
+#include "trackers/tensorboard.h"
 #include "trainyard/error.h"
 
 namespace trainyard {

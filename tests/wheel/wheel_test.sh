@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 wheel=$(ls -t "$root"/dist/trainyard-*.whl 2>/dev/null | head -1 || true)
 [ -n "$wheel" ] || fail "no wheel in $root/dist: scripts/wheel.sh builds it (scripts/test.sh does)"
-changed=$(cd "$root" && find CMakeLists.txt pyproject.toml python common components config db include reports \
+changed=$(cd "$root" && find CMakeLists.txt pyproject.toml python common components config db include reports trackers \
   runner sdk -type f -newer "$wheel" -print -quit)
 [ -z "$changed" ] || fail "$changed changed after $wheel was built: run scripts/wheel.sh"
 

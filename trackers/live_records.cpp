@@ -1,4 +1,4 @@
-#include "runner/tracked_records.h"
+#include "trackers/live_records.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "reports/run_figures.h"
+#include "trackers/run_figures.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "reports/tfrecord.h"
+#include "trackers/tfrecord.h"
 
 #include <array>
 #include <cstring>

@@ -1,9 +1,10 @@
 // MLflow's view of the store's runs, through its REST API (api/2.0/mlflow): `trainyard export
 // --mlflow URI` after the fact, `runtime.loggers: [mlflow]` while a batch trains
-// (runner/tracked_records.h). Each experiment is an MLflow experiment of the same name; each run
+// (trackers/live_records.h). Each experiment is an MLflow experiment of the same name; each run
 // an MLflow run named <variant>-run<id>, found again by its tag trainyard.uid, with
 //   - params: its flat settings, as `trainyard runs` shows them ("train.optimizer.lr");
-//   - metrics: every figure at its optimizer step, with its time (reports/run_figures.h): "step/…",
+//   - metrics: every figure at its optimizer step, with its time (trackers/run_figures.h):
+//   "step/…",
 //     "epoch/…", "final/…", as in TensorBoard;
 //   - tags: its variant, config hash, status, device, LibTorch version, error, and its git revision
 //     as MLflow's own mlflow.source.git.commit; its status and end time as MLflow's;

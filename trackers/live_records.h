@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "db/run_records.h"
-#include "reports/mlflow.h"
-#include "reports/tensorboard.h"
+#include "trackers/mlflow.h"
+#include "trackers/tensorboard.h"
 
 namespace trainyard {
 

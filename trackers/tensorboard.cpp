@@ -1,4 +1,4 @@
-#include "reports/tensorboard.h"
+#include "trackers/tensorboard.h"
 
 #include <unistd.h>
 
@@ -17,7 +17,7 @@
 #include "common/files.h"
 #include "common/metrics.h"
 #include "common/process.h"
-#include "reports/tfrecord.h"
+#include "trackers/tfrecord.h"
 
 namespace trainyard {
 

@@ -1,4 +1,4 @@
-#include "reports/lightning_csv.h"
+#include "trackers/lightning_csv.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "common/files.h"
 #include "common/metrics.h"
-#include "reports/run_figures.h"
+#include "trackers/run_figures.h"
 
 namespace trainyard {
 

@@ -1,5 +1,5 @@
 // TensorBoard's view of the store's runs: `runtime.loggers: [tensorboard]` writes it while a run
-// trains (runner/tracked_records.h), `trainyard export --tensorboard DIR` after the fact. One
+// trains (trackers/live_records.h), `trainyard export --tensorboard DIR` after the fact. One
 // folder per run, DIR/<experiment>/<variant>-run<id>/, with one event file:
 //   - every figure as a scalar at its optimizer step: "step/<key>" as recorded at steps (the loss
 //     at a progress line, validations inside an epoch), "epoch/<key>" at the step the epoch ended
@@ -19,7 +19,7 @@
 #include <string>
 
 #include "db/store.h"
-#include "reports/run_figures.h"
+#include "trackers/run_figures.h"
 
 namespace trainyard {
 

@@ -1,4 +1,4 @@
-#include "reports/mlflow.h"
+#include "trackers/mlflow.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/report.h"
-#include "reports/run_figures.h"
+#include "trackers/run_figures.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
