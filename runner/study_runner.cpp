@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/metrics.h"
 #include "common/text.h"
 #include "runner/batch_records.h"
 #include "runner/engine/engine.h"
@@ -79,6 +81,7 @@ bool StudyRunner::train_first_rung() {
     recorded[row.trial] = parse_values(row.values);
   for (int64_t i = 0; i < search_.trials; ++i) {
     if (stopped()) return false;
+    if (!recorded.count(i) && out_of_budget(i)) break;
     TrialValues proposal;
     if (auto it = recorded.find(i); it != recorded.end()) {
       proposal = it->second;
@@ -101,6 +104,27 @@ bool StudyRunner::train_first_rung() {
     if (stopped()) return false;
     seen_.push_back({proposal, figure});
   }
+  return true;
+}
+
+bool StudyRunner::out_of_budget(int64_t trials) {
+  if (search_.time_budget_seconds <= 0) return false;
+  // The epochs' times of the trials' runs as the store holds them (a run two trials share counts
+  // once): what the same study continued after a kill reads again.
+  std::set<int64_t> runs;
+  for (const StudyTrialRow& row : store_.study_trials(key_))
+    if (row.trial < trials) runs.insert(row.run_id);
+  double seconds = 0;
+  for (int64_t run : runs)
+    for (const EpochRow& epoch : store_.epoch_metrics(run))
+      if (const auto it = epoch.values.find(metric::kEpochSeconds); it != epoch.values.end())
+        seconds += it->second;
+  if (seconds < search_.time_budget_seconds) return false;
+  console_.line(fmt::format(
+      "study {}/{}: its time budget ({}) is spent after {} (their epochs took {}): no more trials "
+      "(sweep.search.time_budget)",
+      experiment_.name, study_.variant, format_duration(search_.time_budget_seconds),
+      plural(trials, "trial"), format_duration(seconds)));
   return true;
 }
 

@@ -38,6 +38,9 @@ class StudyRunner {
   // Every trial to the first rung, each proposed from the figures of those before it (or, once
   // recorded, as recorded).
   bool train_first_rung();
+  // sweep.search.time_budget: whether the first `trials` trials have trained the budget through
+  // (said once, when they have): then no trial is proposed after them.
+  bool out_of_budget(int64_t trials);
   // Each rung's decision, once its cohort is complete; the promoted go on to the next rung.
   bool climb_rungs();
   // The best of the last rung, recorded as the study's outcome.

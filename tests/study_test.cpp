@@ -588,3 +588,68 @@ TEST_F(StudyTest, AStudyKilledTwiceEndsWithTheTrialsDecisionsAndBestOfAnUndistur
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// sweep.search.time_budget: no trial is proposed once the study's trials have trained the budget
+// through, counted from the epochs' times the store holds, so the same study run again stops at
+// the same trial; the trials proposed finish their rungs. What a search does not do yet (trials in
+// parallel, asynchronous halving, several objectives) is refused by name.
+TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
+  std::string text = study_file("budget", "random", 6);
+  const std::string confirm = "    confirm_repeats: 2\n";
+  text.replace(text.find(confirm), confirm.size(),
+               "    confirm_repeats: 1\n    time_budget: 0.001s\n");
+  const std::string file = dir.write("budget.yaml", text);
+  for (int pass = 0; pass < 2; ++pass) {  // the second reads the finished study back
+    Result run = trainyard("run " + file + " --db " + db());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    for (const char* variant : {"fp32", "small-batch"})
+      EXPECT_NE(run.output.find(fmt::format("study budget/{}: its time budget (", variant) +
+                                std::string()),
+                std::string::npos)
+          << run.output;
+    EXPECT_NE(run.output.find("is spent after 1 trial (their epochs took"), std::string::npos)
+        << run.output;
+    Store store(db());
+    const auto studies = studies_of(store, "budget");
+    ASSERT_EQ(studies.size(), 2u);
+    for (const auto& [variant, study] : studies) {
+      EXPECT_EQ(study.trials.size(), 1u) << variant << " (pass " << pass << ")";
+      ASSERT_TRUE(study.outcome) << variant;
+      EXPECT_EQ(study.outcome->best_trial, 0) << variant;
+    }
+  }
+
+  auto refused = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string edited = study_file(name, "random", 4);
+    edited.replace(edited.find(from), from.size(), to);
+    return trainyard("validate " + dir.write(name + ".yaml", edited));
+  };
+  const Result parallel = refused("parallel", "    seed: 3\n", "    seed: 3\n    parallel: 2\n");
+  EXPECT_EQ(parallel.exit_code, 2);
+  EXPECT_NE(parallel.output.find("'sweep.search.parallel': trials in parallel are not built yet"),
+            std::string::npos)
+      << parallel.output;
+  const Result asha = refused("asha", "name: successive-halving", "name: asha");
+  EXPECT_EQ(asha.exit_code, 2);
+  EXPECT_NE(asha.output.find("'sweep.search.schedule.name' asha: not built yet"), std::string::npos)
+      << asha.output;
+  const Result objectives =
+      refused("objectives", "metric: val_loss", "metric: [val_acc, train_seconds]");
+  EXPECT_EQ(objectives.exit_code, 2);
+  EXPECT_NE(objectives.output.find("several objectives (a Pareto front of trials) are not built "
+                                   "yet"),
+            std::string::npos)
+      << objectives.output;
+  const Result budget =
+      refused("bad-budget", "    seed: 3\n", "    seed: 3\n    time_budget: soon\n");
+  EXPECT_EQ(budget.exit_code, 2);
+  EXPECT_NE(budget.output.find("'sweep.search.time_budget' soon is not a duration"),
+            std::string::npos)
+      << budget.output;
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -118,6 +118,7 @@ struct SearchOptions {
   int64_t seed = 0;
   WatchedMetric metric = WatchedMetric::val_loss;
   int64_t confirm_repeats = 1;
+  std::string time_budget;  // "2h"; empty: none
 };
 
 enum class ScheduleName { none, successive_halving };
@@ -153,7 +154,11 @@ const OptionSet<SearchOptions>& search_option_set() {
              "the validation figure trials are judged by: val_loss (lower is better), val_acc or "
              "val_f1 (macro-F1; higher is better)")
         .add("confirm_repeats", &SearchOptions::confirm_repeats,
-             "runs of each variant's best settings, on fresh seeds; 0: none", between(0, 100));
+             "runs of each variant's best settings, on fresh seeds; 0: none", between(0, 100))
+        .add("time_budget", &SearchOptions::time_budget,
+             "no new trial once the study's trials have trained this long (2h, 90m, 1h30m), "
+             "counted from the epochs' times the store holds, so a continued study stops where "
+             "the first did; the trials proposed finish their rungs; empty: no budget");
     return s;
   }();
   return set;
@@ -274,6 +279,17 @@ HalvingSchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics
   }
   const ConfigTree schedule = search.subtree("schedule");
   if (schedule.empty()) return {};
+  if (const ConfigValue* name = schedule.find("name"); name && name->node.IsScalar()) {
+    const std::string word = name->node.Scalar();
+    if (word == "asha" || word == "median" || word == "hyperband") {
+      diagnostics.error(name->origin,
+                        fmt::format("'sweep.search.schedule.name' {}: not built yet; "
+                                    "successive-halving (synchronous: each rung decided once its "
+                                    "trials are in) or none",
+                                    word));
+      return {};
+    }
+  }
   const ScheduleOptions options = schedule_option_set().decode(schedule, "sweep.search.schedule",
                                                                "section 'sweep.search.schedule'",
                                                                first_origin(schedule), diagnostics);
@@ -315,14 +331,43 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
                           "optimistic; search by val_loss, val_acc or val_f1");
     read_apart.push_back("metric");
   }
+  // What a search does not do yet is refused by name, not as an unknown key or value.
+  if (const ConfigValue* value = search.find("metric"); value && value->node.IsSequence()) {
+    diagnostics.error(value->origin,
+                      "'sweep.search.metric' is a list: several objectives (a Pareto front of "
+                      "trials) are not built yet; search by one of val_loss, val_acc or val_f1");
+    read_apart.push_back("metric");
+  }
+  if (const ConfigValue* value = search.find("parallel");
+      value || !search.subtree("parallel").empty()) {
+    diagnostics.error(
+        value ? value->key_origin : search.subtree("parallel").entries().front().second.key_origin,
+        "'sweep.search.parallel': trials in parallel are not built yet; a study "
+        "trains its trials one after another (several variants' studies can go to "
+        "Slurm as jobs of their own: trainyard submit --slurm)");
+    read_apart.push_back("parallel");
+  }
   const SearchOptions options =
       search_option_set().decode(search, "sweep.search", "section 'sweep.search'",
                                  first_origin(search), diagnostics, read_apart);
+  double budget = 0;
+  if (!options.time_budget.empty()) {
+    const std::optional<double> seconds = parse_duration(options.time_budget);
+    if (!seconds || *seconds <= 0)
+      diagnostics.error(search.find("time_budget")->origin,
+                        fmt::format("'sweep.search.time_budget' {} is not a duration; write it "
+                                    "as 2h, 90m, 1h30m or 45s",
+                                    options.time_budget));
+    else
+      budget = *seconds;
+  }
 
-  SearchSettings settings{.method = options.method,
-                          .seed = static_cast<uint64_t>(options.seed),
-                          .metric = options.metric,
-                          .confirm_repeats = options.confirm_repeats};
+  SearchSettings settings;
+  settings.method = options.method;
+  settings.seed = static_cast<uint64_t>(options.seed);
+  settings.metric = options.metric;
+  settings.confirm_repeats = options.confirm_repeats;
+  settings.time_budget_seconds = budget;
   for (const auto& [key, value] : search.entries())
     settings.text += key + "=" + yaml_flow_text(value.node) + "\n";
   settings.space = read_space(search, diagnostics);

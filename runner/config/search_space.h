@@ -57,7 +57,11 @@ struct SearchSettings {
   bool minimize() const { return lower_is_better(metric); }
   HalvingSchedule schedule{};
   int64_t confirm_repeats = 1;  // runs of each variant's best settings, on fresh seeds
-  std::string text;             // the section as written, in key order: part of a study's identity
+  // sweep.search.time_budget: no new trial is proposed once the study's trials have trained this
+  // long, by the epochs' times the store holds (so a continued study stops where the first did).
+  // 0: no budget.
+  double time_budget_seconds = 0;
+  std::string text;  // the section as written, in key order: part of a study's identity
 };
 
 // The study settings of `sweep` (the section without its prefix); nullopt when it has no search.
