@@ -45,8 +45,8 @@ StudyRunner::StudyRunner(Store& store, RunExecutor& executor, BatchConsole& cons
       study_(study),
       search_(study.search),
       summary_(summary),
-      key_(study_key(experiment, study)),
-      start_(std::chrono::steady_clock::now()) {}
+      start_(std::chrono::steady_clock::now()),
+      key_(study_key(experiment, study)) {}
 
 bool StudyRunner::run() {
   const int64_t epochs =

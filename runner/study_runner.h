@@ -66,8 +66,8 @@ class StudyRunner {
   const Study& study_;
   const SearchSettings& search_;
   BatchSummary& summary_;
+  const std::chrono::steady_clock::time_point start_;  // before the key: resolving it is work
   const StudyKey key_;
-  const std::chrono::steady_clock::time_point start_;
   double training_seconds_ = 0;  // of its trials, in the executor
   std::vector<int64_t> rungs_;   // the epochs each rung ends at; the last is the runs' end
 

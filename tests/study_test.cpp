@@ -643,6 +643,12 @@ TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
                                    "yet"),
             std::string::npos)
       << objectives.output;
+  // Said once: the list is not decoded again as a word.
+  size_t said = 0;
+  for (size_t at = objectives.output.find("'sweep.search.metric'"); at != std::string::npos;
+       at = objectives.output.find("'sweep.search.metric'", at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << objectives.output;
   const Result budget =
       refused("bad-budget", "    seed: 3\n", "    seed: 3\n    time_budget: soon\n");
   EXPECT_EQ(budget.exit_code, 2);

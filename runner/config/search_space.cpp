@@ -149,7 +149,8 @@ const OptionSet<SearchOptions>& search_option_set() {
              "trials per variant; required, but with method grid, whose trials are every "
              "combination of its choices",
              between(1, 100000))
-        .add("seed", &SearchOptions::seed, "the samplers' seed", between(0, 4.0e18))
+        .add("seed", &SearchOptions::seed, "the samplers' seed",
+             between(0, 4611686018427387904.0))  // 2^62
         .add("metric", &SearchOptions::metric,
              "the validation figure trials are judged by: val_loss (lower is better), val_acc or "
              "val_f1 (macro-F1; higher is better)")
@@ -347,8 +348,12 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
         "Slurm as jobs of their own: trainyard submit --slurm)");
     read_apart.push_back("parallel");
   }
+  // What was refused above is not decoded again (one message each).
+  ConfigTree decoded = search;
+  for (const std::string& key : read_apart)
+    if (key != "space" && key != "schedule") decoded.erase(key);
   const SearchOptions options =
-      search_option_set().decode(search, "sweep.search", "section 'sweep.search'",
+      search_option_set().decode(decoded, "sweep.search", "section 'sweep.search'",
                                  first_origin(search), diagnostics, read_apart);
   double budget = 0;
   if (!options.time_budget.empty()) {
