@@ -649,6 +649,12 @@ TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
        at = objectives.output.find("'sweep.search.metric'", at + 1))
     ++said;
   EXPECT_EQ(said, 1u) << objectives.output;
+  const Result no_trials = refused("no-trials", "    trials: 4\n", "    trials:\n");
+  EXPECT_EQ(no_trials.exit_code, 2);
+  EXPECT_NE(no_trials.output.find("'sweep.search.trials' has no value: how many trials each "
+                                  "variant's study runs"),
+            std::string::npos)
+      << no_trials.output;
   const Result budget =
       refused("bad-budget", "    seed: 3\n", "    seed: 3\n    time_budget: soon\n");
   EXPECT_EQ(budget.exit_code, 2);

@@ -348,6 +348,12 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
         "Slurm as jobs of their own: trainyard submit --slurm)");
     read_apart.push_back("parallel");
   }
+  if (const ConfigValue* value = search.find("trials"); value && value->node.IsNull()) {
+    diagnostics.error(value->origin,
+                      "'sweep.search.trials' has no value: how many trials each variant's study "
+                      "runs (e.g. 24)");
+    read_apart.push_back("trials");
+  }
   // What was refused above is not decoded again (one message each).
   ConfigTree decoded = search;
   for (const std::string& key : read_apart)
