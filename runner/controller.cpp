@@ -2,10 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include <unistd.h>
 
@@ -14,18 +10,13 @@
 
 #include "common/clock.h"
 #include "common/files.h"
-#include "common/process.h"
 #include "common/text.h"
 #include "runner/batch_records.h"
 #include "runner/engine/engine.h"
-#include "runner/launcher.h"
 #include "runner/run_plan.h"
-#include "runner/run_reporter.h"
 #include "runner/study_runner.h"
 
 namespace trainyard {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -117,8 +108,7 @@ void Controller::execute_queue(const std::vector<PlannedRun>& queue, BatchSummar
     console_.start_run(static_cast<int>(i + 1), static_cast<int>(queue.size()), name);
     const auto start = std::chrono::steady_clock::now();
     executor_.execute(planned, summary);
-    console_.end_run(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    console_.end_run(seconds_since(start));
   }
 }
 

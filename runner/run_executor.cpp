@@ -2,9 +2,7 @@
 // log and trackers, launch (with retries), finish_run (how it ended).
 #include "runner/run_executor.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>

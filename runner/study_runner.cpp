@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/metrics.h"
 #include "common/text.h"
 #include "runner/batch_records.h"
@@ -26,10 +27,6 @@ std::string figure_or_failed(WatchedMetric metric, double figure) {
 
 nlohmann::json figure_json(double figure) {
   return std::isfinite(figure) ? nlohmann::json(figure) : nlohmann::json(nullptr);
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -110,15 +107,18 @@ bool StudyRunner::train_first_rung() {
 bool StudyRunner::out_of_budget(int64_t trials) {
   if (search_.time_budget_seconds <= 0) return false;
   // The epochs' times of the trials' runs as the store holds them (a run two trials share counts
-  // once): what the same study continued after a kill reads again.
-  std::set<int64_t> runs;
-  for (const StudyTrialRow& row : store_.study_trials(key_))
-    if (row.trial < trials) runs.insert(row.run_id);
-  double seconds = 0;
-  for (int64_t run : runs)
-    for (const EpochRow& epoch : store_.epoch_metrics(run))
+  // once), each run's read once and added in the trials' order: a study continued after a kill
+  // adds the same figures in the same order, so it stops at the same trial.
+  std::vector<StudyTrialRow> rows = store_.study_trials(key_);
+  std::sort(rows.begin(), rows.end(),
+            [](const StudyTrialRow& a, const StudyTrialRow& b) { return a.trial < b.trial; });
+  for (const StudyTrialRow& row : rows) {
+    if (row.trial >= trials || !budget_runs_.insert(row.run_id).second) continue;
+    for (const EpochRow& epoch : store_.epoch_metrics(row.run_id))
       if (const auto it = epoch.values.find(metric::kEpochSeconds); it != epoch.values.end())
-        seconds += it->second;
+        budget_spent_ += it->second;
+  }
+  const double seconds = budget_spent_;
   if (seconds < search_.time_budget_seconds) return false;
   console_.line(fmt::format(
       "study {}/{}: its time budget ({}) is spent after {} (their epochs took {}): no more trials "

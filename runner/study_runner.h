@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ class StudyRunner {
   const StudyKey key_;
   double training_seconds_ = 0;  // of its trials, in the executor
   std::vector<int64_t> rungs_;   // the epochs each rung ends at; the last is the runs' end
+  // sweep.search.time_budget: the trials' runs counted so far, and their epochs' seconds.
+  std::set<int64_t> budget_runs_;
+  double budget_spent_ = 0;
 
   // Every trial's values and run, in order of proposal; the first rung's figures.
   std::vector<TrialValues> values_;

@@ -23,7 +23,8 @@ product_debs=(build-essential cmake ninja-build ccache pkg-config python3-venv g
               nlohmann-json3-dev libicu-dev libturbojpeg0-dev libpng-dev libgloo-dev libssl-dev
               libcurl4-openssl-dev)
 test_debs=(libgtest-dev libgmock-dev clang-format libbenchmark-dev sqlite3 chromium
-           slurm-wlm munge iproute2 clang libclang-rt-14-dev procps)
+           slurm-wlm munge iproute2 clang libclang-rt-14-dev procps
+           binutils)  # nm and c++filt: scripts/check_file_cycles.py (CTest file_cycles)
 case "${1:-}" in
   --product) debs=("${product_debs[@]}") ;;
   "") debs=("${product_debs[@]}" "${test_debs[@]}") ;;

@@ -13,17 +13,14 @@
 #include <torch/types.h>
 
 #include "common/classification.h"
+#include "common/clock.h"
 #include "components/strategy/strategy.h"
 #include "components/weights/load_weights.h"
 #include "runner/engine/task.h"
 
 namespace trainyard {
 
-using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = std::chrono::steady_clock;  // seconds_since: common/clock.h
 
 // A figure read to the host. A NaN comes back without its sign: a diverged loss or gradient norm
 // is often a NaN with the sign bit set, which fmt prints as "-nan", and "nan" and "-nan" in one
