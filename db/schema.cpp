@@ -161,6 +161,28 @@ const char* const kMigrations[] = {
       PRIMARY KEY (experiment, study, study_hash)
     );
     )sql",
+    // 8: asynchronous schedules (asha, median) decide trial by trial, several times a rung: each
+    // decision has its place in the study's order (for successive halving, its rung) and the trial
+    // it decided (NULL: a rung's whole cohort).
+    R"sql(
+    CREATE TABLE study_decisions_8 (
+      experiment TEXT NOT NULL,
+      study TEXT NOT NULL,
+      study_hash TEXT NOT NULL,
+      decision INTEGER NOT NULL,
+      trial INTEGER,
+      rung INTEGER NOT NULL,
+      epochs INTEGER NOT NULL,
+      evidence TEXT NOT NULL,
+      promoted TEXT NOT NULL,
+      decided_at TEXT NOT NULL,
+      PRIMARY KEY (experiment, study, study_hash, decision)
+    );
+    INSERT INTO study_decisions_8 SELECT experiment, study, study_hash, rung, NULL, rung, epochs,
+      evidence, promoted, decided_at FROM study_decisions;
+    DROP TABLE study_decisions;
+    ALTER TABLE study_decisions_8 RENAME TO study_decisions;
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 

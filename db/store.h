@@ -170,9 +170,13 @@ struct StudyTrialRow {
   std::optional<double> figure{};
 };
 
-// One rung's decision: the figures at its epoch (JSON [[trial, figure or null], ...]) and the
-// trials that went on (JSON [trial, ...]).
+// A schedule's decision, in the study's order (`decision`): the figures at a rung's epoch (JSON
+// [[trial, figure or null], ...]) and the trials that went on (JSON [trial, ...]). Successive
+// halving decides a rung's cohort at once (decision = rung); asha and median decide one trial
+// (`trial`): asha sends it on, median lets it go on or pauses it (promoted empty).
 struct StudyDecisionRow {
+  int64_t decision = 0;
+  std::optional<int64_t> trial{};
   int64_t rung = 0;
   int64_t epochs = 0;
   std::string evidence;
@@ -214,7 +218,7 @@ struct QueuedRun {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   // sql::Access::read_only reads an existing database as it is, writing nothing (a read-only file
@@ -316,7 +320,7 @@ class Store {
   void record_study_decision(const StudyKey& key, const StudyDecisionRow& row);
   void record_study_outcome(const StudyKey& key, const StudyOutcomeRow& row);
   std::vector<StudyTrialRow> study_trials(const StudyKey& key);        // by trial
-  std::vector<StudyDecisionRow> study_decisions(const StudyKey& key);  // by rung
+  std::vector<StudyDecisionRow> study_decisions(const StudyKey& key);  // in order
   std::optional<StudyOutcomeRow> study_outcome(const StudyKey& key);
   std::vector<StudyProgress> study_progress();  // every study of the store
 

@@ -1,4 +1,5 @@
-// The store's study tables (schema version 7): study_trials, study_decisions, study_outcomes.
+// The store's study tables (schema versions 7 and 8): study_trials, study_decisions,
+// study_outcomes.
 #include <string>
 
 #include "common/clock.h"
@@ -43,16 +44,21 @@ void Store::record_study_trial(const StudyKey& key, const StudyTrialRow& row) {
 
 void Store::record_study_decision(const StudyKey& key, const StudyDecisionRow& row) {
   auto s = db_.prepare(
-      "INSERT INTO study_decisions (experiment, study, study_hash, rung, epochs, evidence, "
-      "promoted, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (experiment, study, "
-      "study_hash, rung) DO UPDATE SET epochs = excluded.epochs, evidence = excluded.evidence, "
-      "promoted = excluded.promoted");
-  bind_key(s, key)
-      .bind(4, row.rung)
-      .bind(5, row.epochs)
-      .bind(6, row.evidence)
-      .bind(7, row.promoted)
-      .bind(8, row.decided_at.empty() ? utc_now() : row.decided_at)
+      "INSERT INTO study_decisions (experiment, study, study_hash, decision, trial, rung, epochs, "
+      "evidence, promoted, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT "
+      "(experiment, study, study_hash, decision) DO UPDATE SET trial = excluded.trial, rung = "
+      "excluded.rung, epochs = excluded.epochs, evidence = excluded.evidence, promoted = "
+      "excluded.promoted");
+  bind_key(s, key).bind(4, row.decision);
+  if (row.trial)
+    s.bind(5, *row.trial);
+  else
+    s.bind_null(5);
+  s.bind(6, row.rung)
+      .bind(7, row.epochs)
+      .bind(8, row.evidence)
+      .bind(9, row.promoted)
+      .bind(10, row.decided_at.empty() ? utc_now() : row.decided_at)
       .run();
 }
 
@@ -83,16 +89,19 @@ std::vector<StudyTrialRow> Store::study_trials(const StudyKey& key) {
 
 std::vector<StudyDecisionRow> Store::study_decisions(const StudyKey& key) {
   auto s = db_.prepare(
-      "SELECT rung, epochs, evidence, promoted, decided_at FROM study_decisions WHERE "
-      "experiment = ? AND study = ? AND study_hash = ? ORDER BY rung");
+      "SELECT decision, trial, rung, epochs, evidence, promoted, decided_at FROM study_decisions "
+      "WHERE experiment = ? AND study = ? AND study_hash = ? ORDER BY decision");
   bind_key(s, key);
   std::vector<StudyDecisionRow> rows;
   while (s.step())
-    rows.push_back({.rung = s.column_int(0),
-                    .epochs = s.column_int(1),
-                    .evidence = s.column_text(2),
-                    .promoted = s.column_text(3),
-                    .decided_at = s.column_text(4)});
+    rows.push_back(
+        {.decision = s.column_int(0),
+         .trial = s.column_is_null(1) ? std::nullopt : std::optional<int64_t>(s.column_int(1)),
+         .rung = s.column_int(2),
+         .epochs = s.column_int(3),
+         .evidence = s.column_text(4),
+         .promoted = s.column_text(5),
+         .decided_at = s.column_text(6)});
   return rows;
 }
 
@@ -114,7 +123,7 @@ std::vector<StudyProgress> Store::study_progress() {
       "(SELECT COUNT(*) FROM study_decisions d WHERE d.experiment = t.experiment AND "
       "d.study = t.study AND d.study_hash = t.study_hash), "
       "(SELECT promoted FROM study_decisions d WHERE d.experiment = t.experiment AND "
-      "d.study = t.study AND d.study_hash = t.study_hash ORDER BY rung DESC LIMIT 1), "
+      "d.study = t.study AND d.study_hash = t.study_hash ORDER BY decision DESC LIMIT 1), "
       "(SELECT settings FROM study_outcomes o WHERE o.experiment = t.experiment AND "
       "o.study = t.study AND o.study_hash = t.study_hash), "
       "SUM(EXISTS (SELECT 1 FROM runs r WHERE r.id = t.run_id AND r.status IN ('queued', "

@@ -150,7 +150,8 @@ struct OtherRun {
 // and how to draw its parameters.
 struct CurrentStudy {
   StudyKey key;
-  std::string method;                              // grid, random, tpe
+  std::string method;    // grid, random, tpe
+  std::string schedule;  // none, successive-halving, asha, median: how its decisions read
   WatchedMetric metric = WatchedMetric::val_loss;  // what its trials were decided by
   int64_t confirm_repeats = 0;
   struct Parameter {

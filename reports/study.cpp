@@ -271,15 +271,25 @@ std::string confirmation_text(const StudySection& s) {
                      worse ? " (the winner's curse: the search's best draw was lucky too)" : "");
 }
 
+// "rung 0 (epoch 1): 0: 1.02, 1: 0.98, 2: 1.10 → trial 1 went on" (successive halving: a rung's
+// cohort; asha: one trial, from the rung as it stood); "trial 6 at epoch 2: best 0.91; the
+// completed trials' 0: 0.88, 1: 0.95 (median 0.915) → went on" (median).
 std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
   std::vector<std::string> figures;
+  std::vector<double> numbers;
   for (const auto& item : nlohmann::json::parse(d.evidence)) {
     const double f = item[1].is_null() ? NAN : item[1].get<double>();
     figures.push_back(fmt::format("{}: {}", item[0].get<int64_t>(), figure_text(s, f)));
+    if (std::isfinite(f)) numbers.push_back(f);
   }
   std::vector<std::string> promoted;
   for (const auto& t : nlohmann::json::parse(d.promoted))
     promoted.push_back(std::to_string(t.get<int64_t>()));
+  if (s.study.schedule == "median" && d.trial)
+    return fmt::format("trial {} at epoch {}: the completed trials' {} (median {}) → {}", *d.trial,
+                       d.epochs, join(figures),
+                       figure_text(s, numbers.empty() ? NAN : median(numbers)),
+                       promoted.empty() ? "paused" : "went on");
   return fmt::format("rung {} (epoch {}): {} → trial{} {} went on", d.rung, d.epochs, join(figures),
                      promoted.size() == 1 ? "" : "s", join(promoted));
 }
@@ -398,9 +408,10 @@ std::string studies_markdown(const ExperimentReport& section) {
   for (const std::string& line : study_answers(section)) md += "- " + line + "\n";
   for (const StudySection& s : section.studies) {
     md += fmt::format(
-        "\n#### {} ({} trials, {})\n\n| rank | trial | settings | epochs | {} |\n"
+        "\n#### {} ({} trials, {}{})\n\n| rank | trial | settings | epochs | {} |\n"
         "|---:|---:|---|---:|---:|\n",
-        s.study.key.study, s.trials.size(), s.study.method, metric_key(s.study.metric));
+        s.study.key.study, s.trials.size(), s.study.method,
+        s.study.schedule == "none" ? "" : ", " + s.study.schedule, metric_key(s.study.metric));
     const std::vector<size_t> order = ranked(s);
     for (size_t r = 0; r < order.size(); ++r) {
       const StudyTrial& t = s.trials[order[r]];
@@ -452,7 +463,8 @@ std::string studies_html(const ExperimentReport& section) {
     }
     html += "</tbody></table></div>";
     if (!s.decisions.empty()) {
-      html += "<p>Successive halving's decisions (figures by trial):</p><ul class=\"decisions\">";
+      html += "<p>" + html_escape(s.study.schedule) +
+              "'s decisions (figures by trial):</p><ul class=\"decisions\">";
       for (const StudyDecisionRow& d : s.decisions)
         html += "<li>" + html_escape(decision_text(s, d)) + "</li>";
       html += "</ul>";

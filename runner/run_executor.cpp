@@ -185,7 +185,8 @@ void RunExecutor::finish_run(const PlannedRun& planned, const RunFiles& files,
     why = fmt::format("stopped at the batch's --time-limit {}", policy_.time_limit);
   else if (paused)
     why = fmt::format(
-        "{} {} by the study's successive halving; a promotion continues it from its checkpoint",
+        "{} {} by the study's schedule (sweep.search.schedule); a promotion continues it from its "
+        "checkpoint",
         kPausedError, planned.pause_after_epochs);
   record_outcome(result,
                  {.run_id = run_id,

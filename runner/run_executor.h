@@ -48,7 +48,7 @@ struct BatchSummary {
   int retried = 0;           // attempts made again after a transient failure
   int not_started = 0;       // left for the next `trainyard run`: the batch stopped first
   int interrupted_runs = 0;  // stopped while training (checkpointed): continued by the next batch
-  int paused = 0;            // trials paused at a rung by a study's successive halving
+  int paused = 0;            // trials paused at a rung by a study's schedule
   int promoted = 0;          // of those started: paused trials a study's decision continued
   bool interrupted = false;
   bool at_time_limit = false;  // the stop came from --time-limit, not from a signal

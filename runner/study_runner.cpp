@@ -1,5 +1,6 @@
-// A study run to its outcome (runner/study_runner.h): run() is train_first_rung, climb_rungs and
-// record_best; train_trial trains one trial to one rung through the batch's RunExecutor.
+// A study run to its outcome (runner/study_runner.h): run() is its schedule's walk (successive
+// halving: train_first_rung then climb_rungs; run_asha; run_median) and record_best; train_trial
+// trains one trial to one rung through the batch's RunExecutor.
 #include "runner/study_runner.h"
 
 #include <algorithm>
@@ -29,6 +30,25 @@ nlohmann::json figure_json(double figure) {
   return std::isfinite(figure) ? nlohmann::json(figure) : nlohmann::json(nullptr);
 }
 
+// [[trial, figure or null], ...]: a decision's evidence.
+std::string evidence_json(const std::vector<int64_t>& trials, const std::vector<double>& figures) {
+  nlohmann::json evidence = nlohmann::json::array();
+  for (size_t k = 0; k < trials.size(); ++k)
+    evidence.push_back({trials[k], figure_json(figures[k])});
+  return evidence.dump();
+}
+
+// The best of a run's figures of `metric` up to `epoch` (NaN: none): what Optuna's MedianPruner
+// judges a trial by.
+double best_figure_by(Store& store, int64_t run_id, int64_t epoch, const std::string& metric,
+                      bool minimize) {
+  double best = NAN;
+  for (const EpochRow& row : store.epoch_metrics(run_id))
+    if (const auto it = row.values.find(metric); row.epoch <= epoch && it != row.values.end())
+      if (better_figure(it->second, best, minimize)) best = it->second;
+  return best;
+}
+
 }  // namespace
 
 StudyRunner::StudyRunner(Store& store, RunExecutor& executor, BatchConsole& console,
@@ -51,11 +71,32 @@ bool StudyRunner::run() {
   rungs_ = rung_epochs(search_.schedule, epochs);
   std::vector<std::string> rung_words;
   for (int64_t e : rungs_) rung_words.push_back(std::to_string(e));
+  const ScheduleKind schedule = search_.schedule.kind;
   console_.line(fmt::format(
       "study {}/{}: {} {} trials by {}{}", experiment_.name, study_.variant, search_.trials,
       to_string(search_.method), metric_key(search_.metric),
-      rungs_.size() > 1 ? ", successive halving at epochs " + join(rung_words, ", ") : ""));
-  if (!train_first_rung() || !climb_rungs()) return false;
+      rungs_.size() > 1 ? fmt::format(", {} {} epochs {}", to_string(schedule),
+                                      schedule == ScheduleKind::median ? "checking at" : "rungs at",
+                                      join(rung_words, ", "))
+                        : ""));
+  // A trial's values, once recorded, are its own: a study continued after a kill or a transient
+  // failure trains what it proposed, whatever a figure that came later would now suggest.
+  for (const StudyTrialRow& row : store_.study_trials(key_))
+    recorded_[row.trial] = parse_values(row.values);
+  bool ended = false;
+  switch (schedule) {
+    case ScheduleKind::none:
+    case ScheduleKind::successive_halving:
+      ended = train_first_rung() && climb_rungs();
+      break;
+    case ScheduleKind::asha:
+      ended = run_asha();
+      break;
+    case ScheduleKind::median:
+      ended = run_median();
+      break;
+  }
+  if (!ended) return false;
   record_best();
   return true;
 }
@@ -70,36 +111,44 @@ std::string StudyRunner::own_work() const {
                          static_cast<double>(std::max<int64_t>(1, search_.trials)));
 }
 
+bool StudyRunner::add_trial(int64_t trial) {
+  TrialValues proposal;
+  if (const auto it = recorded_.find(trial); it != recorded_.end()) {
+    proposal = it->second;
+  } else if (out_of_budget(trial)) {
+    return false;
+  } else {
+    switch (search_.method) {
+      case SearchMethod::grid:
+        proposal = propose_grid(search_.space, trial);
+        break;
+      case SearchMethod::random:
+        proposal = propose_random(search_.space, search_.seed, trial);
+        break;
+      case SearchMethod::tpe:
+        proposal = propose_tpe(search_.space, search_.seed, trial, seen_, search_.minimize());
+        break;
+    }
+  }
+  values_.push_back(proposal);
+  runs_.push_back(trial_run(study_, trial, proposal));
+  return true;
+}
+
+bool StudyRunner::repeats_earlier(int64_t trial) const {
+  const auto i = static_cast<size_t>(trial);
+  for (size_t k = 0; k < i; ++k)
+    if (runs_[k].config_hash == runs_[i].config_hash) return true;
+  return false;
+}
+
 bool StudyRunner::train_first_rung() {
-  // A trial's values, once recorded, are its own: a study continued after a kill or a transient
-  // failure trains what it proposed, whatever a figure that came later would now suggest.
-  std::map<int64_t, TrialValues> recorded;
-  for (const StudyTrialRow& row : store_.study_trials(key_))
-    recorded[row.trial] = parse_values(row.values);
   for (int64_t i = 0; i < search_.trials; ++i) {
     if (stopped()) return false;
-    if (!recorded.count(i) && out_of_budget(i)) break;
-    TrialValues proposal;
-    if (auto it = recorded.find(i); it != recorded.end()) {
-      proposal = it->second;
-    } else {
-      switch (search_.method) {
-        case SearchMethod::grid:
-          proposal = propose_grid(search_.space, i);
-          break;
-        case SearchMethod::random:
-          proposal = propose_random(search_.space, search_.seed, i);
-          break;
-        case SearchMethod::tpe:
-          proposal = propose_tpe(search_.space, search_.seed, i, seen_, search_.minimize());
-          break;
-      }
-    }
-    values_.push_back(proposal);
-    runs_.push_back(trial_run(study_, i, proposal));
+    if (!add_trial(i)) break;
     const double figure = train_trial(i, rungs_[0]);
     if (stopped()) return false;
-    seen_.push_back({proposal, figure});
+    seen_.push_back({values_.back(), figure});
   }
   return true;
 }
@@ -107,18 +156,26 @@ bool StudyRunner::train_first_rung() {
 bool StudyRunner::out_of_budget(int64_t trials) {
   if (search_.time_budget_seconds <= 0) return false;
   // The epochs' times of the trials' runs as the store holds them (a run two trials share counts
-  // once), each run's read once and added in the trials' order: a study continued after a kill
-  // adds the same figures in the same order, so it stops at the same trial.
+  // once), added in the trials' and epochs' order: a study continued after a kill adds the same
+  // figures in the same order, so it stops at the same trial. A run is read again only when its
+  // trial's record has gone further (asha promotes earlier trials between proposals).
   std::vector<StudyTrialRow> rows = store_.study_trials(key_);
   std::sort(rows.begin(), rows.end(),
             [](const StudyTrialRow& a, const StudyTrialRow& b) { return a.trial < b.trial; });
+  double spent = 0;
+  std::set<int64_t> counted;
   for (const StudyTrialRow& row : rows) {
-    if (row.trial >= trials || !budget_runs_.insert(row.run_id).second) continue;
-    for (const EpochRow& epoch : store_.epoch_metrics(row.run_id))
-      if (const auto it = epoch.values.find(metric::kEpochSeconds); it != epoch.values.end())
-        budget_spent_ += it->second;
+    if (row.trial >= trials || !counted.insert(row.run_id).second) continue;
+    BudgetRun& run = budget_runs_[row.run_id];
+    if (row.epochs > run.epochs || run.seconds.empty()) {
+      run = {.epochs = row.epochs, .seconds = {}};
+      for (const EpochRow& epoch : store_.epoch_metrics(row.run_id))
+        if (const auto it = epoch.values.find(metric::kEpochSeconds); it != epoch.values.end())
+          run.seconds.push_back(it->second);
+    }
+    for (double s : run.seconds) spent += s;
   }
-  const double seconds = budget_spent_;
+  const double seconds = spent;
   if (seconds < search_.time_budget_seconds) return false;
   console_.line(fmt::format(
       "study {}/{}: its time budget ({}) is spent after {} (their epochs took {}): no more trials "
@@ -150,19 +207,15 @@ bool StudyRunner::climb_rungs() {
   for (size_t r = 0; r + 1 < rungs_.size(); ++r) {
     const std::vector<int64_t> promoted =
         promote(cohort_, figures_, search_.schedule.reduction, search_.minimize());
-    nlohmann::json evidence = nlohmann::json::array();
-    for (size_t k = 0; k < cohort_.size(); ++k)
-      evidence.push_back({cohort_[k], figure_json(figures_[k])});
-    store_.record_study_decision(key_, {.rung = static_cast<int64_t>(r),
-                                        .epochs = rungs_[r],
-                                        .evidence = evidence.dump(),
-                                        .promoted = nlohmann::json(promoted).dump()});
     std::vector<std::string> names;
     for (int64_t t : promoted) names.push_back(std::to_string(t));
-    console_.line(
-        fmt::format("study {}/{}: rung {} (epoch {}): {} of {} go on to epoch {}: trial{} {}",
-                    experiment_.name, study_.variant, r, rungs_[r], promoted.size(), cohort_.size(),
-                    rungs_[r + 1], promoted.size() == 1 ? "" : "s", join(names)));
+    record_decision({.rung = static_cast<int64_t>(r),
+                     .epochs = rungs_[r],
+                     .evidence = evidence_json(cohort_, figures_),
+                     .promoted = nlohmann::json(promoted).dump()},
+                    fmt::format("rung {} (epoch {}): {} of {} go on to epoch {}: trial{} {}", r,
+                                rungs_[r], promoted.size(), cohort_.size(), rungs_[r + 1],
+                                promoted.size() == 1 ? "" : "s", join(names)));
     std::vector<double> next;
     for (int64_t t : promoted) {
       next.push_back(train_trial(t, rungs_[r + 1]));
@@ -172,6 +225,106 @@ bool StudyRunner::climb_rungs() {
     figures_ = next;
   }
   return true;
+}
+
+bool StudyRunner::run_asha() {
+  std::vector<AshaRung> rungs(rungs_.size());
+  const int64_t reduction = search_.schedule.reduction;
+  int64_t next = 0;       // the next trial to propose
+  bool draining = false;  // no new trial will come: what is left is to promote
+  while (!stopped()) {
+    if (const auto up = asha_promotion(rungs, reduction, search_.minimize(), draining)) {
+      AshaRung& from = rungs[up->rung];
+      const size_t quota =
+          std::max<size_t>(draining ? 1 : 0, from.trials.size() / static_cast<size_t>(reduction));
+      record_decision({.trial = up->trial,
+                       .rung = static_cast<int64_t>(up->rung),
+                       .epochs = rungs_[up->rung],
+                       .evidence = evidence_json(from.trials, from.figures),
+                       .promoted = nlohmann::json::array({up->trial}).dump()},
+                      fmt::format("rung {} (epoch {}): trial {} is in the best {} of {}: it goes "
+                                  "on to epoch {}",
+                                  up->rung, rungs_[up->rung], up->trial, quota, from.trials.size(),
+                                  rungs_[up->rung + 1]));
+      from.promoted.insert(up->trial);
+      const double figure = train_trial(up->trial, rungs_[up->rung + 1]);
+      if (stopped()) return false;
+      rungs[up->rung + 1].trials.push_back(up->trial);
+      rungs[up->rung + 1].figures.push_back(figure);
+      continue;
+    }
+    if (draining) break;
+    if (next >= search_.trials || !add_trial(next)) {
+      draining = true;
+      continue;
+    }
+    const double figure = train_trial(next, rungs_[0]);
+    if (stopped()) return false;
+    seen_.push_back({values_.back(), figure});
+    if (!repeats_earlier(next)) {
+      rungs[0].trials.push_back(next);
+      rungs[0].figures.push_back(figure);
+    }
+    ++next;
+  }
+  if (stopped()) return false;
+  cohort_ = rungs.back().trials;
+  figures_ = rungs.back().figures;
+  return true;
+}
+
+bool StudyRunner::run_median() {
+  const std::string metric = metric_key(search_.metric);
+  std::vector<int64_t> completed;  // trials that trained to the end, in order
+  for (int64_t i = 0; i < search_.trials; ++i) {
+    if (stopped()) return false;
+    if (!add_trial(i)) break;
+    // Until startup_trials have completed no trial is judged: it trains to the end at once.
+    const bool judged = static_cast<int64_t>(completed.size()) >= search_.schedule.startup_trials;
+    double figure = train_trial(i, judged ? rungs_[0] : rungs_.back());
+    if (stopped()) return false;
+    seen_.push_back({values_.back(), figure});
+    if (repeats_earlier(i)) continue;
+    bool paused = false;
+    for (size_t r = 0; judged && r + 1 < rungs_.size(); ++r) {
+      std::vector<double> figures;
+      for (int64_t t : completed)
+        figures.push_back(figure_at(store_, run_of_.at(t), rungs_[r], metric));
+      const double middle = median_figure(figures);
+      const double best =
+          best_figure_by(store_, run_of_.at(i), rungs_[r], metric, search_.minimize());
+      const bool goes_on = beats_median(best, middle, search_.minimize());
+      record_decision(
+          {.trial = i,
+           .rung = static_cast<int64_t>(r),
+           .epochs = rungs_[r],
+           .evidence = evidence_json(completed, figures),
+           .promoted = goes_on ? nlohmann::json::array({i}).dump() : "[]"},
+          fmt::format("trial {} at epoch {}: its best {} {} the median {} of {}: {}", i, rungs_[r],
+                      figure_or_failed(search_.metric, best),
+                      goes_on ? "is no worse than" : "is worse than",
+                      figure_or_failed(search_.metric, middle),
+                      plural(static_cast<int64_t>(completed.size()), "completed trial"),
+                      goes_on ? fmt::format("it goes on to epoch {}", rungs_[r + 1]) : "paused"));
+      if (!goes_on) {
+        paused = true;
+        break;
+      }
+      figure = train_trial(i, rungs_[r + 1]);
+      if (stopped()) return false;
+    }
+    if (paused) continue;
+    if (std::isfinite(figure)) completed.push_back(i);  // a failed trial is no yardstick
+    cohort_.push_back(i);
+    figures_.push_back(figure);
+  }
+  return true;
+}
+
+void StudyRunner::record_decision(StudyDecisionRow row, const std::string& said) {
+  row.decision = decisions_++;
+  store_.record_study_decision(key_, row);
+  console_.line(fmt::format("study {}/{}: {}", experiment_.name, study_.variant, said));
 }
 
 void StudyRunner::record_best() {
@@ -222,6 +375,7 @@ StudyTrialRow StudyRunner::trial_row(int64_t trial) const {
 }
 
 double StudyRunner::record_trial(int64_t trial, int64_t run_id, int64_t epochs, double figure) {
+  run_of_[trial] = run_id;
   std::optional<StudyTrialRow> before;
   for (const StudyTrialRow& r : store_.study_trials(key_))
     if (r.trial == trial) before = r;

@@ -1,10 +1,11 @@
 // A study (sweep.search, docs/search.md) run to its outcome: trials proposed one after another,
 // each trained to the first rung as soon as it is proposed (so TPE sees every earlier trial's
-// figure there), then successive halving's decisions, rung by rung, each promoted trial continuing
-// from its paused checkpoint; last the best trial. Everything is read back from the store — a trial
-// already trained to a rung is not trained again, a paused or interrupted one continues — so a
-// study killed at any moment and started again proposes, decides and ends as an undisturbed one.
-// The controller (runner/controller.h) runs one per study of a batch; trials train through the
+// figure there); its schedule's decisions, each promoted trial continuing from its paused
+// checkpoint — successive halving's rung by rung once every trial is in, asha's between trials,
+// median's at each check of each trial; last the best trial. Everything is read back from the store
+// — a trial already trained to a rung is not trained again, a paused or interrupted one continues —
+// so a study killed at any moment and started again proposes, decides and ends as an undisturbed
+// one. The controller (runner/controller.h) runs one per study of a batch; trials train through the
 // batch's RunExecutor.
 #pragma once
 
@@ -36,14 +37,25 @@ class StudyRunner {
   bool run();
 
  private:
-  // Every trial to the first rung, each proposed from the figures of those before it (or, once
-  // recorded, as recorded).
+  // Trial `trial`'s values and run: as recorded, or proposed from the figures of the trials before
+  // it. False when the time budget is spent (then it has none).
+  bool add_trial(int64_t trial);
+  // Whether trial `trial` resolves to a configuration an earlier trial has (then it is that
+  // trial: it trains nothing and takes no place of its own in a rung).
+  bool repeats_earlier(int64_t trial) const;
+  // Every trial to the first rung.
   bool train_first_rung();
   // sweep.search.time_budget: whether the first `trials` trials have trained the budget through
   // (said once, when they have): then no trial is proposed after them.
   bool out_of_budget(int64_t trials);
-  // Each rung's decision, once its cohort is complete; the promoted go on to the next rung.
+  // Successive halving: each rung's decision, once its cohort is complete; the promoted go on.
   bool climb_rungs();
+  // ASHA: new trials and promotions as asha_promotion says, until neither is left.
+  bool run_asha();
+  // Median: each trial in turn, judged at each check against the completed trials' median.
+  bool run_median();
+  // A decision recorded in the study's order and said on the console.
+  void record_decision(StudyDecisionRow row, const std::string& said);
   // The best of the last rung, recorded as the study's outcome.
   void record_best();
   // Trains trial `trial` to `epochs`, pausing it there when it has more, unless the store has its
@@ -72,14 +84,22 @@ class StudyRunner {
   double training_seconds_ = 0;  // of its trials, in the executor
   std::vector<int64_t> rungs_;   // the epochs each rung ends at; the last is the runs' end
   // sweep.search.time_budget: the trials' runs counted so far, and their epochs' seconds.
-  std::set<int64_t> budget_runs_;
-  double budget_spent_ = 0;
+  // Each run's epochs' seconds, read again only when its trial's record goes further.
+  struct BudgetRun {
+    int64_t epochs = 0;
+    std::vector<double> seconds;
+  };
+  std::map<int64_t, BudgetRun> budget_runs_;
+
+  std::map<int64_t, TrialValues> recorded_;  // the store's trials' values, when the study began
+  std::map<int64_t, int64_t> run_of_;        // each trial's run, as last recorded
+  int64_t decisions_ = 0;                    // recorded so far, in this walk of the study
 
   // Every trial's values and run, in order of proposal; the first rung's figures.
   std::vector<TrialValues> values_;
   std::vector<RunSpec> runs_;
   std::vector<Observation> seen_;
-  // The trials of the rung being decided, and their figures there.
+  // The trials of the rung being decided (once decided: of the last rung), their figures there.
   std::vector<int64_t> cohort_;
   std::vector<double> figures_;
 };

@@ -54,7 +54,7 @@ sweep:
   EXPECT_EQ(s.trials, 24);
   EXPECT_EQ(s.seed, 7u);
   EXPECT_FALSE(s.minimize());
-  EXPECT_TRUE(s.schedule.on);
+  EXPECT_EQ(s.schedule.kind, ScheduleKind::successive_halving);
   EXPECT_EQ(s.schedule.grace_epochs, 2);
   EXPECT_EQ(s.schedule.reduction, 4);
   EXPECT_EQ(s.confirm_repeats, 3);
@@ -313,13 +313,90 @@ TEST(Tpe, FindsABetterMinimumThanRandomSearchOverTheSameBudget) {
 }
 
 TEST(Halving, RungsGrowByTheReductionUpToTheEpochs) {
-  EXPECT_EQ(rung_epochs({.on = true, .grace_epochs = 1, .reduction = 3}, 9),
+  const auto halving = ScheduleKind::successive_halving;
+  EXPECT_EQ(rung_epochs({.kind = halving, .grace_epochs = 1, .reduction = 3}, 9),
             (std::vector<int64_t>{1, 3, 9}));
-  EXPECT_EQ(rung_epochs({.on = true, .grace_epochs = 1, .reduction = 3}, 4),
+  EXPECT_EQ(rung_epochs({.kind = halving, .grace_epochs = 1, .reduction = 3}, 4),
             (std::vector<int64_t>{1, 3, 4}));
-  EXPECT_EQ(rung_epochs({.on = true, .grace_epochs = 2, .reduction = 2}, 2),
+  EXPECT_EQ(rung_epochs({.kind = ScheduleKind::asha, .grace_epochs = 2, .reduction = 2}, 2),
             (std::vector<int64_t>{2}));
-  EXPECT_EQ(rung_epochs({.on = false}, 5), (std::vector<int64_t>{5}));
+  EXPECT_EQ(rung_epochs({.kind = ScheduleKind::none}, 5), (std::vector<int64_t>{5}));
+  // The median pruner checks every interval from the grace on.
+  EXPECT_EQ(rung_epochs({.kind = ScheduleKind::median, .grace_epochs = 2, .interval_epochs = 2}, 9),
+            (std::vector<int64_t>{2, 4, 6, 8, 9}));
+}
+
+// ASHA's get_job (Li et al., Algorithm 2) with reduction 3 over rungs at 1, 3 and 9 epochs.
+TEST(Asha, ATrialGoesOnOnceInItsRungsBestThirdAndAPausedOneCanGoOnLater) {
+  std::vector<AshaRung> rungs(3);
+  auto arrive = [&](size_t rung, int64_t trial, double loss) {
+    rungs[rung].trials.push_back(trial);
+    rungs[rung].figures.push_back(loss);
+  };
+  arrive(0, 0, 0.3);
+  arrive(0, 1, 0.5);
+  EXPECT_FALSE(asha_promotion(rungs, 3, true, false));  // 2 in: a third of them is none
+  arrive(0, 2, 0.4);
+  auto up = asha_promotion(rungs, 3, true, false);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->rung, 0u);
+  EXPECT_EQ(up->trial, 0);
+  rungs[0].promoted.insert(0);
+  arrive(1, 0, 0.25);
+  EXPECT_FALSE(asha_promotion(rungs, 3, true, false));
+  // Three worse trials arrive: the best third of six is trials 0 and 2, so 2, paused since its
+  // rung was decided without it, goes on now.
+  arrive(0, 3, 0.9);
+  arrive(0, 4, 0.8);
+  arrive(0, 5, 0.7);
+  up = asha_promotion(rungs, 3, true, false);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 2);
+  rungs[0].promoted.insert(2);
+  arrive(1, 2, 0.35);
+  arrive(1, 5, 0.2);  // (as if promoted earlier)
+  rungs[0].promoted.insert(5);
+  // The highest rung first: rung 1 holds three, its best (5) goes on to the last rung.
+  up = asha_promotion(rungs, 3, true, false);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->rung, 1u);
+  EXPECT_EQ(up->trial, 5);
+  // Higher is better for accuracy: the same rung ranks the other way.
+  std::vector<AshaRung> accuracy(2);
+  accuracy[0] = {.trials = {0, 1, 2}, .figures = {0.3, 0.5, 0.4}, .promoted = {}};
+  EXPECT_EQ(asha_promotion(accuracy, 3, false, false)->trial, 1);
+}
+
+TEST(Asha, DrainingSendsTheBestOnAndAFailedTrialNever) {
+  std::vector<AshaRung> rungs(3);
+  rungs[0] = {.trials = {0, 1}, .figures = {0.5, 0.4}, .promoted = {}};
+  EXPECT_FALSE(asha_promotion(rungs, 3, true, false));
+  auto up = asha_promotion(rungs, 3, true, true);  // no new trial will come
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->trial, 1);
+  rungs[0].promoted.insert(1);
+  rungs[1] = {.trials = {1}, .figures = {0.3}, .promoted = {}};
+  up = asha_promotion(rungs, 3, true, true);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->rung, 1u);  // on to the last rung
+  rungs[1].promoted.insert(1);
+  EXPECT_FALSE(asha_promotion(rungs, 3, true, true));  // rung 0's quota (1) is spent
+  std::vector<AshaRung> failed(2);
+  failed[0] = {.trials = {0, 1, 2}, .figures = {NAN, NAN, NAN}, .promoted = {}};
+  EXPECT_FALSE(asha_promotion(failed, 3, true, true));
+}
+
+// Optuna's MedianPruner: paused when the best so far is worse than the completed trials' median.
+TEST(Median, ATrialWorseThanTheMedianIsPausedATieGoesOn) {
+  EXPECT_DOUBLE_EQ(median_figure({0.4, NAN, 0.2, 0.9}), 0.4);
+  EXPECT_DOUBLE_EQ(median_figure({0.4, 0.2, 0.9, 0.5}), 0.45);
+  EXPECT_TRUE(std::isnan(median_figure({NAN})));
+  EXPECT_TRUE(beats_median(0.3, 0.4, true));
+  EXPECT_FALSE(beats_median(0.5, 0.4, true));
+  EXPECT_TRUE(beats_median(0.4, 0.4, true));
+  EXPECT_FALSE(beats_median(0.3, 0.4, false));  // accuracy
+  EXPECT_FALSE(beats_median(NAN, 0.4, true));   // no figure
+  EXPECT_TRUE(beats_median(0.9, NAN, true));    // nothing to judge by
 }
 
 TEST(Halving, TheBestThirdGoesOnTiesToTheEarlierTrialFailuresLast) {

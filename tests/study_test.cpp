@@ -128,7 +128,7 @@ TEST_F(StudyTest, TwoVariantsAreSearchedHalvedAndConfirmedAsTheCurvesSay) {
         dir.write(name + ".yaml", study_file(name, method, method == "tpe" ? 12 : 9));
     Result validate = trainyard("validate " + file);
     EXPECT_NE(validate.output.find(
-                  fmt::format("2 studies of {} {} trials (successive halving), then 2 runs of "
+                  fmt::format("2 studies of {} {} trials (successive-halving), then 2 runs of "
                               "each best",
                               method == "tpe" ? 12 : 9, method)),
               std::string::npos)
@@ -595,7 +595,7 @@ namespace {
 // sweep.search.time_budget: no trial is proposed once the study's trials have trained the budget
 // through, counted from the epochs' times the store holds, so the same study run again stops at
 // the same trial; the trials proposed finish their rungs. What a search does not do yet (trials in
-// parallel, asynchronous halving, several objectives) is refused by name.
+// parallel, Hyperband's brackets, several objectives) is refused by name.
 TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
   std::string text = study_file("budget", "random", 6);
   const std::string confirm = "    confirm_repeats: 2\n";
@@ -632,10 +632,19 @@ TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
   EXPECT_NE(parallel.output.find("'sweep.search.parallel': trials in parallel are not built yet"),
             std::string::npos)
       << parallel.output;
-  const Result asha = refused("asha", "name: successive-halving", "name: asha");
-  EXPECT_EQ(asha.exit_code, 2);
-  EXPECT_NE(asha.output.find("'sweep.search.schedule.name' asha: not built yet"), std::string::npos)
-      << asha.output;
+  const Result hyperband = refused("hyperband", "name: successive-halving", "name: hyperband");
+  EXPECT_EQ(hyperband.exit_code, 2);
+  EXPECT_NE(hyperband.output.find("'sweep.search.schedule.name' hyperband: not built yet"),
+            std::string::npos)
+      << hyperband.output;
+  // A key another schedule reads is refused as that schedule's.
+  const Result foreign =
+      refused("foreign", "name: successive-halving", "name: median, startup_trials: 2");
+  EXPECT_EQ(foreign.exit_code, 2);
+  EXPECT_NE(foreign.output.find("'sweep.search.schedule.reduction' is successive-halving and "
+                                "asha's; schedule median does not read it"),
+            std::string::npos)
+      << foreign.output;
   const Result objectives =
       refused("objectives", "metric: val_loss", "metric: [val_acc, train_seconds]");
   EXPECT_EQ(objectives.exit_code, 2);
@@ -661,6 +670,216 @@ TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
   EXPECT_NE(budget.output.find("'sweep.search.time_budget' soon is not a duration"),
             std::string::npos)
       << budget.output;
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// One variant, 9 random trials over 4 epochs, paused by `schedule`.
+std::string scheduled_file(const std::string& name, const std::string& schedule) {
+  std::string text = study_file(name, "random", 9);
+  const std::string variants =
+      "  variants: [{name: fp32}, {name: small-batch, set: {train.batch_size: 8}}]\n";
+  text.replace(text.find(variants), variants.size(), "");
+  const std::string halving = "{name: successive-halving, grace_epochs: 1, reduction: 3}";
+  text.replace(text.find(halving), halving.size(), schedule);
+  const std::string report = "report: {baseline: fp32}\n";
+  text.replace(text.find(report), report.size(), "");
+  return text;
+}
+
+std::map<int64_t, int64_t> runs_of(const StudyRecord& study) {
+  std::map<int64_t, int64_t> run_of;
+  for (const auto& t : study.trials) run_of[t.trial] = t.run_id;
+  return run_of;
+}
+
+// ASHA as Li et al. state it (MLSys 2020, Algorithm 2), walked again from the stored curves: when
+// a job is free, promote from the highest rung below the top the best not-yet-promoted trial of
+// its best floor(n / 3), else start the next trial; once all 9 are in and nothing is left to
+// promote, at least one of each rung may go on from then on. Returns the promotions, (rung,
+// trial), in order.
+std::vector<std::pair<int64_t, int64_t>> asha_by_hand(Store& store, const StudyRecord& study) {
+  const std::vector<int64_t> epochs = {1, 3, 4};
+  const auto run_of = runs_of(study);
+  std::vector<std::vector<int64_t>> at(3);  // the trials that reached each rung
+  std::vector<std::set<int64_t>> sent(3);
+  std::vector<std::pair<int64_t, int64_t>> promotions;
+  int64_t next = 0;
+  bool draining = false;
+  for (;;) {
+    std::optional<std::pair<int64_t, int64_t>> job;
+    for (int64_t r = 1; r >= 0 && !job; --r) {
+      std::vector<std::pair<double, int64_t>> ranked;
+      for (int64_t t : at[r]) ranked.push_back({val_loss_at(store, run_of.at(t), epochs[r]), t});
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      size_t quota = at[r].size() / 3;
+      if (draining && !at[r].empty()) quota = std::max<size_t>(quota, 1);
+      for (size_t k = 0; k < quota && !job; ++k)
+        if (!sent[r].count(ranked[k].second)) job = {{r, ranked[k].second}};
+    }
+    if (job) {
+      promotions.push_back(*job);
+      sent[job->first].insert(job->second);
+      at[job->first + 1].push_back(job->second);
+    } else if (next < 9) {
+      at[0].push_back(next++);
+    } else if (!draining) {
+      draining = true;
+    } else {
+      break;
+    }
+  }
+  return promotions;
+}
+
+// Optuna's MedianPruner (n_startup_trials 2, n_warmup_steps 0 after the first epoch, interval 1)
+// walked again from the stored curves: (trial, epoch, went on) for each judgement.
+std::vector<std::tuple<int64_t, int64_t, bool>> median_by_hand(Store& store,
+                                                               const StudyRecord& study) {
+  const auto run_of = runs_of(study);
+  std::vector<int64_t> completed;
+  std::vector<std::tuple<int64_t, int64_t, bool>> judged;
+  for (int64_t t = 0; t < 9; ++t) {
+    bool paused = false;
+    for (int64_t epoch = 1; epoch < 4 && completed.size() >= 2; ++epoch) {
+      std::vector<double> others;
+      for (int64_t c : completed) others.push_back(val_loss_at(store, run_of.at(c), epoch));
+      std::sort(others.begin(), others.end());
+      const size_t n = others.size();
+      const double median = n % 2 ? others[n / 2] : (others[n / 2 - 1] + others[n / 2]) / 2;
+      double best = INFINITY;
+      for (int64_t e = 1; e <= epoch; ++e)
+        best = std::min(best, val_loss_at(store, run_of.at(t), e));
+      judged.push_back({t, epoch, best <= median});
+      if (best > median) {
+        paused = true;
+        break;
+      }
+    }
+    if (!paused) completed.push_back(t);
+  }
+  return judged;
+}
+
+// sweep.search.schedule asha and median: their decisions are what the papers' rules say of the
+// stored curves; a trial they stop is paused with its checkpoint, never killed; asha decides
+// before its trials are all in (asynchronous); and an asha study SIGKILLed mid-way ends with the
+// trials, decisions and best of an undisturbed one.
+TEST_F(StudyTest, AshaAndTheMedianPrunerDecideAsTheirRulesSayAndReplayAfterAKill) {
+  const std::string asha =
+      dir.write("asha.yaml", scheduled_file("asha", "{name: asha, grace_epochs: 1, reduction: 3}"));
+  const Result validate = trainyard("validate " + asha);
+  EXPECT_NE(validate.output.find("1 study of 9 random trials (asha), then 2 runs of each best"),
+            std::string::npos)
+      << validate.output;
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  const Result run = trainyard("run " + asha + " --db " + undisturbed_db);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("asha rungs at epochs 1, 3, 4"), std::string::npos) << run.output;
+  {
+    Store store(undisturbed_db);
+    const StudyRecord study = studies_of(store, "asha").at("default");
+    ASSERT_EQ(study.trials.size(), 9u);
+    const auto promotions = asha_by_hand(store, study);
+    ASSERT_EQ(study.decisions.size(), promotions.size());
+    for (size_t k = 0; k < promotions.size(); ++k) {
+      EXPECT_EQ(study.decisions[k].rung, promotions[k].first) << "decision " << k;
+      EXPECT_EQ(study.decisions[k].trial, promotions[k].second) << "decision " << k;
+      EXPECT_EQ(study.decisions[k].promoted, fmt::format("[{}]", promotions[k].second));
+    }
+    // Asynchronous: the first promotion came when 3 of the 9 trials were in.
+    EXPECT_EQ(nlohmann::json::parse(study.decisions.front().evidence).size(), 3u);
+    // The best is the best of those that reached the last rung, by the epoch each run tested.
+    std::vector<std::pair<double, int64_t>> top;
+    for (const auto& [rung, trial] : promotions)
+      if (rung == 1) {
+        const int64_t id = runs_of(study).at(trial);
+        top.push_back(
+            {val_loss_at(store, id, std::llround(store.final_metrics(id).at("best_epoch"))),
+             trial});
+      }
+    ASSERT_FALSE(top.empty());
+    ASSERT_TRUE(study.outcome);
+    EXPECT_EQ(study.outcome->best_trial, std::min_element(top.begin(), top.end())->second);
+    for (const auto& t : study.trials) {
+      const RunRecord r = *store.run(t.run_id);
+      if (t.epochs < 4) {
+        EXPECT_EQ(r.status, RunStatus::interrupted) << t.trial;
+        EXPECT_EQ(r.error.rfind("paused after epoch", 0), 0u) << r.error;
+      }
+    }
+  }
+
+  // Killed once the first promotion is recorded, then run again.
+  {
+    const pid_t controller = testing::start_run(asha, db(), {});
+    testing::KillOnExit guard{controller};
+    ASSERT_TRUE(wait_for(db(), [](Store& store) {
+      for (const StudyProgress& p : store.study_progress())
+        if (p.decisions >= 1) return true;
+      return false;
+    }));
+    ASSERT_EQ(kill(controller, SIGKILL), 0);
+    ASSERT_EQ(testing::exit_code_of(controller), 128 + SIGKILL);
+    guard.pid = -1;
+  }
+  ASSERT_EQ(trainyard("run " + asha + " --db " + db()).exit_code, 0);
+  {
+    Store disturbed(db()), reference(undisturbed_db);
+    const StudyRecord a = studies_of(disturbed, "asha").at("default");
+    const StudyRecord b = studies_of(reference, "asha").at("default");
+    ASSERT_EQ(a.trials.size(), b.trials.size());
+    for (size_t i = 0; i < a.trials.size(); ++i) {
+      EXPECT_EQ(a.trials[i].values, b.trials[i].values) << "trial " << i;
+      EXPECT_EQ(a.trials[i].epochs, b.trials[i].epochs) << "trial " << i;
+      EXPECT_EQ(a.trials[i].figure, b.trials[i].figure) << "trial " << i;
+    }
+    ASSERT_EQ(a.decisions.size(), b.decisions.size());
+    for (size_t k = 0; k < a.decisions.size(); ++k) {
+      EXPECT_EQ(a.decisions[k].evidence, b.decisions[k].evidence) << "decision " << k;
+      EXPECT_EQ(a.decisions[k].promoted, b.decisions[k].promoted) << "decision " << k;
+    }
+    ASSERT_TRUE(a.outcome);
+    EXPECT_EQ(a.outcome->best_trial, b.outcome->best_trial);
+  }
+
+  const std::string median =
+      dir.write("median.yaml",
+                scheduled_file("median", "{name: median, grace_epochs: 1, startup_trials: 2}"));
+  const Result pruned = trainyard("run " + median + " --db " + db());
+  ASSERT_EQ(pruned.exit_code, 0) << pruned.output;
+  Store store(db());
+  const StudyRecord study = studies_of(store, "median").at("default");
+  const auto judged = median_by_hand(store, study);
+  ASSERT_EQ(study.decisions.size(), judged.size());
+  int paused = 0;
+  for (size_t k = 0; k < judged.size(); ++k) {
+    const auto& [trial, epoch, went_on] = judged[k];
+    EXPECT_EQ(study.decisions[k].trial, trial) << "decision " << k;
+    EXPECT_EQ(study.decisions[k].epochs, epoch) << "decision " << k;
+    EXPECT_EQ(study.decisions[k].promoted, went_on ? fmt::format("[{}]", trial) : "[]")
+        << "decision " << k << ": " << study.decisions[k].evidence;
+    if (!went_on) {
+      ++paused;
+      const RunRecord r = *store.run(runs_of(study).at(trial));
+      EXPECT_EQ(r.error, fmt::format("paused after epoch {} by the study's schedule "
+                                     "(sweep.search.schedule); a promotion continues it from its "
+                                     "checkpoint",
+                                     epoch));
+    }
+  }
+  EXPECT_GT(paused, 0) << "no trial was paused: the test shows nothing";
+  const std::string markdown = (dir.path() / "median.md").string();
+  ASSERT_EQ(trainyard("report --db " + db() + " --experiment median -o " + markdown).exit_code, 0);
+  const std::string page = testing::read_file(markdown);
+  EXPECT_NE(page.find("(9 trials, random, median)"), std::string::npos) << page;
+  EXPECT_NE(page.find("at epoch 1: the completed trials' 0: "), std::string::npos) << page;
+  EXPECT_NE(page.find("→ paused"), std::string::npos) << page;
 }
 
 }  // namespace

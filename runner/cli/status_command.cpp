@@ -137,8 +137,8 @@ int status_command(const std::vector<std::string>& args) {
   for (const StudyProgress& study : store.study_progress()) {
     if (study.best || study.training == 0) continue;
     fmt::print("  study {}/{}: {} recorded, {} decided{}\n", study.key.experiment, study.key.study,
-               plural(study.trials, "trial"), plural(study.decisions, "rung"),
-               study.last_promoted.empty() ? "" : "; trials " + study.last_promoted + " went on");
+               plural(study.trials, "trial"), plural(study.decisions, "decision"),
+               study.last_promoted.empty() ? "" : "; the last sent on " + study.last_promoted);
   }
   return kExitOk;
 }

@@ -121,21 +121,26 @@ struct SearchOptions {
   std::string time_budget;  // "2h"; empty: none
 };
 
-enum class ScheduleName { none, successive_halving };
-
 struct ScheduleOptions {
-  ScheduleName name = ScheduleName::none;
+  ScheduleKind name = ScheduleKind::none;
   int64_t grace_epochs = 1;
   int64_t reduction = 3;
+  int64_t startup_trials = 5;
+  int64_t interval_epochs = 1;
 };
 
 }  // namespace
 
 template <>
-struct OptionWords<ScheduleName> {
-  static constexpr std::pair<const char*, ScheduleName> words[] = {
-      {"successive-halving", ScheduleName::successive_halving}, {"none", ScheduleName::none}};
+struct OptionWords<ScheduleKind> {
+  static constexpr std::pair<const char*, ScheduleKind> words[] = {
+      {"successive-halving", ScheduleKind::successive_halving},
+      {"asha", ScheduleKind::asha},
+      {"median", ScheduleKind::median},
+      {"none", ScheduleKind::none}};
 };
+
+const char* to_string(ScheduleKind kind) { return option_word(kind); }
 
 namespace {
 
@@ -169,12 +174,18 @@ const OptionSet<ScheduleOptions>& schedule_option_set() {
   static const OptionSet<ScheduleOptions> set = [] {
     OptionSet<ScheduleOptions> s;
     s.add("name", &ScheduleOptions::name,
-          "successive-halving pauses the worse trials at each rung; none trains every trial to "
-          "the end")
+          "successive-halving (synchronous: each rung decided once all its trials are in), asha "
+          "(asynchronous: a trial goes on as soon as it is in its rung's best 1/reduction), "
+          "median (a trial is paused at a check when worse than the completed trials' median), "
+          "or none (every trial trains to the end)")
         .add("grace_epochs", &ScheduleOptions::grace_epochs,
-             "the first rung: epochs every trial trains", between(1, 10000))
-        .add("reduction", &ScheduleOptions::reduction, "1/reduction of a rung's trials go on",
-             between(2, 100));
+             "the first rung or check: epochs every trial trains", between(1, 10000))
+        .add("reduction", &ScheduleOptions::reduction,
+             "successive-halving, asha: 1/reduction of a rung's trials go on", between(2, 100))
+        .add("startup_trials", &ScheduleOptions::startup_trials,
+             "median: trials that train to the end before any is judged", between(1, 100000))
+        .add("interval_epochs", &ScheduleOptions::interval_epochs,
+             "median: epochs between checks after grace_epochs", between(1, 10000));
     return s;
   }();
   return set;
@@ -269,12 +280,12 @@ int64_t count_trials(const ConfigTree& search, const SearchOptions& options,
 }
 
 // sweep.search.schedule: none (also as a word), or a mapping of the schedule's options.
-HalvingSchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics) {
+StudySchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics) {
   if (const ConfigValue* value = search.find("schedule")) {
     std::string word, expected;
     if (!decode_value(value->node, word, expected) || word != "none")
       diagnostics.error(value->origin,
-                        "'sweep.search.schedule' is none, or {name: successive-halving, "
+                        "'sweep.search.schedule' is none, or a mapping such as {name: asha, "
                         "grace_epochs: 1, reduction: 3}");
     return {};
   }
@@ -282,12 +293,11 @@ HalvingSchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics
   if (schedule.empty()) return {};
   if (const ConfigValue* name = schedule.find("name"); name && name->node.IsScalar()) {
     const std::string word = name->node.Scalar();
-    if (word == "asha" || word == "median" || word == "hyperband") {
+    if (word == "hyperband") {
       diagnostics.error(name->origin,
-                        fmt::format("'sweep.search.schedule.name' {}: not built yet; "
-                                    "successive-halving (synchronous: each rung decided once its "
-                                    "trials are in) or none",
-                                    word));
+                        "'sweep.search.schedule.name' hyperband: not built yet (its brackets are "
+                        "successive halving at several grace_epochs); asha, successive-halving, "
+                        "median or none");
       return {};
     }
   }
@@ -296,10 +306,27 @@ HalvingSchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics
                                                                first_origin(schedule), diagnostics);
   if (schedule.find("name") == nullptr)
     diagnostics.error(schedule.entries().front().second.key_origin,
-                      "'sweep.search.schedule.name' is successive-halving or none");
-  return {.on = options.name == ScheduleName::successive_halving,
+                      "'sweep.search.schedule.name' is asha, successive-halving, median or none");
+  // A key another schedule reads is said to be that schedule's, not silently ignored.
+  const bool halves =
+      options.name == ScheduleKind::successive_halving || options.name == ScheduleKind::asha;
+  for (const auto& [key, halving_key] : {std::pair<const char*, bool>{"reduction", true},
+                                         {"startup_trials", false},
+                                         {"interval_epochs", false}}) {
+    const ConfigValue* value = schedule.find(key);
+    const bool applies = halving_key ? halves : options.name == ScheduleKind::median;
+    if (value && !applies && options.name != ScheduleKind::none)
+      diagnostics.error(value->key_origin,
+                        fmt::format("'sweep.search.schedule.{}' is {}'s; schedule {} does not "
+                                    "read it: remove it",
+                                    key, halving_key ? "successive-halving and asha" : "median",
+                                    to_string(options.name)));
+  }
+  return {.kind = options.name,
           .grace_epochs = options.grace_epochs,
-          .reduction = options.reduction};
+          .reduction = options.reduction,
+          .startup_trials = options.startup_trials,
+          .interval_epochs = options.interval_epochs};
 }
 
 }  // namespace
@@ -406,8 +433,9 @@ std::vector<OptionInfo> describe_search_options() {
                      "setting -> prior: {uniform: [low, high]}, {log_uniform: [low, high]}, "
                      "{int_uniform: [low, high]} or {choice: [a, b, ...]}"});
   options.push_back({"search.schedule", "map", "none", "",
-                     "none, or successive halving: {name: successive-halving, grace_epochs: 1, "
-                     "reduction: 3}"});
+                     "none, or {name: asha, grace_epochs: 1, reduction: 3}, {name: "
+                     "successive-halving, ...} or {name: median, grace_epochs: 1, "
+                     "startup_trials: 5, interval_epochs: 1}"});
   for (OptionInfo info : schedule_option_set().describe()) {
     info.key = "search.schedule." + info.key;
     options.push_back(std::move(info));

@@ -1,7 +1,8 @@
 // sweep.search: a study per variant over a space of settings (docs/search.md) — how trials are
-// proposed (grid, random, tpe), how many, which validation figure they are judged by, whether
-// successive halving pauses the worse ones, and how often the best settings run again. Read and
-// checked here; proposing is runner/search/, running the studies the StudyRunner's.
+// proposed (grid, random, tpe), how many, which validation figure they are judged by, which
+// schedule pauses the worse ones (successive halving, asha, median), and how often the best
+// settings run again. Read and checked here; proposing is runner/search/, running the studies the
+// StudyRunner's.
 #pragma once
 
 #include <cstdint>
@@ -42,10 +43,24 @@ struct SearchParameter {
 // for a choice the index of the value chosen.
 using TrialValues = std::vector<double>;
 
-struct HalvingSchedule {
-  bool on = false;           // schedule: successive-halving (off: every trial trains every epoch)
-  int64_t grace_epochs = 1;  // the first rung: every trial trains this many epochs
-  int64_t reduction = 3;     // 1/reduction of a rung's trials go on to the next
+// sweep.search.schedule: how a study spends its epochs (docs/search.md). Every schedule pauses a
+// trial it stops, with its checkpoint kept, never kills it.
+//   successive-halving: synchronous (Jamieson and Talwalkar; Li et al.'s Hyperband bracket): a
+//     rung's decision waits for every trial to reach it, then the best 1/reduction go on.
+//   asha: asynchronous (Li et al., MLSys 2020): a trial goes on as soon as it is in the best
+//     1/reduction of those that reached its rung so far; a paused one can still go on later.
+//   median: Optuna's MedianPruner: at each check a trial goes on unless its best figure so far is
+//     worse than the median of the completed trials' figures at that epoch.
+enum class ScheduleKind { none, successive_halving, asha, median };
+const char* to_string(ScheduleKind kind);
+
+struct StudySchedule {
+  ScheduleKind kind = ScheduleKind::none;  // none: every trial trains every epoch
+  int64_t grace_epochs = 1;     // every trial trains this many epochs before any is paused
+  int64_t reduction = 3;        // successive-halving, asha: 1/reduction of a rung's trials go on
+  int64_t startup_trials = 5;   // median: trials that complete before any is judged
+  int64_t interval_epochs = 1;  // median: epochs between checks, after grace_epochs
+  bool on() const { return kind != ScheduleKind::none; }
 };
 
 struct SearchSettings {
@@ -55,7 +70,7 @@ struct SearchSettings {
   std::vector<SearchParameter> space;              // in the file's order
   WatchedMetric metric = WatchedMetric::val_loss;  // what trials are decided by
   bool minimize() const { return lower_is_better(metric); }
-  HalvingSchedule schedule{};
+  StudySchedule schedule{};
   int64_t confirm_repeats = 1;  // runs of each variant's best settings, on fresh seeds
   // sweep.search.time_budget: no new trial is proposed once the study's trials have trained this
   // long, by the epochs' times the store holds (so a continued study stops where the first did).

@@ -73,11 +73,12 @@ std::vector<RunSpec> study_edge_runs(const Experiment& experiment) {
 std::string describe_studies(const Experiment& experiment) {
   if (experiment.studies.empty()) return "";
   const SearchSettings& search = experiment.studies.front().search;
-  return fmt::format("{} of {} {} trials{}, then {} of each best",
-                     plural(static_cast<int64_t>(experiment.studies.size()), "study", "studies"),
-                     search.trials, to_string(search.method),
-                     search.schedule.on ? " (successive halving)" : "",
-                     plural(search.confirm_repeats, "run"));
+  return fmt::format(
+      "{} of {} {} trials{}, then {} of each best",
+      plural(static_cast<int64_t>(experiment.studies.size()), "study", "studies"), search.trials,
+      to_string(search.method),
+      search.schedule.on() ? fmt::format(" ({})", to_string(search.schedule.kind)) : "",
+      plural(search.confirm_repeats, "run"));
 }
 
 std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
@@ -85,6 +86,7 @@ std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
   for (const Study& study : experiment.studies) {
     CurrentStudy current{.key = study_key(experiment, study),
                          .method = to_string(study.search.method),
+                         .schedule = to_string(study.search.schedule.kind),
                          .metric = study.search.metric,
                          .confirm_repeats = study.search.confirm_repeats};
     for (const SearchParameter& p : study.search.space) {
