@@ -323,6 +323,8 @@ class Store {
   std::vector<StudyDecisionRow> study_decisions(const StudyKey& key);  // in order
   std::optional<StudyOutcomeRow> study_outcome(const StudyKey& key);
   std::vector<StudyProgress> study_progress();  // every study of the store
+  // The study and trial run `run_id` trained (the first, when several share it); nullopt: none.
+  std::optional<std::pair<StudyKey, StudyTrialRow>> study_trial_of(int64_t run_id);
 
   // Takes in another database's runs (matched by uid: a run here already is replaced, figures
   // and all), their experiments (by name) and its studies (replaced whole), in one transaction;

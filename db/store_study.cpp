@@ -117,6 +117,23 @@ std::optional<StudyOutcomeRow> Store::study_outcome(const StudyKey& key) {
                          .settings = s.column_text(3)};
 }
 
+std::optional<std::pair<StudyKey, StudyTrialRow>> Store::study_trial_of(int64_t run_id) {
+  auto s = db_.prepare(
+      "SELECT experiment, study, study_hash, trial, trial_values, settings, config_hash, epochs, "
+      "figure FROM study_trials WHERE run_id = ? ORDER BY experiment, study, study_hash, trial "
+      "LIMIT 1");
+  s.bind(1, run_id);
+  if (!s.step()) return std::nullopt;
+  return std::pair{StudyKey{s.column_text(0), s.column_text(1), s.column_text(2)},
+                   StudyTrialRow{.trial = s.column_int(3),
+                                 .values = s.column_text(4),
+                                 .settings = s.column_text(5),
+                                 .config_hash = s.column_text(6),
+                                 .run_id = run_id,
+                                 .epochs = s.column_int(7),
+                                 .figure = figure_of(s, 8)}};
+}
+
 std::vector<StudyProgress> Store::study_progress() {
   auto s = db_.prepare(
       "SELECT t.experiment, t.study, t.study_hash, COUNT(*), "

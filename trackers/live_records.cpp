@@ -192,9 +192,11 @@ void MlflowSender::send_now(Store& store, int64_t run_id, const std::string* rep
   const std::string uid = mlflow_uid(*run);
   std::map<std::string, MlflowRun> held = client_->runs_by_uid(id->second, uid);
   const auto found = held.find(uid);
+  if (!studies_) studies_ = std::make_unique<MlflowStudies>(*client_, store);
+  const std::string parent = studies_->parent_of(*run, id->second);
   send_run_to_mlflow(*client_, store, *run, id->second,
-                     found == held.end() ? std::nullopt : std::optional(found->second),
-                     report_html);
+                     found == held.end() ? std::nullopt : std::optional(found->second), report_html,
+                     parent);
 }
 
 void MlflowSender::loop() {
@@ -206,7 +208,8 @@ void MlflowSender::loop() {
       send_now(*store, run_id, report_html);
     } catch (const std::exception& e) {
       problem = e.what();
-      client_.reset();  // a fresh connection next time
+      studies_.reset();  // it holds the client
+      client_.reset();   // a fresh connection next time
     }
     std::lock_guard lock(mutex_);
     if (problem.empty()) {

@@ -88,6 +88,7 @@ class MlflowSender {
   MlflowServer server_;
   std::unique_ptr<MlflowClient> client_;               // the thread's
   std::map<std::string, std::string> experiment_ids_;  // the thread's
+  std::unique_ptr<MlflowStudies> studies_;             // the thread's (over its Store)
   std::mutex mutex_;                                   // guards what follows
   std::condition_variable changed_;
   std::set<int64_t> requested_, batch_runs_;

@@ -4,10 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "reports/report.h"
 #include "trackers/run_figures.h"
 #include "trainyard/error.h"
@@ -87,8 +89,11 @@ json metric_value(double value) {
   return value;
 }
 
-const char* mlflow_status(RunStatus status) {
-  switch (status) {
+// A trial a study's schedule paused ended as the schedule wanted, and can go on: FINISHED, with
+// trainyard.status "paused", never KILLED (which says a run was stopped against its will).
+const char* mlflow_status(const RunRecord& run) {
+  if (is_paused(run)) return "FINISHED";
+  switch (run.status) {
     case RunStatus::queued:
       return "SCHEDULED";
     case RunStatus::running:
@@ -113,7 +118,7 @@ std::map<std::string, std::string> run_tags(const RunRecord& run) {
       {"trainyard.variant", run.variant},
       {"trainyard.repeat", std::to_string(run.repeat)},
       {"trainyard.config_hash", run.config_hash},
-      {"trainyard.status", to_string(run.status)},
+      {"trainyard.status", is_paused(run) ? "paused" : to_string(run.status)},
       {"trainyard.precision", run.precision},
       {"trainyard.strategy", run.strategy},
       {"trainyard.devices", std::to_string(run.devices)},
@@ -127,6 +132,54 @@ std::map<std::string, std::string> run_tags(const RunRecord& run) {
   std::erase_if(tags, [](const auto& tag) { return tag.second.empty(); });
   for (auto& [key, value] : tags) value = cut(value, kTagValueLength);
   return tags;
+}
+
+// The rung a trial that trained `epochs` reached: how many decision epochs lie below (the last
+// rung's trials, every one of them; median's checks count as rungs).
+int64_t rung_reached(const std::vector<StudyDecisionRow>& decisions, int64_t epochs) {
+  std::set<int64_t> below;
+  for (const StudyDecisionRow& d : decisions)
+    if (d.epochs < epochs) below.insert(d.epochs);
+  return static_cast<int64_t>(below.size());
+}
+
+// The tags of a study's trial: its study, trial and rung, and its parent (the study's run).
+void add_trial_tags(Store& store, const RunRecord& run, const std::string& parent_run_id,
+                    std::map<std::string, std::string>& tags) {
+  const auto trial = store.study_trial_of(run.id);
+  if (!trial) return;
+  const auto& [key, row] = *trial;
+  tags["trainyard.study"] = key.study;
+  tags["trainyard.study_hash"] = key.study_hash;
+  tags["trainyard.trial"] = std::to_string(row.trial);
+  tags["trainyard.rung"] = std::to_string(rung_reached(store.study_decisions(key), row.epochs));
+  if (!parent_run_id.empty()) tags["mlflow.parentRunId"] = parent_run_id;
+}
+
+// Sends the tags of `wanted` that `held` lacks or holds otherwise, 100 a request.
+void send_changed_tags(MlflowClient& client, const MlflowRun& held,
+                       const std::map<std::string, std::string>& wanted) {
+  std::map<std::string, std::string> changed;
+  for (const auto& [key, value] : wanted) {
+    const auto it = held.tags.find(key);
+    if (it == held.tags.end() || it->second != value) changed[key] = value;
+    if (changed.size() == kTagsPerBatch) {
+      client.log_batch(held.run_id, {}, {}, changed);
+      changed.clear();
+    }
+  }
+  if (!changed.empty()) client.log_batch(held.run_id, {}, {}, changed);
+}
+
+// A decision in a line: "rung 0 (epoch 1): trials 0, 4 went on" / "trial 6 at epoch 2: paused".
+std::string decision_line(const StudyDecisionRow& d) {
+  std::vector<std::string> promoted;
+  for (const auto& t : json::parse(d.promoted))
+    promoted.push_back(std::to_string(t.get<int64_t>()));
+  if (d.trial && promoted.empty())
+    return fmt::format("trial {} at epoch {}: paused", *d.trial, d.epochs);
+  return fmt::format("rung {} (epoch {}): trial{} {} went on", d.rung, d.epochs,
+                     promoted.size() == 1 ? "" : "s", fmt::join(promoted, ", "));
 }
 
 }  // namespace
@@ -299,13 +352,74 @@ bool MlflowClient::upload_artifact(const MlflowRun& run, const std::string& name
   return true;
 }
 
+std::string mlflow_study_uid(const StudyKey& key) {
+  return fmt::format("study/{}/{}/{}", key.experiment, key.study, key.study_hash);
+}
+
+MlflowRun send_study_to_mlflow(MlflowClient& client, Store& store, const StudyKey& key,
+                               const std::string& experiment_id,
+                               const std::optional<MlflowRun>& existing) {
+  const std::vector<StudyTrialRow> trials = store.study_trials(key);
+  const std::vector<StudyDecisionRow> decisions = store.study_decisions(key);
+  const std::optional<StudyOutcomeRow> outcome = store.study_outcome(key);
+  std::map<std::string, std::string> tags = {
+      {"trainyard.uid", mlflow_study_uid(key)},
+      {"trainyard.kind", "study"},
+      {"trainyard.experiment", key.experiment},
+      {"trainyard.study", key.study},
+      {"trainyard.study_hash", key.study_hash},
+      {"trainyard.trials", std::to_string(trials.size())},
+      {"trainyard.decisions", std::to_string(decisions.size())},
+      {"trainyard.status", outcome ? "ended" : "searching"},
+  };
+  if (!decisions.empty()) tags["trainyard.last_decision"] = decision_line(decisions.back());
+  if (outcome) {
+    tags["trainyard.best_trial"] = std::to_string(outcome->best_trial);
+    tags["trainyard.best_settings"] = cut(outcome->settings, kTagValueLength);
+    if (outcome->figure) tags["trainyard.best_figure"] = fmt::format("{}", *outcome->figure);
+  }
+  MlflowRun held;
+  if (existing) {
+    held = *existing;
+  } else {  // started when its first trial did
+    double start = 0;
+    if (!trials.empty())
+      if (const auto first = store.run(trials.front().run_id); first && !first->started_at.empty())
+        start = run_figures(store, *first).start;
+    held = client.create_run(experiment_id, key.study + " study",
+                             start > 0 ? millis(start) : millis(unix_time_of(utc_now())), tags);
+  }
+  send_changed_tags(client, held, tags);
+  // Every decision with its evidence, whenever there are new ones.
+  if (held.tags["trainyard.decisions"] != tags["trainyard.decisions"] || !existing) {
+    json all = json::array();
+    for (const StudyDecisionRow& d : decisions)
+      all.push_back({{"decision", d.decision},
+                     {"trial", d.trial ? json(*d.trial) : json(nullptr)},
+                     {"rung", d.rung},
+                     {"epochs", d.epochs},
+                     {"evidence", json::parse(d.evidence)},
+                     {"promoted", json::parse(d.promoted)},
+                     {"decided_at", d.decided_at}});
+    client.upload_artifact(held, "decisions.json", all.dump(1));
+  }
+  const std::string status = outcome ? "FINISHED" : "RUNNING";
+  if (held.status != status) {
+    client.update_run(held.run_id, status, outcome ? millis(unix_time_of(utc_now())) : 0);
+    held.status = status;
+  }
+  held.tags = std::move(tags);
+  return held;
+}
+
 MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecord& run,
                               const std::string& experiment_id,
                               const std::optional<MlflowRun>& existing,
-                              const std::string* report_html) {
+                              const std::string* report_html, const std::string& parent_run_id) {
   MlflowSent sent;
   const RunFigures figures = run_figures(store, run);
-  const std::map<std::string, std::string> tags = run_tags(run);
+  std::map<std::string, std::string> tags = run_tags(run);
+  add_trial_tags(store, run, parent_run_id, tags);
   MlflowRun mlflow;
   if (existing) {
     mlflow = *existing;
@@ -315,16 +429,7 @@ MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecor
     sent.created = true;
   }
 
-  std::map<std::string, std::string> changed;
-  for (const auto& [key, value] : tags) {
-    const auto held = mlflow.tags.find(key);
-    if (held == mlflow.tags.end() || held->second != value) changed[key] = value;
-    if (changed.size() == kTagsPerBatch) {
-      client.log_batch(mlflow.run_id, {}, {}, changed);
-      changed.clear();
-    }
-  }
-  if (!changed.empty()) client.log_batch(mlflow.run_id, {}, {}, changed);
+  send_changed_tags(client, mlflow, tags);
   for (const char* gone : {"trainyard.error", "trainyard.failure"})  // a run retried since
     if (mlflow.tags.count(gone) && !tags.count(gone)) client.delete_tag(mlflow.run_id, gone);
 
@@ -367,10 +472,36 @@ MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecor
   sent.metrics = metrics.size();
 
   const int64_t end_time = ended ? millis(figures.end) : 0;
-  if (mlflow.status != mlflow_status(run.status) || (ended && mlflow.end_time != end_time))
-    client.update_run(mlflow.run_id, mlflow_status(run.status), end_time);
+  if (mlflow.status != mlflow_status(run) || (ended && mlflow.end_time != end_time))
+    client.update_run(mlflow.run_id, mlflow_status(run), end_time);
   if (report_html) sent.artifact = client.upload_artifact(mlflow, "report.html", *report_html);
   return sent;
+}
+
+MlflowStudies::MlflowStudies(MlflowClient& client, Store& store,
+                             const std::map<std::string, MlflowRun>& held)
+    : client_(client), store_(store) {
+  for (const auto& [uid, run] : held)
+    if (uid.starts_with("study/")) held_[uid] = run;
+}
+
+std::string MlflowStudies::parent_of(const RunRecord& run, const std::string& experiment_id) {
+  const auto trial = store_.study_trial_of(run.id);
+  if (!trial) return "";
+  const std::string uid = mlflow_study_uid(trial->first);
+  auto it = held_.find(uid);
+  if (it == held_.end()) {  // not seen by this sender yet: perhaps by an earlier one
+    std::map<std::string, MlflowRun> found = client_.runs_by_uid(experiment_id, uid);
+    std::optional<MlflowRun> existing;
+    if (const auto f = found.find(uid); f != found.end()) existing = f->second;
+    it = held_
+             .emplace(uid,
+                      send_study_to_mlflow(client_, store_, trial->first, experiment_id, existing))
+             .first;
+  } else {
+    it->second = send_study_to_mlflow(client_, store_, trial->first, experiment_id, it->second);
+  }
+  return it->second.run_id;
 }
 
 MlflowExport export_mlflow(Store& store, MlflowClient& client, const std::string& experiment) {
@@ -386,13 +517,15 @@ MlflowExport export_mlflow(Store& store, MlflowClient& client, const std::string
     const std::string html = render_html(build_report(store, record.name));
     const std::string id = client.experiment_id(record.name);
     const std::map<std::string, MlflowRun> held = client.runs_by_uid(id);
+    MlflowStudies studies(client, store, held);
     for (const RunRecord& run : runs) {
       const auto found = held.find(mlflow_uid(run));
       try {
+        const std::string parent = studies.parent_of(run, id);
         const MlflowSent sent =
             send_run_to_mlflow(client, store, run, id,
                                found == held.end() ? std::nullopt : std::optional(found->second),
-                               summary.reports_elsewhere ? nullptr : &html);
+                               summary.reports_elsewhere ? nullptr : &html, parent);
         ++summary.runs;
         summary.created += sent.created;
         summary.metrics += sent.metrics;

@@ -9,6 +9,12 @@
 //   - tags: its variant, config hash, status, device, LibTorch version, error, and its git revision
 //     as MLflow's own mlflow.source.git.commit; its status and end time as MLflow's;
 //   - the experiment's report (report.html) as an artifact, by `trainyard export`.
+// A study (sweep.search) is a parent run, "<variant> study", found again by its tag trainyard.uid
+// ("study/<experiment>/<variant>/<hash>"): its trials and decisions counted, the last decision
+// and the best trial (trial, settings, figure) as tags, every decision with its evidence as the
+// artifact decisions.json; FINISHED once it has a best trial. Each trial's run is its child
+// (mlflow.parentRunId), tagged trainyard.study, trainyard.trial and trainyard.rung (the rung it
+// reached); a trial its schedule paused is FINISHED with trainyard.status "paused", not KILLED.
 // Sending again sends only what the server lacks: a metric's points up to the step MLflow holds
 // last for it are not sent again (MLflow keeps every point it is sent and cannot delete one; a
 // continued run trains the steps after its checkpoint again to the same figures), params it has
@@ -116,10 +122,36 @@ struct MlflowSent {
 // Sends `run` (with `experiment_id`, its MLflow experiment) to the server: creates its MLflow run
 // unless `existing` is it, then whatever the server lacks (see above), and `report_html`, when
 // given, as its report.html. Throws as MlflowClient does; what went before the failure stays sent.
+// `parent_run_id`: the MLflow run of the study whose trial `run` is (MlflowStudies::parent_of).
 MlflowSent send_run_to_mlflow(MlflowClient& client, Store& store, const RunRecord& run,
                               const std::string& experiment_id,
                               const std::optional<MlflowRun>& existing,
-                              const std::string* report_html = nullptr);
+                              const std::string* report_html = nullptr,
+                              const std::string& parent_run_id = "");
+
+// The study `key`'s parent run (see above), created unless `existing` is it, brought up to date;
+// returns it as the server now holds it.
+MlflowRun send_study_to_mlflow(MlflowClient& client, Store& store, const StudyKey& key,
+                               const std::string& experiment_id,
+                               const std::optional<MlflowRun>& existing);
+std::string mlflow_study_uid(const StudyKey& key);
+
+// The studies' parent runs one sender keeps up to date: `trainyard export`'s, or a batch's live
+// sender's. Each send of a trial sends its study first (only what changed).
+class MlflowStudies {
+ public:
+  // `held`: the experiment's runs the server holds (by uid), when the sender has them.
+  MlflowStudies(MlflowClient& client, Store& store,
+                const std::map<std::string, MlflowRun>& held = {});
+  // The MLflow run id of the study whose trial `run` is, brought up to date; "" for a run that is
+  // no study's trial.
+  std::string parent_of(const RunRecord& run, const std::string& experiment_id);
+
+ private:
+  MlflowClient& client_;
+  Store& store_;
+  std::map<std::string, MlflowRun> held_;  // by uid
+};
 
 // What `trainyard export --mlflow` did.
 struct MlflowExport {

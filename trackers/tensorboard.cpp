@@ -169,8 +169,13 @@ void TensorBoardRun::session_end(RunStatus status, double wall_time) {
           .data());
 }
 
-std::string tensorboard_folder(const std::string& dir, const RunRecord& run) {
-  return (fs::path(dir) / run.experiment / fmt::format("{}-run{}", run.variant, run.id)).string();
+std::string tensorboard_folder(const std::string& dir, const RunRecord& run, Store& store) {
+  const fs::path experiment = fs::path(dir) / run.experiment;
+  if (const auto trial = store.study_trial_of(run.id))
+    return (experiment / fmt::format("{}-study", trial->first.study) /
+            fmt::format("trial{}-run{}", trial->second.trial, run.id))
+        .string();
+  return (experiment / fmt::format("{}-run{}", run.variant, run.id)).string();
 }
 
 TensorBoardSteps write_tensorboard_records(TensorBoardRun& writer, Store& store,
@@ -189,7 +194,7 @@ int export_tensorboard(Store& store, const std::string& dir, const std::string& 
   for (const RunRecord& run : store.runs(experiment)) {
     if (run.status == RunStatus::queued || run.status == RunStatus::skipped)
       continue;  // never trained
-    TensorBoardRun writer(tensorboard_folder(dir, run));
+    TensorBoardRun writer(tensorboard_folder(dir, run, store));
     write_tensorboard_records(writer, store, run);
     writer.flush();
     ++written;

@@ -52,8 +52,11 @@ class TensorBoardRun {
   std::FILE* file_ = nullptr;
 };
 
-// The run's folder under `dir`: <dir>/<experiment>/<variant>-run<id> (a name TensorBoard lists).
-std::string tensorboard_folder(const std::string& dir, const RunRecord& run);
+// The run's folder under `dir`: <dir>/<experiment>/<variant>-run<id> (a name TensorBoard lists);
+// a study's trial in its study's folder, <dir>/<experiment>/<variant>-study/trial<i>-run<id>, so
+// TensorBoard lists a study's trials together and its HParams dashboard, pointed at the study's
+// folder, compares them alone.
+std::string tensorboard_folder(const std::string& dir, const RunRecord& run, Store& store);
 
 // The last optimizer step written of each kind of figure (-1: none yet).
 struct TensorBoardSteps {

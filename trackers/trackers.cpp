@@ -74,7 +74,7 @@ std::unique_ptr<RunTrackers> BatchTrackers::open(
     const std::function<void(const std::string&)>& warn) {
   std::unique_ptr<RunTrackers> run(new RunTrackers(stored));
   if (names(loggers, TrackerKind::tensorboard)) {
-    const std::string folder = tensorboard_folder(tensorboard_root_, *store_.run(run_id));
+    const std::string folder = tensorboard_folder(tensorboard_root_, *store_.run(run_id), store_);
     run->tensorboard_.emplace(*run->top_, store_, run_id, folder, warn);
     run->top_ = &*run->tensorboard_;
     info(fmt::format("TensorBoard: event files in {} (tensorboard --logdir {})",

@@ -113,7 +113,12 @@ for run_id, experiment, variant, status, config_yaml in db.execute(
         "SELECT r.id, e.name, r.variant, r.status, r.config_yaml FROM runs r "
         "JOIN experiments e ON e.id = r.experiment_id WHERE r.status NOT IN ('queued', 'skipped')"):
     figures, epoch_steps = expected_figures(db, run_id, status)
-    check_tensorboard(run_id, os.path.join(experiment, f"{variant}-run{run_id}"), figures, status)
+    # A study's trial is in its study's folder (the first study naming the run, as the product
+    # picks it).
+    trial = db.execute("SELECT study, trial FROM study_trials WHERE run_id = ? ORDER BY "
+                       "experiment, study, study_hash, trial LIMIT 1", (run_id,)).fetchone()
+    folder = f"{trial[0]}-study/trial{trial[1]}-run{run_id}" if trial else f"{variant}-run{run_id}"
+    check_tensorboard(run_id, os.path.join(experiment, folder), figures, status)
     if csv_dir != "-":
         check_csv(run_id, experiment, figures, epoch_steps, config_yaml)
     checked["runs"] += 1

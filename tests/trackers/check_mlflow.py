@@ -1,7 +1,8 @@
 """Reads what `trainyard export --mlflow` and `runtime.loggers: [mlflow]` sent to an MLflow tracking
 server with MLflow's own client, and compares every value with the database (sqlite3, read
 directly): one MLflow run per trained run (found by its tag trainyard.uid), its params, tags,
-status and end time, every metric point once at its step, and the report as an artifact. Prints
+status and end time (a study's trial its schedule paused: FINISHED, trainyard.status "paused"),
+every metric point once at its step, and the report as an artifact. Prints
 what it checked; exits 1 naming every difference.
 
     python check_mlflow.py DB TRACKING_URI
@@ -33,12 +34,13 @@ def millis(timestamp):
 
 runs = db.execute(
     "SELECT runs.id, experiments.name, runs.variant, runs.uid, runs.status, runs.config_hash, "
-    "runs.git_revision, runs.device_name, runs.ended_at FROM runs JOIN experiments "
+    "runs.git_revision, runs.device_name, runs.ended_at, runs.error FROM runs JOIN experiments "
     "ON experiments.id = runs.experiment_id WHERE runs.status NOT IN ('queued', 'skipped')"
 ).fetchall()
 if not runs:
     problems.append("the database has no trained runs")
-for run_id, experiment, variant, uid, status, config_hash, git, device, ended_at in runs:
+for run_id, experiment, variant, uid, status, config_hash, git, device, ended_at, error in runs:
+    paused = status == "interrupted" and error.startswith("paused after epoch")
     name = f"{experiment}/{variant}-run{run_id}"
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -53,7 +55,7 @@ for run_id, experiment, variant, uid, status, config_hash, git, device, ended_at
     checked["runs"] += 1
     if mlflow_run.info.run_name != f"{variant}-run{run_id}":
         problems.append(f"{name}: named '{mlflow_run.info.run_name}'")
-    if mlflow_run.info.status != STATUS[status]:
+    if mlflow_run.info.status != ("FINISHED" if paused else STATUS[status]):
         problems.append(f"{name}: status {mlflow_run.info.status}, the database {status}")
     if ended_at and mlflow_run.info.end_time != millis(ended_at):
         problems.append(f"{name}: end time {mlflow_run.info.end_time}, the database "
@@ -66,7 +68,8 @@ for run_id, experiment, variant, uid, status, config_hash, git, device, ended_at
     checked["params"] += len(params)
 
     tags = mlflow_run.data.tags
-    want = {"trainyard.uid": uid, "trainyard.variant": variant, "trainyard.status": status,
+    want = {"trainyard.uid": uid, "trainyard.variant": variant,
+            "trainyard.status": "paused" if paused else status,
             "trainyard.config_hash": config_hash, "trainyard.run": str(run_id)}
     if git:
         want["mlflow.source.git.commit"] = git
