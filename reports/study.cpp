@@ -88,7 +88,8 @@ std::vector<ParameterEffect> effects_of(const StudySection& s) {
     }
     for (const StudyTrial& t : s.trials) {
       const double figure = first_rung_figure(s, t);
-      if (!std::isfinite(figure) || i >= t.values.size()) continue;
+      // (A branch's parameter has no value where another branch was chosen.)
+      if (!std::isfinite(figure) || i >= t.values.size() || std::isnan(t.values[i])) continue;
       size_t group = 0;
       if (!p.choices.empty()) {
         group = static_cast<size_t>(t.values[i]);
@@ -160,14 +161,20 @@ std::string parallel_coordinates(const StudySection& s) {
     const StudyTrial& t = s.trials[order[r]];
     const double figure = first_rung_figure(s, t);
     std::string path;
+    bool gap = true;  // the line breaks at a branch's parameter the trial has no value for
     for (size_t a = 0; a < axes; ++a) {
       double f = 0;
       if (a < params.size())
         f = a < t.values.size() ? fraction(a, t.values[a]) : 0;
       else
         f = std::isfinite(figure) ? fraction(a, figure) : 0;
-      path += fmt::format("{}{},{:.1f}", path.empty() ? "M" : " L",
+      if (std::isnan(f)) {
+        gap = true;
+        continue;
+      }
+      path += fmt::format("{}{},{:.1f}", gap ? (path.empty() ? "M" : " M") : " L",
                           left + spacing * static_cast<int>(a), y_of(std::clamp(f, 0.0, 1.0)));
+      gap = false;
     }
     const char* color = std::isfinite(figure)
                             ? kRankColors[std::min<size_t>(
@@ -331,7 +338,9 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
                    .outcome = store.study_outcome(study.key)};
     for (const StudyTrialRow& row : store.study_trials(study.key)) {
       StudyTrial t{.record = row};
-      for (const auto& v : nlohmann::json::parse(row.values)) t.values.push_back(v.get<double>());
+      for (const auto& v : nlohmann::json::parse(row.values))  // null: another branch's
+        t.values.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN()
+                                       : v.get<double>());
       trial_configs.insert(row.config_hash);
       if (auto it = by_id.find(row.run_id); it != by_id.end()) {
         t.status = it->second->status;

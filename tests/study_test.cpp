@@ -884,3 +884,100 @@ TEST_F(StudyTest, AshaAndTheMedianPrunerDecideAsTheirRulesSayAndReplayAfterAKill
 
 }  // namespace
 }  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// A conditional space end to end: each trial's run trains the branch its optimizer choice drew,
+// with that branch's priors and no other's; the study read back after it ended trains nothing
+// again; and what a branch's prior can propose that its component refuses is said at the prior.
+TEST_F(StudyTest, AConditionalSpaceTrainsEachBranchWithItsOwnPriors) {
+  const std::string space = R"(    space:
+      train.optimizer:
+        choice:
+          - {name: adamw, lr: {log_uniform: [1.0e-4, 1.0e-2]}, weight_decay: {log_uniform: [1.0e-5, 1.0e-1]}}
+          - {name: sgd, lr: {log_uniform: [1.0e-3, 1.0e-1]}, momentum: {uniform: [0.8, 0.99]}}
+)";
+  auto conditional = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string text = study_file(name, "tpe", 12);
+    const std::string variants =
+        "  variants: [{name: fp32}, {name: small-batch, set: {train.batch_size: 8}}]\n";
+    text.replace(text.find(variants), variants.size(), "");
+    const std::string old_space = text.substr(text.find("    space:\n"),
+                                              text.find("    metric:") - text.find("    space:\n"));
+    std::string edited = space;
+    if (!from.empty()) edited.replace(edited.find(from), from.size(), to);
+    text.replace(text.find(old_space), old_space.size(), edited);
+    const std::string schedule =
+        "    schedule: {name: successive-halving, grace_epochs: 1, reduction: 3}\n";
+    text.replace(text.find(schedule), schedule.size(), "");
+    const std::string report = "report: {baseline: fp32}\n";
+    text.replace(text.find(report), report.size(), "");
+    return dir.write(name + ".yaml", text);
+  };
+  const std::string file = conditional("conditional", "", "");
+  const Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  const StudyRecord study = studies_of(store, "conditional").at("default");
+  ASSERT_EQ(study.trials.size(), 12u);
+  std::map<std::string, int> chosen;
+  for (const auto& t : study.trials) {
+    SCOPED_TRACE("trial " + std::to_string(t.trial));
+    const nlohmann::json values = nlohmann::json::parse(t.values);
+    ASSERT_EQ(values.size(), 5u);  // the choice, adamw's lr and weight_decay, sgd's lr, momentum
+    const std::map<std::string, std::string> params = store.params(t.run_id);
+    const std::string optimizer = params.at("train.optimizer.name");
+    ++chosen[optimizer];
+    const double lr = std::stod(params.at("train.optimizer.lr"));
+    if (optimizer == "sgd") {
+      EXPECT_EQ(values[0], 1);
+      EXPECT_TRUE(values[1].is_null() && values[2].is_null()) << t.values;
+      EXPECT_NEAR(lr, values[3].get<double>(), 1e-12 * lr);
+      EXPECT_TRUE(lr >= 1e-3 && lr <= 1e-1) << lr;
+      const double momentum = std::stod(params.at("train.optimizer.momentum"));
+      EXPECT_NEAR(momentum, values[4].get<double>(), 1e-12);
+      EXPECT_TRUE(momentum >= 0.8 && momentum <= 0.99) << momentum;
+      EXPECT_EQ(t.settings.rfind("optimizer={name: sgd, lr: ", 0), 0u) << t.settings;
+    } else {
+      ASSERT_EQ(optimizer, "adamw");
+      EXPECT_EQ(values[0], 0);
+      EXPECT_TRUE(values[3].is_null() && values[4].is_null()) << t.values;
+      EXPECT_NEAR(lr, values[1].get<double>(), 1e-12 * lr);
+      EXPECT_TRUE(lr >= 1e-4 && lr <= 1e-2) << lr;
+      const double decay = std::stod(params.at("train.optimizer.weight_decay"));
+      EXPECT_NEAR(decay, values[2].get<double>(), 1e-12 * decay);
+      EXPECT_EQ(params.count("train.optimizer.momentum"), 0u);
+      EXPECT_EQ(t.settings.rfind("optimizer={name: adamw, lr: ", 0), 0u) << t.settings;
+    }
+  }
+  EXPECT_GT(chosen["sgd"], 0);
+  EXPECT_GT(chosen["adamw"], 0);
+  ASSERT_TRUE(study.outcome);
+
+  // Read back, not trained again.
+  const size_t runs = store.runs("conditional").size();
+  const Result again = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(Store(db()).runs("conditional").size(), runs);
+
+  // What a branch can propose that its component refuses, at the prior that proposes it.
+  const Result unknown = trainyard(
+      "validate " + conditional("unknown", "momentum: {uniform: [0.8, 0.99]}",
+                                "momentum: {uniform: [0.8, 0.99]}, betas: {uniform: [0.1, 0.2]}"));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("unknown.yaml:15:96: error: unknown key 'train.optimizer.betas' "
+                                "for optimizer 'sgd'"),
+            std::string::npos)
+      << unknown.output;
+  const Result range =
+      trainyard("validate " + conditional("range", "uniform: [0.8, 0.99]", "uniform: [0.5, 1.5]"));
+  EXPECT_EQ(range.exit_code, 2);
+  EXPECT_NE(range.output.find("range.yaml:15:73: error: 'train.optimizer.momentum' must be 0 to "
+                              "1, got 1.5"),
+            std::string::npos)
+      << range.output;
+}
+
+}  // namespace
+}  // namespace trainyard

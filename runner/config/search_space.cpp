@@ -34,10 +34,56 @@ YAML::Node nested_prior(const YAML::Node& node) {
   return YAML::Node(YAML::NodeType::Undefined);
 }
 
+std::vector<SearchParameter> read_parameter(const std::string& key, const ConfigValue& value,
+                                            Diagnostics& diagnostics);
+
+// The priors inside a choice's mapping `branch` (a conditional space), each a parameter of the
+// branch, in the mapping's order: {name: sgd, lr: {log_uniform: [..]}, momentum: {uniform: [..]}}
+// gives lr and momentum. A prior inside one of those (a conditional inside a conditional) is
+// refused.
+bool read_branch(const SearchParameter& choice, size_t branch, const YAML::Node& node,
+                 const std::string& path, std::vector<SearchParameter>& out,
+                 Diagnostics& diagnostics) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar() || !it->second.IsMap()) continue;
+    const std::string inner = path.empty() ? it->first.Scalar() : path + "." + it->first.Scalar();
+    const YAML::Node prior = it->second;
+    const bool is_prior = prior.size() == 1 && prior.begin()->first.IsScalar() &&
+                          std::find(kDistributions.begin(), kDistributions.end(),
+                                    prior.begin()->first.Scalar()) != kDistributions.end() &&
+                          prior.begin()->second.IsSequence();
+    if (!is_prior) {
+      if (!read_branch(choice, branch, prior, inner, out, diagnostics)) return false;
+      continue;
+    }
+    const std::string word = prior.begin()->first.Scalar();
+    const ConfigValue written(prior.begin()->second,
+                              origin_of(prior.begin()->second, choice.origin.file),
+                              origin_of(prior.begin()->first, choice.origin.file));
+    std::vector<SearchParameter> read =
+        read_parameter(choice.key + "." + inner + "." + word, written, diagnostics);
+    if (read.empty()) return false;
+    if (read.size() > 1) {
+      diagnostics.error(written.key_origin,
+                        fmt::format("'{}.{}': a choice with priors inside a branch of a choice "
+                                    "(a conditional inside a conditional) is not built; give the "
+                                    "inner choice fixed values",
+                                    choice.key, inner));
+      return false;
+    }
+    read.front().branch = branch;
+    read.front().path = inner;
+    read.front().parent = 0;  // the choice: placed by read_space
+    out.push_back(std::move(read.front()));
+  }
+  return true;
+}
+
 // One parameter of the space: `key` ("train.optimizer.lr.log_uniform") names the setting and, last,
-// its distribution.
-std::optional<SearchParameter> read_parameter(const std::string& key, const ConfigValue& value,
-                                              Diagnostics& diagnostics) {
+// its distribution. A choice of mappings with priors inside comes with its branches' parameters
+// after it (their `parent` 0 until read_space places them).
+std::vector<SearchParameter> read_parameter(const std::string& key, const ConfigValue& value,
+                                            Diagnostics& diagnostics) {
   const size_t dot = key.rfind('.');
   const std::string word = dot == std::string::npos ? key : key.substr(dot + 1);
   SearchParameter parameter;
@@ -51,28 +97,33 @@ std::optional<SearchParameter> read_parameter(const std::string& key, const Conf
                                   "prior: {{uniform: [low, high]}}, {{log_uniform: [low, high]}}, "
                                   "{{int_uniform: [low, high]}} or {{choice: [a, b, ...]}}{}",
                                   key, guess.empty() ? "" : " (did you mean '" + guess + "'?)"));
-    return std::nullopt;
+    return {};
   }
   parameter.distribution = static_cast<Distribution>(it - kDistributions.begin());
   const std::string where = "'sweep.search.space." + key + "'";
   if (!value.node.IsSequence() || value.node.size() == 0) {
     diagnostics.error(value.origin, where + " must be a list");
-    return std::nullopt;
+    return {};
   }
   if (parameter.distribution == Distribution::choice) {
+    std::vector<SearchParameter> branches;
     for (const auto& item : value.node) {
       if (const YAML::Node prior = nested_prior(item); prior.IsDefined()) {
-        diagnostics.error(origin_of(prior, value.origin.file),
-                          fmt::format("{}: a prior inside a choice ('{}') would be a conditional "
-                                      "space, which is not built yet; give each choice fixed "
-                                      "values, or search that setting as a parameter of its own "
-                                      "beside the choice (e.g. {}.lr: {{log_uniform: [...]}})",
-                                      where, yaml_flow_text(prior), parameter.key));
-        return std::nullopt;
+        if (!item.IsMap()) {
+          diagnostics.error(origin_of(prior, value.origin.file),
+                            fmt::format("{}: a prior inside a choice is a branch's parameter; "
+                                        "write the branch as a mapping, e.g. {{name: sgd, lr: "
+                                        "{{log_uniform: [1.0e-3, 1.0e-1]}}}}",
+                                        where));
+          return {};
+        }
+        if (!read_branch(parameter, parameter.choices.size(), item, "", branches, diagnostics))
+          return {};
       }
       parameter.choices.push_back(item);
     }
-    return parameter;
+    branches.insert(branches.begin(), parameter);
+    return branches;
   }
   std::string expected;
   if (value.node.size() != 2 || !decode_value(value.node[0], parameter.low, expected) ||
@@ -81,21 +132,21 @@ std::optional<SearchParameter> read_parameter(const std::string& key, const Conf
     diagnostics.error(value.origin, where +
                                         " must be [low, high], two numbers with low < high, got " +
                                         describe_yaml_value(value.node));
-    return std::nullopt;
+    return {};
   }
   if (parameter.distribution == Distribution::log_uniform && parameter.low <= 0) {
     diagnostics.error(value.origin, where + ": a log-uniform range must be above 0, got " +
                                         describe_yaml_value(value.node));
-    return std::nullopt;
+    return {};
   }
   if (parameter.distribution == Distribution::int_uniform &&
       (parameter.low != std::floor(parameter.low) ||
        parameter.high != std::floor(parameter.high))) {
     diagnostics.error(value.origin,
                       where + " must be two whole numbers, got " + describe_yaml_value(value.node));
-    return std::nullopt;
+    return {};
   }
-  return parameter;
+  return {parameter};
 }
 
 // Whether `key` is a section that names a component (model, train.optimizer, ...).
@@ -205,8 +256,11 @@ std::vector<SearchParameter> read_space(const ConfigTree& search, Diagnostics& d
                       "'sweep.search.space' is missing: the settings to search, e.g. "
                       "train.optimizer.lr: {log_uniform: [1.0e-5, 1.0e-2]}");
   for (const auto& [key, value] : section.entries()) {
-    std::optional<SearchParameter> parameter = read_parameter(key, value, diagnostics);
-    if (!parameter) continue;
+    std::vector<SearchParameter> read = read_parameter(key, value, diagnostics);
+    if (read.empty()) continue;
+    const int choice = static_cast<int>(space.size());
+    for (size_t k = 1; k < read.size(); ++k) read[k].parent = choice;
+    auto parameter = read.begin();
     const std::string run_section = split(parameter->key, '.').front();
     if (std::find(kRunSections.begin(), kRunSections.end(), run_section) == kRunSections.end()) {
       diagnostics.error(parameter->origin,
@@ -230,12 +284,14 @@ std::vector<SearchParameter> read_space(const ConfigTree& search, Diagnostics& d
       if (other.key == parameter->key)
         diagnostics.error(parameter->origin,
                           fmt::format("'{}' is in the space twice", parameter->key));
-    space.push_back(std::move(*parameter));
+    for (SearchParameter& each : read) space.push_back(std::move(each));
   }
   // A setting inside a chosen section: set twice when a choice writes it too.
   for (const SearchParameter& outer : space)
     for (const SearchParameter& inner : space) {
-      if (&outer == &inner || !key_is_under(inner.key, outer.key)) continue;
+      if (&outer == &inner || !key_is_under(inner.key, outer.key) ||
+          (inner.conditional() && &space[static_cast<size_t>(inner.parent)] == &outer))
+        continue;
       for (const YAML::Node& choice : outer.choices) {
         if (!choice.IsMap()) continue;
         ConfigTree written;
@@ -265,6 +321,16 @@ int64_t count_trials(const ConfigTree& search, const SearchOptions& options,
   }
   double combinations = 1;
   for (const auto& parameter : space) {
+    if (parameter.conditional()) {
+      diagnostics.error(
+          parameter.origin,
+          fmt::format(
+              "method grid with a conditional space: '{}' is a prior "
+              "inside a branch of a choice; search it with method random "
+              "or tpe",
+              parameter.key + "." + kDistributions[static_cast<size_t>(parameter.distribution)]));
+      continue;
+    }
     if (parameter.distribution != Distribution::choice)
       diagnostics.error(parameter.origin,
                         fmt::format("method grid takes choice parameters only; '{}' is a range "
@@ -431,7 +497,8 @@ std::vector<OptionInfo> describe_search_options() {
   }
   options.push_back({"search.space", "map", "", "",
                      "setting -> prior: {uniform: [low, high]}, {log_uniform: [low, high]}, "
-                     "{int_uniform: [low, high]} or {choice: [a, b, ...]}"});
+                     "{int_uniform: [low, high]} or {choice: [a, b, ...]}; a choice's mapping "
+                     "may hold priors of its own, drawn when it is chosen (a conditional space)"});
   options.push_back({"search.schedule", "map", "none", "",
                      "none, or {name: asha, grace_epochs: 1, reduction: 3}, {name: "
                      "successive-halving, ...} or {name: median, grace_epochs: 1, "
@@ -454,15 +521,72 @@ YAML::Node parameter_value(const SearchParameter& parameter, double value) {
   }
 }
 
+TrialValues lowest_values(const std::vector<SearchParameter>& space) {
+  TrialValues values;
+  for (const auto& parameter : space)
+    values.push_back(parameter.distribution == Distribution::choice ? 0 : parameter.low);
+  for (size_t i = 0; i < space.size(); ++i)
+    if (space[i].conditional() && space[i].branch != 0) values[i] = NAN;
+  return values;
+}
+
+void choose_branch(const std::vector<SearchParameter>& space, TrialValues& values, size_t choice,
+                   size_t branch) {
+  values.at(choice) = static_cast<double>(branch);
+  for (size_t i = 0; i < space.size(); ++i)
+    if (space[i].parent == static_cast<int>(choice))
+      values[i] = space[i].branch == branch
+                      ? (space[i].distribution == Distribution::choice ? 0 : space[i].low)
+                      : NAN;
+}
+
+bool is_conditional(const std::vector<SearchParameter>& space) {
+  return std::any_of(space.begin(), space.end(),
+                     [](const SearchParameter& p) { return p.conditional(); });
+}
+
+std::string parameter_label(const std::vector<SearchParameter>& space, size_t i) {
+  const SearchParameter& p = space.at(i);
+  if (!p.conditional()) return p.key;
+  const YAML::Node branch = space.at(static_cast<size_t>(p.parent)).choices.at(p.branch);
+  const YAML::Node name = branch["name"];
+  return fmt::format(
+      "{} ({})", p.key,
+      name && name.IsScalar() ? name.Scalar() : "branch " + std::to_string(p.branch));
+}
+
+YAML::Node chosen_value(const std::vector<SearchParameter>& space, const TrialValues& values,
+                        size_t i) {
+  YAML::Node value = parameter_value(space[i], values.at(i));
+  if (space[i].distribution != Distribution::choice || !value.IsMap()) return value;
+  value = YAML::Clone(value);  // the space's branch stays as written
+  for (size_t k = i + 1; k < space.size(); ++k) {
+    const SearchParameter& inner = space[k];
+    if (inner.parent != static_cast<int>(i) || std::isnan(values.at(k))) continue;
+    YAML::Node at = value;
+    const std::vector<std::string> path = split(inner.path, '.');
+    for (size_t d = 0; d + 1 < path.size(); ++d) at.reset(at[path[d]]);
+    at[path.back()] = parameter_value(inner, values[k]);
+  }
+  return value;
+}
+
 ConfigTree trial_overrides(const std::vector<SearchParameter>& space, const TrialValues& values) {
   ConfigTree overrides;
   for (size_t i = 0; i < space.size(); ++i) {
+    if (space[i].conditional()) continue;  // written by its choice's branch
     const YAML::Node value = parameter_value(space[i], values.at(i));
     // A mapping is written as a variant's `set:` writes one: flat, so that a section named with
-    // options of its own is written afresh and a component's name swaps it (merge_layer).
-    if (value.IsMap() && value.size() > 0)
+    // options of its own is written afresh and a component's name swaps it (merge_layer). A
+    // branch's priors are replaced by the trial's draws, each at its prior's place (what the run
+    // refuses of it is said there).
+    if (value.IsMap() && value.size() > 0) {
       flatten_into(overrides, value, space[i].origin.file, space[i].key);
-    else if (names_component(space[i].key) && value.IsScalar())
+      for (size_t k = i + 1; k < space.size(); ++k)
+        if (space[k].parent == static_cast<int>(i) && !std::isnan(values.at(k)))
+          overrides.set(space[i].key + "." + space[k].path,
+                        {parameter_value(space[k], values[k]), space[k].origin, space[k].origin});
+    } else if (names_component(space[i].key) && value.IsScalar())
       // `train.optimizer: {choice: [sgd, adamw]}` names the component: its name alone, so that a
       // parameter inside the section (train.optimizer.lr) set before it is kept.
       overrides.set(space[i].key + ".name", {value, space[i].origin, space[i].origin});
@@ -482,7 +606,8 @@ std::string describe_settings(const std::vector<SearchParameter>& space, const T
   std::vector<std::string> parts;
   for (size_t i = 0; i < space.size() && i < values.size(); ++i) {
     const SearchParameter& parameter = space[i];
-    const YAML::Node proposed = parameter_value(parameter, values[i]);
+    if (parameter.conditional()) continue;  // said with its choice's branch
+    const YAML::Node proposed = chosen_value(space, values, i);
     std::string text;
     if (params.count(parameter.key)) {
       text = read(parameter.key);
@@ -498,8 +623,16 @@ std::string describe_settings(const std::vector<SearchParameter>& space, const T
       ConfigTree written;
       flatten_into(written, proposed, parameter.origin.file, parameter.key);
       std::vector<std::string> inner;
-      for (const auto& [key, value] : written.entries())
-        inner.push_back(key.substr(parameter.key.size() + 1) + ": " + read(key));
+      for (const auto& [key, value] : written.entries()) {
+        std::string text = read(key);
+        double number = 0;
+        std::string expected;
+        // A number a branch's prior drew, to four digits as a range's is.
+        if (text.find_first_of(".eE") != std::string::npos &&
+            decode_value(YAML::Load(text), number, expected))
+          text = fmt::format("{:.4g}", number);
+        inner.push_back(key.substr(parameter.key.size() + 1) + ": " + text);
+      }
       text = "{" + join(inner, ", ") + "}";
     } else {
       text = read(parameter.key + ".name");  // a component named by the choice

@@ -31,17 +31,40 @@ const char* to_string(SearchMethod method);
 // (inclusive), or one of a list of values.
 enum class Distribution { uniform, log_uniform, int_uniform, choice };
 
+// A conditional space: a choice of mappings whose values hold priors of their own,
+//   train.optimizer: {choice: [{name: adamw, lr: {log_uniform: [1e-4, 1e-2]}}, {name: sgd, ...}]}
+// is the choice (its `choices` the branches as written, priors and all) followed in the space by
+// one parameter per prior of each branch, which is drawn only when its branch is chosen.
 struct SearchParameter {
   std::string key;  // the setting it sets, as --set names it: "train.optimizer.lr"
   Distribution distribution = Distribution::uniform;
   double low = 0, high = 0;         // uniform, log_uniform, int_uniform
   std::vector<YAML::Node> choices;  // choice
   Origin origin;                    // where the parameter is written
+  // A branch's parameter: the choice it belongs to (its index in the space), the branch, and
+  // where inside the branch's mapping its prior is ("lr"). -1: a parameter of its own.
+  int parent = -1;
+  size_t branch = 0;
+  std::string path{};
+  bool conditional() const { return parent >= 0; }
 };
 
 // A trial's values, one per parameter of the space, in the space's order: the number itself, or
-// for a choice the index of the value chosen.
+// for a choice the index of the value chosen; NaN for a branch's parameter whose branch was not
+// chosen.
 using TrialValues = std::vector<double>;
+
+// Every parameter at its lower end (a choice: its first value; the parameters of the branches
+// not chosen NaN).
+TrialValues lowest_values(const std::vector<SearchParameter>& space);
+// `values` with choice `choice` at `branch`: that branch's parameters at their lower ends, the
+// other branches' NaN.
+void choose_branch(const std::vector<SearchParameter>& space, TrialValues& values, size_t choice,
+                   size_t branch);
+// Whether the space has a conditional part (a choice with priors in its branches).
+bool is_conditional(const std::vector<SearchParameter>& space);
+// A parameter's label for the report: its key, with the branch for a branch's ("lr (sgd)").
+std::string parameter_label(const std::vector<SearchParameter>& space, size_t i);
 
 // sweep.search.schedule: how a study spends its epochs (docs/search.md). Every schedule pauses a
 // trial it stops, with its checkpoint kept, never kills it.
@@ -89,6 +112,10 @@ std::vector<OptionInfo> describe_search_options();
 // The setting a trial gives one parameter, as YAML (a choice's value; a whole number for
 // int_uniform).
 YAML::Node parameter_value(const SearchParameter& parameter, double value);
+// The setting a trial gives parameter `i`: parameter_value, but for a conditional choice, its
+// chosen branch with each prior replaced by the trial's value for it.
+YAML::Node chosen_value(const std::vector<SearchParameter>& space, const TrialValues& values,
+                        size_t i);
 // The overrides a trial adds to its variant, each with the origin of its parameter, written as a
 // variant's `set:` writes the same values: a mapping flat (a section named with options of its own
 // is written afresh, a component's name alone swaps it, keeping the options it declares), a

@@ -274,27 +274,31 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
                               variant.name, parameter.key));
       problems.add(found, variant);
     }
-  // Every edge of the space: each parameter through its ends (a choice: each value), the others at
-  // their lower end; and a range's inside, whose values are not whole numbers (a uniform range
+  // Every edge of the space: each parameter through its ends (a choice: each value, its branch's
+  // parameters at their lower ends), the others at their lower end (a branch's parameter: with
+  // its branch chosen); and a range's inside, whose values are not whole numbers (a uniform range
   // over a setting that takes whole numbers is refused here, not in the middle of the night).
-  TrialValues lowest;
-  for (const auto& parameter : search.space)
-    lowest.push_back(parameter.distribution == Distribution::choice ? 0 : parameter.low);
+  const TrialValues lowest = lowest_values(search.space);
   std::vector<TrialValues> edges = {lowest};
   std::map<size_t, const SearchParameter*> inside_of;  // the edges that probe a range's inside
   for (size_t i = 0; i < search.space.size(); ++i) {
     const SearchParameter& parameter = search.space[i];
+    TrialValues base = lowest;  // where this parameter is set
+    if (parameter.conditional())
+      choose_branch(search.space, base, static_cast<size_t>(parameter.parent), parameter.branch);
     const size_t count =
         parameter.distribution == Distribution::choice ? parameter.choices.size() : 2;
     for (size_t k = 1; k < count; ++k) {
-      TrialValues edge = lowest;
-      edge[i] =
-          parameter.distribution == Distribution::choice ? static_cast<double>(k) : parameter.high;
+      TrialValues edge = base;
+      if (parameter.distribution == Distribution::choice)
+        choose_branch(search.space, edge, i, k);
+      else
+        edge[i] = parameter.high;
       edges.push_back(edge);
     }
     if (parameter.distribution == Distribution::uniform ||
         parameter.distribution == Distribution::log_uniform) {
-      TrialValues inside = lowest;
+      TrialValues inside = base;
       inside[i] = parameter.low + 0.3719 * (parameter.high - parameter.low);
       edges.push_back(inside);
       inside_of[edges.size() - 1] = &parameter;

@@ -57,7 +57,10 @@ double from_unit(const SearchParameter& p, double u) {
 // since 4.x for one objective): one kernel per observation plus a prior kernel, each a product over
 // the parameters — a truncated Gaussian for a number (in the space it is searched in: log for
 // log_uniform; whole numbers widened by half a step each side and scored by the mass of their
-// step), a distribution over the values for a choice.
+// step), a distribution over the values for a choice. A branch's parameter (a conditional space)
+// is modelled from the observations that had it: an observation without it lends its kernel the
+// prior's for that parameter; a candidate without it (another branch chosen) is neither drawn nor
+// scored on it.
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
 // The space a numeric parameter is modelled in, and back.
@@ -78,6 +81,13 @@ std::pair<double, double> model_range(const SearchParameter& p) {
   if (p.distribution == Distribution::log_uniform) return {std::log(p.low), std::log(p.high)};
   if (p.distribution == Distribution::int_uniform) return {p.low - 0.5, p.high + 0.5};
   return {p.low, p.high};
+}
+
+// Whether parameter `d` has a value in `values`: a branch's parameter has none when another
+// branch of its choice was chosen.
+bool active(const std::vector<SearchParameter>& space, const TrialValues& values, size_t d) {
+  const SearchParameter& p = space[d];
+  return !p.conditional() || values[static_cast<size_t>(p.parent)] == static_cast<double>(p.branch);
 }
 
 struct Parzen {
@@ -119,7 +129,7 @@ Parzen parzen(const std::vector<SearchParameter>& space,
       const size_t k = parameter.choices.size();
       for (size_t j = 0; j < kernels; ++j) {
         std::vector<double> row(k, 1.0 / static_cast<double>(kernels));
-        if (j < n) row[static_cast<size_t>((*part[j])[d])] += 1.0;
+        if (j < n && !std::isnan((*part[j])[d])) row[static_cast<size_t>((*part[j])[d])] += 1.0;
         double sum = 0;
         for (double v : row) sum += v;
         for (double& v : row) v /= sum;
@@ -128,35 +138,45 @@ Parzen parzen(const std::vector<SearchParameter>& space,
       continue;
     }
     const auto [low, high] = model_range(parameter);
+    std::vector<double> all_mus;  // NaN: the observation has no value for it
+    for (const TrialValues* v : part) all_mus.push_back(to_model(parameter, (*v)[d]));
+    std::vector<size_t> had;  // the observations with a value
+    for (size_t j = 0; j < all_mus.size(); ++j)
+      if (!std::isnan(all_mus[j])) had.push_back(j);
     std::vector<double> mus;
-    for (const TrialValues* v : part) mus.push_back(to_model(parameter, (*v)[d]));
+    for (size_t j : had) mus.push_back(all_mus[j]);
+    const size_t count = mus.size();
     // Each observation's width: the larger distance to its neighbours, the range's ends counted
     // (the outermost: their inner neighbour's distance only), clipped to [range / min(100, 1 +
     // kernels), range].
-    std::vector<size_t> order(n);
+    std::vector<size_t> order(count);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return mus[a] < mus[b]; });
     std::vector<double> with_ends = {low};
     for (size_t i : order) with_ends.push_back(mus[i]);
     with_ends.push_back(high);
-    std::vector<double> sorted_sigma(n);
-    for (size_t i = 0; i < n; ++i)
+    std::vector<double> sorted_sigma(count);
+    for (size_t i = 0; i < count; ++i)
       sorted_sigma[i] =
           std::max(with_ends[i + 1] - with_ends[i], with_ends[i + 2] - with_ends[i + 1]);
     if (with_ends.size() >= 4) {
       sorted_sigma[0] = with_ends[2] - with_ends[1];
-      sorted_sigma[n - 1] = with_ends[n] - with_ends[n - 1];
+      sorted_sigma[count - 1] = with_ends[count] - with_ends[count - 1];
     }
     const double max_sigma = high - low;
     const double min_sigma = (high - low) / std::min(100.0, 1.0 + static_cast<double>(kernels));
-    std::vector<double> sigmas(n);
-    for (size_t k = 0; k < n; ++k)
+    std::vector<double> sigmas(count);
+    for (size_t k = 0; k < count; ++k)
       sigmas[order[k]] = std::clamp(sorted_sigma[k], min_sigma, max_sigma);
-    mus.push_back(0.5 * (low + high));  // the prior: the range's middle, its whole width
-    sigmas.push_back(high - low);
-    p.mus[d] = std::move(mus);
-    p.sigmas[d] = std::move(sigmas);
+    // The prior: the range's middle, its whole width; also the kernel of an observation without
+    // a value.
+    p.mus[d].assign(kernels, 0.5 * (low + high));
+    p.sigmas[d].assign(kernels, high - low);
+    for (size_t k = 0; k < had.size(); ++k) {
+      p.mus[d][had[k]] = mus[k];
+      p.sigmas[d][had[k]] = sigmas[k];
+    }
   }
   return p;
 }
@@ -167,6 +187,7 @@ double kernel_log_density(const Parzen& p, const std::vector<SearchParameter>& s
   double total = 0;
   for (size_t d = 0; d < space.size(); ++d) {
     const SearchParameter& parameter = space[d];
+    if (std::isnan(values[d])) continue;  // another branch's
     if (parameter.distribution == Distribution::choice) {
       total += std::log(std::max(p.choices[d][j][static_cast<size_t>(values[d])], 1e-300));
       continue;
@@ -209,6 +230,9 @@ TrialValues sample(const Parzen& p, const std::vector<SearchParameter>& space, R
   TrialValues values;
   for (size_t d = 0; d < space.size(); ++d) {
     const SearchParameter& parameter = space[d];
+    values.push_back(NAN);  // the choice before it decides whether it has a value
+    if (!active(space, values, d)) continue;
+    values.pop_back();
     if (parameter.distribution == Distribution::choice) {
       const std::vector<double>& row = p.choices[d][j];
       double v = random.uniform(), c = 0;
@@ -249,6 +273,7 @@ TrialValues propose_random(const std::vector<SearchParameter>& space, uint64_t s
   for (size_t i = 0; i < space.size(); ++i) {
     Random random = stream(seed, index, i, /*purpose=*/1);
     values.push_back(from_unit(space[i], random.uniform()));
+    if (!active(space, values, i)) values.back() = NAN;  // another branch was chosen
   }
   return values;
 }
@@ -263,15 +288,15 @@ TrialValues propose_grid(const std::vector<SearchParameter>& space, int64_t inde
   return values;
 }
 
-TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,
-                        const std::vector<Observation>& all, bool minimize) {
-  // A failed trial tells nothing about where the good settings are (as Optuna, which leaves FAIL
-  // trials out): only the finite figures count, for the start and the split.
-  std::vector<Observation> observations;
-  for (const Observation& o : all)
-    if (std::isfinite(o.value)) observations.push_back(o);
+namespace {
+
+// TPE's step once past its random start: the finite observations split into the best gamma(n)
+// and the rest, and of kTpeCandidates drawn from the good density the one with the highest ratio
+// good/bad.
+TrialValues tpe_candidate(const std::vector<SearchParameter>& space,
+                          const std::vector<Observation>& observations, bool minimize,
+                          Random random) {
   const auto n = static_cast<int64_t>(observations.size());
-  if (n < kStartupTrials) return propose_random(space, seed, index);
   // The best gamma(n) are "good" (l), the rest "bad" (g); ties: the earlier trial. Each part keeps
   // trial order (the oldest first: Optuna's weights ramp them down).
   std::vector<size_t> ranked(observations.size());
@@ -286,7 +311,6 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
   for (size_t j = 0; j < observations.size(); ++j)
     (good[j] ? good_part : bad_part).push_back(&observations[j].values);
   const Parzen l = parzen(space, good_part), g = parzen(space, bad_part);
-  Random random = stream(seed, index, 0, /*purpose=*/2);
   TrialValues best;
   double best_score = -INFINITY;
   for (int c = 0; c < kTpeCandidates; ++c) {
@@ -295,6 +319,72 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
     if (score > best_score) best_score = score, best = std::move(candidate);
   }
   return best;
+}
+
+// The parameters `dims` of `space` as a space of their own (no longer any branch's), and each
+// observation's values for them.
+std::vector<SearchParameter> subspace(const std::vector<SearchParameter>& space,
+                                      const std::vector<size_t>& dims) {
+  std::vector<SearchParameter> out;
+  for (size_t d : dims) {
+    out.push_back(space[d]);
+    out.back().parent = -1;
+  }
+  return out;
+}
+Observation projected(const Observation& o, const std::vector<size_t>& dims) {
+  Observation out{.values = {}, .value = o.value};
+  for (size_t d : dims) out.values.push_back(o.values[d]);
+  return out;
+}
+
+}  // namespace
+
+TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,
+                        const std::vector<Observation>& all, bool minimize) {
+  // A failed trial tells nothing about where the good settings are (as Optuna, which leaves FAIL
+  // trials out): only the finite figures count, for the start and the split.
+  std::vector<Observation> observations;
+  for (const Observation& o : all)
+    if (std::isfinite(o.value)) observations.push_back(o);
+  const auto n = static_cast<int64_t>(observations.size());
+  if (n < kStartupTrials) return propose_random(space, seed, index);
+  if (!is_conditional(space))
+    return tpe_candidate(space, observations, minimize, stream(seed, index, 0, /*purpose=*/2));
+  // A conditional space, in groups as Optuna's TPE with group=True: first the parameters every
+  // trial has (the choices among them) from every trial; then the chosen branch's parameters
+  // from the trials that chose that branch, split into good and bad among themselves (a branch
+  // chosen fewer than twice yet: drawn from its priors).
+  std::vector<size_t> common;
+  for (size_t d = 0; d < space.size(); ++d)
+    if (!space[d].conditional()) common.push_back(d);
+  std::vector<Observation> seen;
+  for (const Observation& o : observations) seen.push_back(projected(o, common));
+  const TrialValues top =
+      tpe_candidate(subspace(space, common), seen, minimize, stream(seed, index, 0, 2));
+  TrialValues values(space.size(), NAN);
+  for (size_t k = 0; k < common.size(); ++k) values[common[k]] = top[k];
+  for (size_t choice : common) {
+    std::vector<size_t> branch;  // the chosen branch's parameters
+    for (size_t d = 0; d < space.size(); ++d)
+      if (space[d].parent == static_cast<int>(choice) &&
+          static_cast<double>(space[d].branch) == values[choice])
+        branch.push_back(d);
+    if (branch.empty()) continue;
+    std::vector<Observation> chose;
+    for (const Observation& o : observations)
+      if (o.values[choice] == values[choice]) chose.push_back(projected(o, branch));
+    TrialValues drawn;
+    if (chose.size() < 2) {
+      for (size_t d : branch)
+        drawn.push_back(from_unit(space[d], stream(seed, index, d, 1).uniform()));
+    } else {
+      drawn = tpe_candidate(subspace(space, branch), chose, minimize,
+                            stream(seed, index, choice + 1, /*purpose=*/3));
+    }
+    for (size_t k = 0; k < branch.size(); ++k) values[branch[k]] = drawn[k];
+  }
+  return values;
 }
 
 }  // namespace trainyard

@@ -34,7 +34,9 @@ TrialValues propose_grid(const std::vector<SearchParameter>& space, int64_t inde
 // neighbours' distances, clipped as Optuna's "magic clip"; whole numbers scored by the mass of
 // their step) and of distributions over a choice's values — plus a prior kernel, weighted as
 // Optuna's default_weights; of 24 candidates drawn from the good density the one with the highest
-// ratio good/bad is proposed. `observations` are the earlier trials', in trial order.
+// ratio good/bad is proposed. `observations` are the earlier trials', in trial order. A
+// conditional space goes in groups, as Optuna's group=True: the parameters every trial has first,
+// from every trial; then the chosen branch's parameters from the trials that chose that branch.
 inline constexpr int64_t kStartupTrials = 10;
 inline constexpr int kTpeCandidates = 24;
 TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,

@@ -1,5 +1,6 @@
 #include "runner/search/study.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,14 +13,6 @@
 namespace trainyard {
 
 namespace {
-
-// A study's first edge: every parameter at its lower end (a choice: its first value).
-TrialValues lowest_values(const SearchSettings& search) {
-  TrialValues values;
-  for (const auto& parameter : search.space)
-    values.push_back(parameter.distribution == Distribution::choice ? 0 : parameter.low);
-  return values;
-}
 
 // A run the study resolves: validated when the file was loaded (every edge of the space), so a
 // problem now is a bug, not the user's.
@@ -35,7 +28,8 @@ RunSpec resolve_checked(const Study& study, const TrialValues& values, const std
 }  // namespace
 
 StudyKey study_key(const Experiment& experiment, const Study& study) {
-  const RunSpec base = resolve_checked(study, lowest_values(study.search), study.variant, 0, {});
+  const RunSpec base =
+      resolve_checked(study, lowest_values(study.search.space), study.variant, 0, {});
   return {experiment.name, study.variant,
           stable_hash(study.search.text + "\n" + study.variant + "\n" + base.config_hash)};
 }
@@ -66,7 +60,7 @@ void add_confirmations(Experiment& experiment, Store& store) {
 std::vector<RunSpec> study_edge_runs(const Experiment& experiment) {
   std::vector<RunSpec> runs;
   for (const Study& study : experiment.studies)
-    runs.push_back(resolve_checked(study, lowest_values(study.search), study.variant, 0, {}));
+    runs.push_back(resolve_checked(study, lowest_values(study.search.space), study.variant, 0, {}));
   return runs;
 }
 
@@ -89,12 +83,21 @@ std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
                          .schedule = to_string(study.search.schedule.kind),
                          .metric = study.search.metric,
                          .confirm_repeats = study.search.confirm_repeats};
-    for (const SearchParameter& p : study.search.space) {
-      CurrentStudy::Parameter parameter{.key = p.key,
+    for (size_t i = 0; i < study.search.space.size(); ++i) {
+      const SearchParameter& p = study.search.space[i];
+      CurrentStudy::Parameter parameter{.key = parameter_label(study.search.space, i),
                                         .log_scale = p.distribution == Distribution::log_uniform,
                                         .low = p.low,
                                         .high = p.high};
-      for (const auto& choice : p.choices) parameter.choices.push_back(yaml_flow_text(choice));
+      // A branch with parameters of its own is named by its component's name ("sgd").
+      const bool branches = std::any_of(
+          study.search.space.begin(), study.search.space.end(),
+          [&](const SearchParameter& inner) { return inner.parent == static_cast<int>(i); });
+      for (const auto& choice : p.choices)
+        parameter.choices.push_back(branches && choice.IsMap() && choice["name"] &&
+                                            choice["name"].IsScalar()
+                                        ? choice["name"].Scalar()
+                                        : yaml_flow_text(choice));
       if (!p.choices.empty()) parameter.high = static_cast<double>(p.choices.size() - 1);
       current.parameters.push_back(std::move(parameter));
     }
@@ -105,13 +108,15 @@ std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
 
 std::string values_json(const TrialValues& values) {
   nlohmann::json list = nlohmann::json::array();
-  for (double v : values) list.push_back(v);
+  for (double v : values)
+    list.push_back(std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v));
   return list.dump();
 }
 
 TrialValues parse_values(const std::string& json) {
   TrialValues values;
-  for (const auto& v : nlohmann::json::parse(json)) values.push_back(v.get<double>());
+  for (const auto& v : nlohmann::json::parse(json))
+    values.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>());
   return values;
 }
 
