@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -47,6 +48,11 @@ struct Validation {
   std::map<std::string, double> values;
 };
 std::vector<Validation> validations(const RepeatRun& run);
+
+// A completed run's time to report.target as the verdicts measure it: the training time of its
+// first validation that reached the target; nullopt when none did (or there is no target).
+std::optional<double> run_time_to_target(Store& store, const RunRecord& run,
+                                         const ReportOptions& options);
 
 // A claim about a variant against the baseline, decided once (reports/comparison.cpp): the verdict,
 // the table, the bars, Markdown, CSV and the terminal all show this estimate and this interval.
@@ -152,6 +158,8 @@ struct CurrentStudy {
   StudyKey key;
   std::string method;    // grid, random, tpe
   std::string schedule;  // none, successive-halving, asha, median: how its decisions read
+  // A second objective (train_seconds, time_to_target): the trials form a Pareto front. "": none.
+  std::string cost{};
   WatchedMetric metric = WatchedMetric::val_loss;  // what its trials were decided by
   int64_t confirm_repeats = 0;
   struct Parameter {
@@ -175,6 +183,9 @@ struct StudyTrial {
   // Of a completed trial whose figure is that of the epoch its run kept and tested, when that is
   // not its last epoch (read_studies): what the figure is named by.
   std::optional<int64_t> kept_epoch{};
+  // The second objective of a study with two (as the study measured it: time_to_target infinite
+  // when never reached); NaN otherwise or when its run did not complete.
+  double cost = std::numeric_limits<double>::quiet_NaN();
 };
 
 // How much the metric moved with one parameter: its trials in groups (each choice; a range in
@@ -198,6 +209,9 @@ struct StudySection {
   // The distinct configurations the trials resolved to (two trials may draw the same settings,
   // or settings that resolve alike): what was trained, of trials.size() proposed.
   size_t distinct_configs = 0;
+  // A study with two objectives: the trials on the Pareto front of figure and cost (their places
+  // in `trials`, by cost).
+  std::vector<size_t> front{};
   bool minimize() const { return lower_is_better(study.metric); }
   // The confirmations that have a figure (a diverged run's is NaN).
   std::vector<double> confirmed_figures() const {

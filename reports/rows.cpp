@@ -38,6 +38,16 @@ ReportOptions stored_report_options(const ExperimentRecord& experiment) {
   return decode_report_options(tree, {}, ignored);
 }
 
+std::optional<double> time_to_target(const RepeatRun& run, const ReportOptions& options) {
+  if (!options.has_target()) return std::nullopt;
+  for (const Validation& validation : validations(run)) {
+    auto value = validation.values.find(options.target_metric);
+    if (value != validation.values.end() && options.reaches_target(value->second))
+      return validation.elapsed;
+  }
+  return std::nullopt;
+}
+
 RepeatRun repeat_run(Store& store, const RunRecord& run) {
   RepeatRun out{.run_id = run.id, .repeat = run.repeat, .status = run.status};
   out.log_path = run.environment.log_path;
@@ -56,14 +66,8 @@ std::map<std::string, double> run_figures(Store& store, const RunRecord& run,
                                           const ReportOptions& options) {
   std::map<std::string, double> figures = store.final_metrics(run.id);
   if (run.status != RunStatus::completed) return figures;
-  if (options.has_target())
-    for (const Validation& validation : validations(repeat)) {
-      auto value = validation.values.find(options.target_metric);
-      if (value != validation.values.end() && options.reaches_target(value->second)) {
-        figures[metric::kTimeToTarget] = validation.elapsed;
-        break;
-      }
-    }
+  if (const auto seconds = time_to_target(repeat, options))
+    figures[metric::kTimeToTarget] = *seconds;
   auto attribute = [&](const char* key) {
     auto it = attributes.find(key);
     return it == attributes.end() ? std::string() : it->second;
@@ -391,6 +395,12 @@ void with_task_columns(ExperimentReport& section) {
 }
 
 }  // namespace
+
+std::optional<double> run_time_to_target(Store& store, const RunRecord& run,
+                                         const ReportOptions& options) {
+  if (run.status != RunStatus::completed) return std::nullopt;
+  return time_to_target(repeat_run(store, run), options);
+}
 
 std::vector<Validation> validations(const RepeatRun& run) {
   std::vector<Validation> out;

@@ -134,4 +134,49 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+bool dominates(std::pair<double, double> a, std::pair<double, double> b) {
+  const bool a_known = !std::isnan(a.first) && !std::isnan(a.second);
+  const bool b_known = !std::isnan(b.first) && !std::isnan(b.second);
+  if (!a_known || !b_known) return a_known && !b_known;
+  return a.first <= b.first && a.second <= b.second && (a.first < b.first || a.second < b.second);
+}
+
+std::vector<size_t> pareto_front(const std::vector<std::pair<double, double>>& points) {
+  std::vector<size_t> front;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (std::isnan(points[i].first) || std::isnan(points[i].second)) continue;
+    bool dominated = false;
+    for (size_t j = 0; j < points.size() && !dominated; ++j)
+      dominated = j != i && dominates(points[j], points[i]);
+    if (!dominated) front.push_back(i);
+  }
+  return front;
+}
+
+std::vector<size_t> nondomination_ranks(const std::vector<std::pair<double, double>>& points) {
+  std::vector<size_t> rank(points.size(), 0);
+  std::vector<size_t> left(points.size());
+  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+  for (size_t r = 0; !left.empty(); ++r) {
+    std::vector<std::pair<double, double>> rest;
+    for (size_t i : left) rest.push_back(points[i]);
+    std::vector<size_t> front = pareto_front(rest);
+    if (front.empty()) {  // only NaN points left: the last rank
+      for (size_t i : left) rank[i] = r;
+      break;
+    }
+    std::vector<size_t> next;
+    size_t f = 0;
+    for (size_t k = 0; k < left.size(); ++k)
+      if (f < front.size() && front[f] == k) {
+        rank[left[k]] = r;
+        ++f;
+      } else {
+        next.push_back(left[k]);
+      }
+    left = std::move(next);
+  }
+  return rank;
+}
+
 }  // namespace trainyard

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace trainyard {
@@ -43,6 +44,14 @@ double family_level(size_t comparisons);
 
 // The median of a non-empty list (the mean of the middle two when their number is even).
 double median(std::vector<double> values);
+
+// Two objectives, both lower-is-better (negate one that is not): whether point a dominates b (no
+// worse in both, better in one). A point with a NaN is dominated by any without.
+bool dominates(std::pair<double, double> a, std::pair<double, double> b);
+// The points no other point dominates, in their order (a NaN point never; equal points both).
+std::vector<size_t> pareto_front(const std::vector<std::pair<double, double>>& points);
+// Each point's nondomination rank: 0 for the front, 1 for the front of the rest, ...
+std::vector<size_t> nondomination_ranks(const std::vector<std::pair<double, double>>& points);
 
 // Student's t distribution with `dof` degrees of freedom: P(T <= t), and its inverse.
 double student_t_cdf(double t, double dof);

@@ -61,6 +61,105 @@ double first_rung_figure(const StudySection& s, const StudyTrial& t) {
   return std::numeric_limits<double>::quiet_NaN();
 }
 
+double final_figure(Store& store, int64_t run_id, const std::string& key) {
+  const auto finals = store.final_metrics(run_id);
+  const auto it = finals.find(key);
+  return it == finals.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+}
+
+// The trials no other beats on both the figure and the cost (distinct configurations: a trial that
+// repeats an earlier one's is that one), by cost.
+std::vector<size_t> front_of(const StudySection& s) {
+  std::vector<std::pair<double, double>> points;
+  std::set<std::string> seen;
+  for (const StudyTrial& t : s.trials) {
+    const double f = figure_of(t);
+    const bool first = seen.insert(t.record.config_hash).second;
+    points.push_back({first ? (s.minimize() ? f : -f) : NAN, t.cost});
+  }
+  std::vector<size_t> front = pareto_front(points);
+  std::stable_sort(front.begin(), front.end(),
+                   [&](size_t a, size_t b) { return points[a].second < points[b].second; });
+  return front;
+}
+
+// "the Pareto front of val_acc and train_seconds: trial 11 (62.50%, 25 ms), trial 5 (65.62%,
+// 46 ms)".
+std::string front_text(const StudySection& s) {
+  std::vector<std::string> points;
+  for (size_t k : s.front) {
+    const StudyTrial& t = s.trials[k];
+    points.push_back(
+        fmt::format("trial {} ({}, {})", t.record.trial, figure_text(s, figure_of(t)),
+                    std::isfinite(t.cost) ? format_duration(t.cost) : "never reached the target"));
+  }
+  return fmt::format("the Pareto front of {} and {} ({} of {} trials): {}",
+                     metric_key(s.study.metric), s.study.cost, s.front.size(), s.trials.size(),
+                     join(points));
+}
+
+// The front drawn: each trial a dot at its cost (x) and figure (y), the front's joined, the
+// confirmed trial ringed.
+std::string front_chart(const StudySection& s) {
+  std::vector<std::pair<double, double>> at;  // (cost, figure) of the drawable trials
+  std::vector<size_t> which;
+  for (size_t i = 0; i < s.trials.size(); ++i)
+    if (std::isfinite(s.trials[i].cost) && std::isfinite(figure_of(s.trials[i]))) {
+      at.push_back({s.trials[i].cost, figure_of(s.trials[i])});
+      which.push_back(i);
+    }
+  if (at.size() < 2) return "";
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const auto& [x, y] : at)
+    x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1;
+  const int left = 70, top = 20, width = 520, height = 260;
+  auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * width; };
+  // Better up: a loss's axis runs downward.
+  auto py = [&](double y) {
+    const double f = (y - y0) / (y1 - y0);
+    return top + (s.minimize() ? f : 1 - f) * height;
+  };
+  const std::string title =
+      fmt::format("Trials of {} by {} and {}: the Pareto front joined", s.study.key.study,
+                  metric_key(s.study.metric), s.study.cost);
+  std::string svg = fmt::format(
+      R"(<svg class="chart front" xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" )"
+      R"(viewBox="0 0 {0} {1}" role="img" aria-label="{2}"><title>{2}</title>)",
+      left + width + 40, top + height + 50, html_escape(title));
+  std::string line;
+  for (size_t k : s.front)
+    if (std::isfinite(s.trials[k].cost))
+      line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "M" : " L", px(s.trials[k].cost),
+                          py(figure_of(s.trials[k])));
+  svg += fmt::format(R"(<path d="{}" fill="none" stroke="#1f77b4" stroke-width="2"/>)", line);
+  const std::set<size_t> on_front(s.front.begin(), s.front.end());
+  for (size_t n = 0; n < at.size(); ++n) {
+    const StudyTrial& t = s.trials[which[n]];
+    const bool front = on_front.count(which[n]) > 0;
+    const bool confirmed = s.outcome && s.outcome->best_trial == t.record.trial;
+    svg += fmt::format(
+        R"(<circle cx="{:.1f}" cy="{:.1f}" r="{}" fill="{}"{}><title>trial {}: {} ({} {}, {} {})</title></circle>)",
+        px(at[n].first), py(at[n].second), confirmed ? 7 : 4, front ? "#1f77b4" : "#bbbbbb",
+        confirmed ? R"( stroke="#d62728" stroke-width="3")" : "", t.record.trial,
+        html_escape(t.record.settings), html_escape(metric_key(s.study.metric)),
+        html_escape(figure_text(s, at[n].second)), html_escape(s.study.cost),
+        html_escape(format_duration(at[n].first)));
+  }
+  // The figure's ends beside its axis, the better at the top.
+  for (const double y : {y0, y1})
+    svg += fmt::format(R"(<text x="{}" y="{:.1f}" text-anchor="end" font-size="10">{}</text>)",
+                       left - 6, py(y) + 4, html_escape(figure_text(s, y)));
+  svg += fmt::format(
+      R"(<text x="{}" y="{}" text-anchor="middle" font-size="12">{} (from {} to {})</text>)"
+      R"svg(<text x="14" y="{}" font-size="12" transform="rotate(-90 14 {})" text-anchor="middle">{}</text></svg>)svg",
+      left + width / 2, top + height + 35, html_escape(s.study.cost),
+      html_escape(format_duration(x0)), html_escape(format_duration(x1)), top + height / 2,
+      top + height / 2, html_escape(metric_key(s.study.metric)));
+  return svg;
+}
+
 std::string value_text(const CurrentStudy::Parameter& p, double value) {
   if (!p.choices.empty()) return p.choices.at(static_cast<size_t>(value));
   return fmt::format("{:.3g}", value);
@@ -361,10 +460,15 @@ void read_studies(Store& store, const std::vector<RunRecord>& runs,
         if (row.figure && at_kept != t.curve.end() && *kept != t.curve.back().first &&
             at_kept->second == *row.figure)
           t.kept_epoch = kept;
+        if (study.cost == metric::kTimeToTarget && t.status == RunStatus::completed)
+          t.cost = run_time_to_target(store, *it->second, section.options).value_or(INFINITY);
+        else if (!study.cost.empty())
+          t.cost = final_figure(store, row.run_id, study.cost);
       }
       s.trials.push_back(std::move(t));
     }
     s.effects = effects_of(s);
+    if (!study.cost.empty()) s.front = front_of(s);
     std::set<std::string> configs;
     for (const StudyTrial& t : s.trials) configs.insert(t.record.config_hash);
     s.distinct_configs = configs.size();
@@ -427,6 +531,7 @@ std::string studies_markdown(const ExperimentReport& section) {
       md += fmt::format("| {} | {} | {} | {}{} | {} |\n", r + 1, t.record.trial, t.record.settings,
                         t.record.epochs, t.paused ? " (paused)" : "", trial_figure_text(s, t));
     }
+    if (!s.front.empty()) md += "\n- " + front_text(s);
     for (const StudyDecisionRow& d : s.decisions) md += "\n- " + decision_text(s, d);
     md += "\n";
   }
@@ -471,6 +576,7 @@ std::string studies_html(const ExperimentReport& section) {
           t.record.epochs, html_escape(trial_figure_text(s, t)), html_escape(state));
     }
     html += "</tbody></table></div>";
+    if (!s.front.empty()) html += "<p>" + html_escape(front_text(s)) + ".</p>" + front_chart(s);
     if (!s.decisions.empty()) {
       html += "<p>" + html_escape(s.study.schedule) +
               "'s decisions (figures by trial):</p><ul class=\"decisions\">";

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/metrics.h"
 #include "common/text.h"
+#include "reports/statistics.h"
 #include "runner/batch_records.h"
 #include "runner/engine/engine.h"
 #include "runner/search/halving.h"
@@ -73,8 +74,11 @@ bool StudyRunner::run() {
   for (int64_t e : rungs_) rung_words.push_back(std::to_string(e));
   const ScheduleKind schedule = search_.schedule.kind;
   console_.line(fmt::format(
-      "study {}/{}: {} {} trials by {}{}", experiment_.name, study_.variant, search_.trials,
+      "study {}/{}: {} {} trials by {}{}{}", experiment_.name, study_.variant, search_.trials,
       to_string(search_.method), metric_key(search_.metric),
+      search_.cost == SearchCost::none
+          ? ""
+          : fmt::format(" and {} (a Pareto front)", to_string(search_.cost)),
       rungs_.size() > 1 ? fmt::format(", {} {} epochs {}", to_string(schedule),
                                       schedule == ScheduleKind::median ? "checking at" : "rungs at",
                                       join(rung_words, ", "))
@@ -126,7 +130,8 @@ bool StudyRunner::add_trial(int64_t trial) {
         proposal = propose_random(search_.space, search_.seed, trial);
         break;
       case SearchMethod::tpe:
-        proposal = propose_tpe(search_.space, search_.seed, trial, seen_, search_.minimize());
+        proposal = propose_tpe(search_.space, search_.seed, trial, seen_, search_.minimize(),
+                               search_.cost != SearchCost::none);
         break;
     }
   }
@@ -148,7 +153,9 @@ bool StudyRunner::train_first_rung() {
     if (!add_trial(i)) break;
     const double figure = train_trial(i, rungs_[0]);
     if (stopped()) return false;
-    seen_.push_back({values_.back(), figure});
+    seen_.push_back({.values = values_.back(),
+                     .value = figure,
+                     .cost = search_.cost == SearchCost::none ? 0 : trial_cost(i)});
   }
   return true;
 }
@@ -327,14 +334,82 @@ void StudyRunner::record_decision(StudyDecisionRow row, const std::string& said)
   console_.line(fmt::format("study {}/{}: {}", experiment_.name, study_.variant, said));
 }
 
-void StudyRunner::record_best() {
-  // The best of the last rung (ties: the earlier trial); a study whose every trial there failed
-  // has none, and its variant no settings to confirm.
+std::optional<size_t> StudyRunner::best_of_last_rung() const {
   std::optional<size_t> best;
   for (size_t k = 0; k < cohort_.size(); ++k)
     if (std::isfinite(figures_[k]) &&
         (!best || better_figure(figures_[k], figures_[*best], search_.minimize())))
       best = k;
+  return best;
+}
+
+double StudyRunner::trial_cost(int64_t trial) const {
+  const auto run_id = run_of_.find(trial);
+  if (run_id == run_of_.end()) return NAN;
+  const std::optional<RunRecord> run = store_.run(run_id->second);
+  if (!run || run->status != RunStatus::completed) return NAN;
+  if (search_.cost == SearchCost::time_to_target)
+    return run_time_to_target(store_, *run, experiment_.report).value_or(INFINITY);
+  const auto finals = store_.final_metrics(run->id);
+  const auto seconds = finals.find(metric::kTrainSeconds);
+  return seconds == finals.end() ? NAN : seconds->second;
+}
+
+std::optional<size_t> StudyRunner::pick_from_front() {
+  std::vector<std::pair<double, double>> points;  // both lower-is-better
+  for (size_t k = 0; k < cohort_.size(); ++k)
+    points.push_back({search_.minimize() ? figures_[k] : -figures_[k],
+                      seen_[static_cast<size_t>(cohort_[k])].cost});
+  const std::vector<size_t> front = pareto_front(points);
+  std::vector<std::string> said;
+  for (size_t k : front)
+    said.push_back(fmt::format("trial {} ({}, {})", cohort_[k],
+                               figure_text(search_.metric, figures_[k]),
+                               std::isfinite(points[k].second) ? format_duration(points[k].second)
+                                                               : "never reached the target"));
+  console_.line(fmt::format("study {}/{}: the Pareto front of {} and {} ({} of {}): {}",
+                            experiment_.name, study_.variant, metric_key(search_.metric),
+                            to_string(search_.cost), front.size(), cohort_.size(),
+                            join(said, ", ")));
+  // The settings confirmed: the fastest that reach report.target (by the time to it, or by the
+  // figure of the weights its run kept); without a target, or none reaching it, the best figure.
+  const ReportOptions& report = experiment_.report;
+  std::optional<size_t> fastest;
+  for (size_t k : front) {
+    bool reached = false;
+    if (search_.cost == SearchCost::time_to_target)
+      reached = std::isfinite(points[k].second);
+    else if (report.has_target())
+      reached =
+          report.reaches_target(kept_figure(store_, run_of_.at(cohort_[k]), report.target_metric));
+    if (reached && (!fastest || points[k].second < points[*fastest].second)) fastest = k;
+  }
+  const std::string target = report.has_target()
+                                 ? fmt::format("{} {} {}", report.target_metric,
+                                               lower_is_better(report.target()) ? "≤" : "≥",
+                                               figure_text(report.target(), report.target_value))
+                                 : "";
+  if (fastest) {
+    console_.line(
+        fmt::format("study {}/{}: confirming trial {}: the fastest that reaches {} "
+                    "(report.target)",
+                    experiment_.name, study_.variant, cohort_[*fastest], target));
+    return fastest;
+  }
+  console_.line(fmt::format("study {}/{}: confirming the best {} on the front: {}",
+                            experiment_.name, study_.variant, metric_key(search_.metric),
+                            target.empty()
+                                ? "set report.target to confirm the fastest that reaches it instead"
+                                : "no trial reached " + target));
+  return best_of_last_rung();
+}
+
+void StudyRunner::record_best() {
+  // The best of the last rung (ties: the earlier trial), or with two objectives the one picked
+  // from their front; a study whose every trial there failed has none, and its variant no
+  // settings to confirm.
+  const std::optional<size_t> best =
+      search_.cost == SearchCost::none ? best_of_last_rung() : pick_from_front();
   if (!best) {
     console_.line(fmt::format(
         "study {}/{}: no trial reached a {} at epoch {} (each failed or diverged): no best "

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,6 +59,14 @@ class StudyRunner {
   void record_decision(StudyDecisionRow row, const std::string& said);
   // The best of the last rung, recorded as the study's outcome.
   void record_best();
+  // The best figure of the last rung (ties: the earlier trial); nullopt when every one failed.
+  std::optional<size_t> best_of_last_rung() const;
+  // Two objectives: the front of the trials' figures and costs, said, and the one whose settings
+  // are confirmed (its place in cohort_).
+  std::optional<size_t> pick_from_front();
+  // A trial's second objective (train_seconds, or time_to_target as the report measures it:
+  // infinite when never reached); NaN when its run did not complete.
+  double trial_cost(int64_t trial) const;
   // Trains trial `trial` to `epochs`, pausing it there when it has more, unless the store has its
   // figure there already; returns the figure (NaN: it failed or could not run).
   double train_trial(int64_t trial, int64_t epochs);

@@ -595,7 +595,7 @@ namespace {
 // sweep.search.time_budget: no trial is proposed once the study's trials have trained the budget
 // through, counted from the epochs' times the store holds, so the same study run again stops at
 // the same trial; the trials proposed finish their rungs. What a search does not do yet (trials in
-// parallel, Hyperband's brackets, several objectives) is refused by name.
+// parallel, Hyperband's brackets, more than two objectives) is refused by name.
 TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
   std::string text = study_file("budget", "random", 6);
   const std::string confirm = "    confirm_repeats: 2\n";
@@ -646,10 +646,11 @@ TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
             std::string::npos)
       << foreign.output;
   const Result objectives =
-      refused("objectives", "metric: val_loss", "metric: [val_acc, train_seconds]");
+      refused("objectives", "metric: val_loss", "metric: [val_acc, train_seconds, val_loss]");
   EXPECT_EQ(objectives.exit_code, 2);
-  EXPECT_NE(objectives.output.find("several objectives (a Pareto front of trials) are not built "
-                                   "yet"),
+  EXPECT_NE(objectives.output.find("two objectives are a validation figure and a time, [val_loss "
+                                   "| val_acc | val_f1, train_seconds | time_to_target] (several "
+                                   "more are not built)"),
             std::string::npos)
       << objectives.output;
   // Said once: the list is not decoded again as a word.
@@ -977,6 +978,123 @@ TEST_F(StudyTest, AConditionalSpaceTrainsEachBranchWithItsOwnPriors) {
                               "1, got 1.5"),
             std::string::npos)
       << range.output;
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// Two objectives: sweep.search.metric [val_acc, train_seconds] with report.target gives the Pareto
+// front of the trials (recomputed here from the store: each trial's kept val_acc and its run's
+// train_seconds) and confirms the fastest trial on it that reaches the target; [val_acc,
+// time_to_target] confirms the fastest to reach it; what two objectives cannot do is refused.
+TEST_F(StudyTest, TwoObjectivesGiveTheParetoFrontAndConfirmTheFastestThatReachesTheTarget) {
+  auto two = [&](const std::string& name, const std::string& metric, const std::string& report) {
+    std::string text = study_file(name, "tpe", 12);
+    const std::string variants =
+        "  variants: [{name: fp32}, {name: small-batch, set: {train.batch_size: 8}}]\n";
+    text.replace(text.find(variants), variants.size(), "");
+    const std::string schedule =
+        "    schedule: {name: successive-halving, grace_epochs: 1, reduction: 3}\n";
+    text.replace(text.find(schedule), schedule.size(), "");
+    text.replace(text.find("metric: val_loss"), 16, "metric: " + metric);
+    text.replace(text.find("train.optimizer.weight_decay: {choice: [0.0, 0.1]}"), 50,
+                 "train.batch_size: {choice: [4, 16, 32]}");
+    const std::string old_report = "report: {baseline: fp32}\n";
+    text.replace(text.find(old_report), old_report.size(), report);
+    return dir.write(name + ".yaml", text);
+  };
+  const std::string file = two("pareto", "[val_acc, train_seconds]",
+                               "report: {target: {metric: val_acc, value: 0.3}}\n");
+  const Result validate = trainyard("validate " + file);
+  EXPECT_NE(validate.output.find("1 study of 12 tpe trials by val_acc and train_seconds (a Pareto "
+                                 "front), then 2 runs of the settings each picks from its front"),
+            std::string::npos)
+      << validate.output;
+  const Result run = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  Store store(db());
+  const StudyRecord study = studies_of(store, "pareto").at("default");
+  ASSERT_EQ(study.trials.size(), 12u);
+  // The front by hand: no other trial at least as accurate and as fast, and better in one.
+  std::vector<std::tuple<int64_t, double, double>> trials;  // trial, val_acc, train_seconds
+  std::set<std::string> configs;
+  for (const auto& t : study.trials)
+    if (configs.insert(t.config_hash).second)
+      trials.push_back({t.trial, *t.figure, store.final_metrics(t.run_id).at("train_seconds")});
+  std::vector<std::string> front;
+  std::optional<std::tuple<int64_t, double, double>> fastest;
+  for (const auto& a : trials) {
+    bool dominated = false;
+    for (const auto& b : trials)
+      dominated =
+          dominated || (std::get<1>(b) >= std::get<1>(a) && std::get<2>(b) <= std::get<2>(a) &&
+                        (std::get<1>(b) > std::get<1>(a) || std::get<2>(b) < std::get<2>(a)));
+    if (dominated) continue;
+    front.push_back(fmt::format("trial {} (", std::get<0>(a)));
+    if (std::get<1>(a) >= 0.3 && (!fastest || std::get<2>(a) < std::get<2>(*fastest))) fastest = a;
+  }
+  const size_t said = run.output.find(
+      "study pareto/default: the Pareto front of val_acc and "
+      "train_seconds (" +
+      std::to_string(front.size()) + " of 12): ");
+  ASSERT_NE(said, std::string::npos) << run.output;
+  const std::string line = run.output.substr(said, run.output.find('\n', said) - said);
+  for (const std::string& point : front) EXPECT_NE(line.find(point), std::string::npos) << line;
+  ASSERT_TRUE(fastest) << "no trial reached val_acc 30%: the test shows nothing";
+  ASSERT_TRUE(study.outcome);
+  EXPECT_EQ(study.outcome->best_trial, std::get<0>(*fastest));
+  EXPECT_NE(run.output.find(fmt::format("confirming trial {}: the fastest that reaches val_acc ≥ "
+                                        "30.00% (report.target)",
+                                        std::get<0>(*fastest))),
+            std::string::npos)
+      << run.output;
+  const std::string markdown = (dir.path() / "pareto.md").string();
+  ASSERT_EQ(trainyard("report --db " + db() + " --experiment pareto -o " + markdown).exit_code, 0);
+  EXPECT_NE(testing::read_file(markdown).find("- the Pareto front of val_acc and train_seconds ("),
+            std::string::npos);
+  const std::string html = (dir.path() / "pareto.html").string();
+  ASSERT_EQ(trainyard("report --db " + db() + " --experiment pareto -o " + html).exit_code, 0);
+  EXPECT_NE(testing::read_file(html).find("<svg class=\"chart front\""), std::string::npos);
+
+  // Time to the target: the trial confirmed is the front's fastest to reach it.
+  const Result to_target = trainyard("run " +
+                                     two("to-target", "[val_acc, time_to_target]",
+                                         "report: {target: {metric: val_acc, value: 0.3}}\n") +
+                                     " --db " + db());
+  ASSERT_EQ(to_target.exit_code, 0) << to_target.output;
+  EXPECT_NE(to_target.output.find("study to-target/default: the Pareto front of val_acc and "
+                                  "time_to_target ("),
+            std::string::npos)
+      << to_target.output;
+  EXPECT_NE(to_target.output.find("study to-target/default: confirming trial "), std::string::npos)
+      << to_target.output;
+
+  // Refused: time to a target with no target; a schedule; three objectives.
+  const Result no_target =
+      trainyard("validate " + two("no-target", "[val_acc, time_to_target]", ""));
+  EXPECT_EQ(no_target.exit_code, 2);
+  EXPECT_NE(no_target.output.find("'sweep.search.metric' [..., time_to_target] needs "
+                                  "report.target"),
+            std::string::npos)
+      << no_target.output;
+  std::string scheduled_text = testing::read_file(file);
+  scheduled_text.replace(scheduled_text.find("    confirm_repeats"), 0,
+                         "    schedule: {name: asha}\n");
+  const Result scheduled = trainyard("validate " + dir.write("scheduled.yaml", scheduled_text));
+  EXPECT_EQ(scheduled.exit_code, 2);
+  EXPECT_NE(scheduled.output.find("with two objectives and schedule asha: pausing trials by a "
+                                  "Pareto front is not built"),
+            std::string::npos)
+      << scheduled.output;
+  const Result three =
+      trainyard("validate " + two("three", "[val_acc, train_seconds, val_loss]", ""));
+  EXPECT_EQ(three.exit_code, 2);
+  EXPECT_NE(three.output.find("two objectives are a validation figure and a time"),
+            std::string::npos)
+      << three.output;
 }
 
 }  // namespace

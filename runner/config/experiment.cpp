@@ -84,6 +84,12 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
   const std::optional<SearchSettings> search =
       decode_search(tree.subtree("sweep"), variants.size(), max_runs, diagnostics);
+  // Time to the target needs the target (report.target), as the verdicts' does.
+  if (search && search->cost == SearchCost::time_to_target && !experiment.report.has_target())
+    diagnostics.error(tree.find("sweep.search.metric")->origin,
+                      "'sweep.search.metric' [..., time_to_target] needs report.target: the "
+                      "figure a trial's time is measured to (e.g. report: {target: {metric: "
+                      "val_acc, value: 0.8}})");
   if (search)
     for (const auto& parameter : search->space)
       if (const ConfigValue* fixed = searched_key_set_by(command_line, parameter))

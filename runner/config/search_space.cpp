@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -193,6 +194,18 @@ struct OptionWords<ScheduleKind> {
 
 const char* to_string(ScheduleKind kind) { return option_word(kind); }
 
+const char* to_string(SearchCost cost) {
+  switch (cost) {
+    case SearchCost::train_seconds:
+      return metric::kTrainSeconds;
+    case SearchCost::time_to_target:
+      return metric::kTimeToTarget;
+    case SearchCost::none:
+      break;
+  }
+  return "";
+}
+
 namespace {
 
 const OptionSet<SearchOptions>& search_option_set() {
@@ -209,7 +222,9 @@ const OptionSet<SearchOptions>& search_option_set() {
              between(0, 4611686018427387904.0))  // 2^62
         .add("metric", &SearchOptions::metric,
              "the validation figure trials are judged by: val_loss (lower is better), val_acc or "
-             "val_f1 (macro-F1; higher is better)")
+             "val_f1 (macro-F1; higher is better); or two objectives, [val_acc, train_seconds] "
+             "or [val_acc, time_to_target]: a Pareto front, the fastest reaching report.target "
+             "confirmed")
         .add("confirm_repeats", &SearchOptions::confirm_repeats,
              "runs of each variant's best settings, on fresh seeds; 0: none", between(0, 100))
         .add("time_budget", &SearchOptions::time_budget,
@@ -345,6 +360,30 @@ int64_t count_trials(const ConfigTree& search, const SearchOptions& options,
   return static_cast<int64_t>(std::min(combinations, 1e12));
 }
 
+// sweep.search.metric as a list: [val_loss | val_acc | val_f1, train_seconds | time_to_target].
+std::optional<std::pair<WatchedMetric, SearchCost>> read_objectives(const ConfigValue& value,
+                                                                    Diagnostics& diagnostics) {
+  const YAML::Node& list = value.node;
+  std::optional<WatchedMetric> figure;
+  if (list.size() == 2 && list[0].IsScalar())
+    for (const auto& [word, metric] : OptionWords<WatchedMetric>::words)
+      if (list[0].Scalar() == word) figure = metric;
+  std::optional<SearchCost> cost;
+  if (list.size() == 2 && list[1].IsScalar()) {
+    if (list[1].Scalar() == metric::kTrainSeconds) cost = SearchCost::train_seconds;
+    if (list[1].Scalar() == metric::kTimeToTarget) cost = SearchCost::time_to_target;
+  }
+  if (!figure || !cost) {
+    diagnostics.error(value.origin,
+                      fmt::format("'sweep.search.metric' {}: two objectives are a validation "
+                                  "figure and a time, [val_loss | val_acc | val_f1, train_seconds "
+                                  "| time_to_target] (several more are not built)",
+                                  yaml_flow_text(list)));
+    return std::nullopt;
+  }
+  return std::pair{*figure, *cost};
+}
+
 // sweep.search.schedule: none (also as a word), or a mapping of the schedule's options.
 StudySchedule read_schedule(const ConfigTree& search, Diagnostics& diagnostics) {
   if (const ConfigValue* value = search.find("schedule")) {
@@ -425,11 +464,10 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
                           "optimistic; search by val_loss, val_acc or val_f1");
     read_apart.push_back("metric");
   }
-  // What a search does not do yet is refused by name, not as an unknown key or value.
+  // Two objectives: [a validation figure, a time].
+  std::optional<std::pair<WatchedMetric, SearchCost>> objectives;
   if (const ConfigValue* value = search.find("metric"); value && value->node.IsSequence()) {
-    diagnostics.error(value->origin,
-                      "'sweep.search.metric' is a list: several objectives (a Pareto front of "
-                      "trials) are not built yet; search by one of val_loss, val_acc or val_f1");
+    objectives = read_objectives(*value, diagnostics);
     read_apart.push_back("metric");
   }
   if (const ConfigValue* value = search.find("parallel");
@@ -470,6 +508,7 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
   settings.method = options.method;
   settings.seed = static_cast<uint64_t>(options.seed);
   settings.metric = options.metric;
+  if (objectives) std::tie(settings.metric, settings.cost) = *objectives;
   settings.confirm_repeats = options.confirm_repeats;
   settings.time_budget_seconds = budget;
   for (const auto& [key, value] : search.entries())
@@ -485,6 +524,13 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
                                   settings.trials, variants, max_runs));
   }
   settings.schedule = read_schedule(search, diagnostics);
+  if (settings.cost != SearchCost::none && settings.schedule.on())
+    diagnostics.error(search.find("metric")->origin,
+                      fmt::format("'sweep.search.metric' with two objectives and schedule {}: "
+                                  "pausing trials by a Pareto front is not built; remove the "
+                                  "schedule (every trial trains to the end) or search by one "
+                                  "metric",
+                                  to_string(settings.schedule.kind)));
   return settings;
 }
 

@@ -86,6 +86,12 @@ struct StudySchedule {
   bool on() const { return kind != ScheduleKind::none; }
 };
 
+// sweep.search.metric's second objective, when it is a list ([val_acc, train_seconds]): a time,
+// lower is better, as the report's verdicts measure it — the run's training time, or its time to
+// report.target (infinite for a trial that never reached it).
+enum class SearchCost { none, train_seconds, time_to_target };
+const char* to_string(SearchCost cost);
+
 struct SearchSettings {
   SearchMethod method = SearchMethod::random;
   int64_t trials = 0;  // per variant (grid: every combination of the choices)
@@ -93,6 +99,9 @@ struct SearchSettings {
   std::vector<SearchParameter> space;              // in the file's order
   WatchedMetric metric = WatchedMetric::val_loss;  // what trials are decided by
   bool minimize() const { return lower_is_better(metric); }
+  // A second objective: trials form a Pareto front of metric and cost; the settings confirmed
+  // are picked from it (runner/study_runner.h). none: one objective.
+  SearchCost cost = SearchCost::none;
   StudySchedule schedule{};
   int64_t confirm_repeats = 1;  // runs of each variant's best settings, on fresh seeds
   // sweep.search.time_budget: no new trial is proposed once the study's trials have trained this

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "reports/statistics.h"
+
 namespace trainyard {
 
 namespace {
@@ -293,20 +295,77 @@ namespace {
 // TPE's step once past its random start: the finite observations split into the best gamma(n)
 // and the rest, and of kTpeCandidates drawn from the good density the one with the highest ratio
 // good/bad.
-TrialValues tpe_candidate(const std::vector<SearchParameter>& space,
-                          const std::vector<Observation>& observations, bool minimize,
-                          Random random) {
+// Which of `observations` are the good ones: the best gamma(n) = min(ceil(n/10), 25), ties to the
+// earlier trial; with two objectives, by nondomination rank, the rank that straddles gamma(n) cut
+// by hypervolume contribution (each point's own area against the worst figures found + 10%).
+std::vector<bool> good_observations(const std::vector<Observation>& observations, bool minimize,
+                                    bool two_objectives) {
   const auto n = static_cast<int64_t>(observations.size());
-  // The best gamma(n) are "good" (l), the rest "bad" (g); ties: the earlier trial. Each part keeps
-  // trial order (the oldest first: Optuna's weights ramp them down).
+  const auto good_count = static_cast<size_t>(std::min<int64_t>((n + 9) / 10, 25));
   std::vector<size_t> ranked(observations.size());
   std::iota(ranked.begin(), ranked.end(), 0);
-  std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
-    return better_figure(observations[a].value, observations[b].value, minimize);
-  });
-  const auto good_count = static_cast<size_t>(std::min<int64_t>((n + 9) / 10, 25));
   std::vector<bool> good(observations.size(), false);
-  for (size_t k = 0; k < good_count; ++k) good[ranked[k]] = true;
+  if (!two_objectives) {
+    std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) {
+      return better_figure(observations[a].value, observations[b].value, minimize);
+    });
+    for (size_t k = 0; k < good_count; ++k) good[ranked[k]] = true;
+    return good;
+  }
+  // Both lower-is-better; a cost never reached (infinite) is worse than the worst reached.
+  double worst_cost = 0;
+  for (const Observation& o : observations)
+    if (std::isfinite(o.cost)) worst_cost = std::max(worst_cost, o.cost);
+  std::vector<std::pair<double, double>> points;
+  for (const Observation& o : observations)
+    points.push_back(
+        {minimize ? o.value : -o.value, std::isfinite(o.cost) ? o.cost : 2 * worst_cost + 1});
+  const std::vector<size_t> rank = nondomination_ranks(points);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](size_t a, size_t b) { return rank[a] < rank[b]; });
+  size_t taken = 0;
+  while (taken < good_count) {
+    const size_t r = rank[ranked[taken]];
+    std::vector<size_t> boundary;
+    for (size_t k = taken; k < ranked.size() && rank[ranked[k]] == r; ++k)
+      boundary.push_back(ranked[k]);
+    if (taken + boundary.size() > good_count) {
+      // The rank's points by first objective; each one's area up to its neighbours (the ends:
+      // up to the reference point, the worst of each objective plus 10% of its span).
+      double ref_x = -INFINITY, ref_y = -INFINITY, low_x = INFINITY, low_y = INFINITY;
+      for (const auto& [x, y] : points) {
+        ref_x = std::max(ref_x, x), ref_y = std::max(ref_y, y);
+        low_x = std::min(low_x, x), low_y = std::min(low_y, y);
+      }
+      ref_x += 0.1 * (ref_x - low_x) + 1e-12, ref_y += 0.1 * (ref_y - low_y) + 1e-12;
+      std::stable_sort(boundary.begin(), boundary.end(),
+                       [&](size_t a, size_t b) { return points[a].first < points[b].first; });
+      std::vector<double> area(boundary.size());
+      for (size_t k = 0; k < boundary.size(); ++k) {
+        const double right = k + 1 < boundary.size() ? points[boundary[k + 1]].first : ref_x;
+        const double above = k > 0 ? points[boundary[k - 1]].second : ref_y;
+        area[k] = (right - points[boundary[k]].first) * (above - points[boundary[k]].second);
+      }
+      std::vector<size_t> by_area(boundary.size());
+      std::iota(by_area.begin(), by_area.end(), 0);
+      std::stable_sort(by_area.begin(), by_area.end(), [&](size_t a, size_t b) {
+        return area[a] > area[b] || (area[a] == area[b] && boundary[a] < boundary[b]);
+      });
+      for (size_t k = 0; taken < good_count; ++k, ++taken) good[boundary[by_area[k]]] = true;
+      break;
+    }
+    for (size_t i : boundary) good[i] = true;
+    taken += boundary.size();
+  }
+  return good;
+}
+
+TrialValues tpe_candidate(const std::vector<SearchParameter>& space,
+                          const std::vector<Observation>& observations, bool minimize,
+                          bool two_objectives, Random random) {
+  // The good part (l) and the bad (g), each in trial order (the oldest first: Optuna's weights
+  // ramp them down).
+  const std::vector<bool> good = good_observations(observations, minimize, two_objectives);
   std::vector<const TrialValues*> good_part, bad_part;
   for (size_t j = 0; j < observations.size(); ++j)
     (good[j] ? good_part : bad_part).push_back(&observations[j].values);
@@ -333,7 +392,7 @@ std::vector<SearchParameter> subspace(const std::vector<SearchParameter>& space,
   return out;
 }
 Observation projected(const Observation& o, const std::vector<size_t>& dims) {
-  Observation out{.values = {}, .value = o.value};
+  Observation out{.values = {}, .value = o.value, .cost = o.cost};
   for (size_t d : dims) out.values.push_back(o.values[d]);
   return out;
 }
@@ -341,7 +400,7 @@ Observation projected(const Observation& o, const std::vector<size_t>& dims) {
 }  // namespace
 
 TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,
-                        const std::vector<Observation>& all, bool minimize) {
+                        const std::vector<Observation>& all, bool minimize, bool two_objectives) {
   // A failed trial tells nothing about where the good settings are (as Optuna, which leaves FAIL
   // trials out): only the finite figures count, for the start and the split.
   std::vector<Observation> observations;
@@ -350,7 +409,8 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
   const auto n = static_cast<int64_t>(observations.size());
   if (n < kStartupTrials) return propose_random(space, seed, index);
   if (!is_conditional(space))
-    return tpe_candidate(space, observations, minimize, stream(seed, index, 0, /*purpose=*/2));
+    return tpe_candidate(space, observations, minimize, two_objectives,
+                         stream(seed, index, 0, /*purpose=*/2));
   // A conditional space, in groups as Optuna's TPE with group=True: first the parameters every
   // trial has (the choices among them) from every trial; then the chosen branch's parameters
   // from the trials that chose that branch, split into good and bad among themselves (a branch
@@ -360,8 +420,8 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
     if (!space[d].conditional()) common.push_back(d);
   std::vector<Observation> seen;
   for (const Observation& o : observations) seen.push_back(projected(o, common));
-  const TrialValues top =
-      tpe_candidate(subspace(space, common), seen, minimize, stream(seed, index, 0, 2));
+  const TrialValues top = tpe_candidate(subspace(space, common), seen, minimize, two_objectives,
+                                        stream(seed, index, 0, 2));
   TrialValues values(space.size(), NAN);
   for (size_t k = 0; k < common.size(); ++k) values[common[k]] = top[k];
   for (size_t choice : common) {
@@ -379,7 +439,7 @@ TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed
       for (size_t d : branch)
         drawn.push_back(from_unit(space[d], stream(seed, index, d, 1).uniform()));
     } else {
-      drawn = tpe_candidate(subspace(space, branch), chose, minimize,
+      drawn = tpe_candidate(subspace(space, branch), chose, minimize, two_objectives,
                             stream(seed, index, choice + 1, /*purpose=*/3));
     }
     for (size_t k = 0; k < branch.size(); ++k) values[branch[k]] = drawn[k];

@@ -17,6 +17,9 @@ namespace trainyard {
 struct Observation {
   TrialValues values;
   double value = 0;
+  // The second objective of a study with two (sweep.search.metric: [val_acc, train_seconds]),
+  // lower is better; infinite: never reached (time_to_target). Unread with one objective.
+  double cost = 0;
 };
 
 // Trial `index` of a random search: each parameter drawn from its prior.
@@ -39,8 +42,13 @@ TrialValues propose_grid(const std::vector<SearchParameter>& space, int64_t inde
 // from every trial; then the chosen branch's parameters from the trials that chose that branch.
 inline constexpr int64_t kStartupTrials = 10;
 inline constexpr int kTpeCandidates = 24;
+// With `two_objectives` (the figure, by `minimize`, and the cost, lower is better) TPE is MOTPE
+// (Ozaki et al., GECCO 2020; Optuna's TPESampler with several objectives): the good part is the
+// best nondomination ranks, the rank that straddles gamma(n) cut by each point's hypervolume
+// contribution.
 TrialValues propose_tpe(const std::vector<SearchParameter>& space, uint64_t seed, int64_t index,
-                        const std::vector<Observation>& observations, bool minimize);
+                        const std::vector<Observation>& observations, bool minimize,
+                        bool two_objectives = false);
 
 // Whether `a` is a better figure than `b` (a failure, NaN or infinite, is worse than any figure).
 bool better_figure(double a, double b, bool minimize);

@@ -67,12 +67,18 @@ std::vector<RunSpec> study_edge_runs(const Experiment& experiment) {
 std::string describe_studies(const Experiment& experiment) {
   if (experiment.studies.empty()) return "";
   const SearchSettings& search = experiment.studies.front().search;
+  const std::string objectives =
+      search.cost == SearchCost::none
+          ? ""
+          : fmt::format(" by {} and {} (a Pareto front)", metric_key(search.metric),
+                        to_string(search.cost));
   return fmt::format(
-      "{} of {} {} trials{}, then {} of each best",
+      "{} of {} {} trials{}{}, then {} of {}",
       plural(static_cast<int64_t>(experiment.studies.size()), "study", "studies"), search.trials,
-      to_string(search.method),
+      to_string(search.method), objectives,
       search.schedule.on() ? fmt::format(" ({})", to_string(search.schedule.kind)) : "",
-      plural(search.confirm_repeats, "run"));
+      plural(search.confirm_repeats, "run"),
+      search.cost == SearchCost::none ? "each best" : "the settings each picks from its front");
 }
 
 std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
@@ -81,6 +87,7 @@ std::vector<CurrentStudy> current_studies(const Experiment& experiment) {
     CurrentStudy current{.key = study_key(experiment, study),
                          .method = to_string(study.search.method),
                          .schedule = to_string(study.search.schedule.kind),
+                         .cost = to_string(study.search.cost),
                          .metric = study.search.metric,
                          .confirm_repeats = study.search.confirm_repeats};
     for (size_t i = 0; i < study.search.space.size(); ++i) {
