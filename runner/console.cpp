@@ -14,6 +14,7 @@ BatchConsole::BatchConsole(std::FILE* out) : out_(out), terminal_(isatty(fileno(
 BatchConsole::~BatchConsole() { finish(); }
 
 void BatchConsole::start_run(int index, int total, const std::string& name) {
+  std::lock_guard lock(mutex_);
   index_ = index;
   total_ = total;
   name_ = name;
@@ -23,17 +24,20 @@ void BatchConsole::start_run(int index, int total, const std::string& name) {
 }
 
 void BatchConsole::end_run(double seconds) {
+  std::lock_guard lock(mutex_);
   ++runs_done_;
   seconds_done_ += seconds;
 }
 
 void BatchConsole::line(const std::string& text) {
+  std::lock_guard lock(mutex_);
   clear();
   fmt::print(out_, "{}\n", text);
   draw();
 }
 
 void BatchConsole::progress(const TrainingProgress& progress) {
+  std::lock_guard lock(mutex_);
   last_ = progress;
   has_progress_ = true;
   if (!terminal_) {
@@ -45,7 +49,10 @@ void BatchConsole::progress(const TrainingProgress& progress) {
   draw();
 }
 
-void BatchConsole::finish() { clear(); }
+void BatchConsole::finish() {
+  std::lock_guard lock(mutex_);
+  clear();
+}
 
 // "[run 7/42] resnet/bf16 | epoch 2/3 | step 120/192 | loss 0.4123 | 2890 samples/s | ETA 12s,
 // batch 5m 10s". The batch's ETA: this run's, plus the runs left at the mean time of those done

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "runner/engine/engine.h"
@@ -43,6 +44,8 @@ class BatchConsole {
   void draw();
   void clear();
 
+  // A study's trials side by side (sweep.search.parallel) print from their slots' threads.
+  std::recursive_mutex mutex_;
   std::FILE* out_;
   bool terminal_;
   bool drawn_ = false;

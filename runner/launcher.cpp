@@ -107,8 +107,15 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
                                 : "runtime.threads 0: as the run chose when it started"};
   }
   std::string why;
-  const int threads = spec.threads.idle ? idle_cpu_threads(spec.devices, why)
-                                        : machine_cpu_threads(spec.devices, why);
+  const int ranks = spec.devices * std::max(1, spec.sharing);
+  const int threads =
+      spec.threads.idle ? idle_cpu_threads(ranks, why) : machine_cpu_threads(ranks, why);
+  if (spec.sharing > 1)
+    why = fmt::format(
+        "runtime.threads {}: the CPUs shared by {} trials side by side "
+        "(sweep.search.parallel), {} for each of this run's {}",
+        spec.threads.idle ? "idle" : "0", spec.sharing, threads,
+        spec.devices == 1 ? "rank" : std::to_string(spec.devices) + " ranks");
   return {threads, why};
 }
 

@@ -40,6 +40,9 @@ struct LaunchSpec {
   // its ranks' logs are then appended to.
   std::string continue_from{};
   int64_t pause_after_epochs = 0;  // RunContext::pause_after_epochs; 0: every epoch
+  // Runs training side by side on this machine (a study's slots, sweep.search.parallel): threads
+  // the machine chooses (runtime.threads 0 or idle) are its CPUs shared among them.
+  int sharing = 1;
   // What a warm engine must share with the run to train it (WarmEngine): the plugin libraries it
   // loaded and the device side it set up. Empty: the run never goes to a warm engine.
   std::string engine_key{};

@@ -38,6 +38,22 @@ bool BatchSummary::nothing_ran() const {
   return completed + already_completed + failed == 0 && skipped > 0;
 }
 
+void BatchSummary::add(const BatchSummary& other) {
+  completed += other.completed;
+  resumed += other.resumed;
+  already_completed += other.already_completed;
+  skipped += other.skipped;
+  failed += other.failed;
+  retried += other.retried;
+  not_started += other.not_started;
+  interrupted_runs += other.interrupted_runs;
+  paused += other.paused;
+  promoted += other.promoted;
+  interrupted = interrupted || other.interrupted;
+  at_time_limit = at_time_limit || other.at_time_limit;
+  stopped_on_failure = stopped_on_failure || other.stopped_on_failure;
+}
+
 int BatchSummary::exit_code() const {
   if (interrupted) return at_time_limit ? kExitTimeLimit : kExitInterrupted;
   if (failed > 0) return kExitFailure;
@@ -53,6 +69,13 @@ RunExecutor::RunExecutor(Store& store, std::string log_dir, const std::atomic<bo
       policy_(std::move(policy)),
       console_(console),
       trackers_(store, log_dir_) {}
+
+std::unique_ptr<RunExecutor> RunExecutor::slot(Store& store, int sharing) const {
+  auto slot =
+      std::make_unique<RunExecutor>(store, log_dir_, stop_requested_, node_, policy_, console_);
+  slot->sharing_ = sharing;
+  return slot;
+}
 
 void RunExecutor::execute(const PlannedRun& planned, BatchSummary& summary) {
   const std::optional<RunFiles> files = start(planned, summary);
@@ -147,6 +170,7 @@ LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& file
                   .port = node.port_for_run(planned.ordinal),
                   .threads = run.runtime.threads,
                   .pause_after_epochs = planned.pause_after_epochs,
+                  .sharing = sharing_,
                   .engine_key = warm_engine_key(run)};
   for (int attempt = 0;; ++attempt) {
     // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.

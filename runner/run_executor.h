@@ -55,6 +55,8 @@ struct BatchSummary {
   bool stopped_on_failure = false;
   // Every run was skipped because this machine cannot run it (one already completed is no skip).
   bool nothing_ran() const;
+  // Adds another's counts (a run trained in a study's slot) and its stops.
+  void add(const BatchSummary& other);
   // kExitTimeLimit when the batch stopped at its --time-limit, kExitInterrupted on a signal.
   int exit_code() const;
 };
@@ -63,11 +65,11 @@ struct BatchSummary {
 // and its place among all runs of the batch's files (the same on every node: run i of a multi-node
 // batch meets on master-port + i).
 struct PlannedRun {
-  const Experiment* experiment;
-  const RunSpec* run;
-  int64_t run_id;
-  bool continues;
-  int ordinal;
+  const Experiment* experiment = nullptr;
+  const RunSpec* run = nullptr;
+  int64_t run_id = 0;
+  bool continues = false;
+  int ordinal = 0;
   int64_t pause_after_epochs = 0;  // a study's trial stops there (RunContext)
   bool promoted = false;           // continues a trial paused at a rung
 };
@@ -83,6 +85,10 @@ class RunExecutor {
   void execute(const PlannedRun& planned, BatchSummary& summary);
   // The batch is over: the trackers send once more what they could not (trackers/trackers.h).
   void finish();
+  // Another executor like this one, for a slot of a study's trials side by side
+  // (sweep.search.parallel): its own store connection, warm engine and trackers; its runs get
+  // 1/`sharing` of the machine's CPUs when their runtime.threads lets the machine choose.
+  std::unique_ptr<RunExecutor> slot(Store& store, int sharing) const;
 
  private:
   // A run's files: <stem>.log, <stem>.yaml (what every rank reads), <stem>.state/ (checkpoint).
@@ -111,6 +117,7 @@ class RunExecutor {
   BatchTrackers trackers_;  // runtime.loggers: where runs log while they train
   // The process that trains the batch's single-process runs one after another.
   WarmEngine warm_engine_;
+  int sharing_ = 1;  // slot(): the runs beside this one's on the machine, its own included
 };
 
 }  // namespace trainyard

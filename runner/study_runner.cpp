@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <optional>
 #include <set>
 
@@ -87,6 +88,10 @@ bool StudyRunner::run() {
   // failure trains what it proposed, whatever a figure that came later would now suggest.
   for (const StudyTrialRow& row : store_.study_trials(key_))
     recorded_[row.trial] = parse_values(row.values);
+  // Trials side by side: slots of their own, ended with the study (their engines with them).
+  if (search_.parallel > 1)
+    slots_ =
+        std::make_unique<TrialSlots>(executor_, store_.path(), static_cast<int>(search_.parallel));
   bool ended = false;
   switch (schedule) {
     case ScheduleKind::none:
@@ -99,6 +104,10 @@ bool StudyRunner::run() {
     case ScheduleKind::median:
       ended = run_median();
       break;
+  }
+  if (slots_) {
+    slots_->finish();
+    slots_.reset();
   }
   if (!ended) return false;
   record_best();
@@ -130,14 +139,34 @@ bool StudyRunner::add_trial(int64_t trial) {
         proposal = propose_random(search_.space, search_.seed, trial);
         break;
       case SearchMethod::tpe:
-        proposal = propose_tpe(search_.space, search_.seed, trial, seen_, search_.minimize(),
-                               search_.cost != SearchCost::none);
+        proposal = propose_tpe(search_.space, search_.seed, trial, observations_for(trial),
+                               search_.minimize(), search_.cost != SearchCost::none);
         break;
     }
   }
   values_.push_back(proposal);
   runs_.push_back(trial_run(study_, trial, proposal));
   return true;
+}
+
+std::vector<Observation> StudyRunner::observations_for(int64_t trial) const {
+  // The trials that have their figure by the rule (trial - parallel and before, in order), then
+  // those still training, each as the worst figure (and time) so far: Optuna's constant liar.
+  const auto known = static_cast<size_t>(
+      std::clamp<int64_t>(trial - search_.parallel + 1, 0, static_cast<int64_t>(seen_.size())));
+  std::vector<Observation> observations(seen_.begin(), seen_.begin() + static_cast<long>(known));
+  Observation liar{.values = {}, .value = NAN, .cost = NAN};
+  for (const Observation& o : observations) {
+    if (std::isfinite(o.value) &&
+        (std::isnan(liar.value) || better_figure(liar.value, o.value, search_.minimize())))
+      liar.value = o.value;
+    if (!std::isnan(o.cost) && (std::isnan(liar.cost) || o.cost > liar.cost)) liar.cost = o.cost;
+  }
+  for (auto k = static_cast<int64_t>(known); k < trial; ++k) {
+    liar.values = values_[static_cast<size_t>(k)];
+    observations.push_back(liar);
+  }
+  return observations;
 }
 
 bool StudyRunner::repeats_earlier(int64_t trial) const {
@@ -148,6 +177,7 @@ bool StudyRunner::repeats_earlier(int64_t trial) const {
 }
 
 bool StudyRunner::train_first_rung() {
+  if (slots_) return train_first_rung_side_by_side();
   for (int64_t i = 0; i < search_.trials; ++i) {
     if (stopped()) return false;
     if (!add_trial(i)) break;
@@ -160,6 +190,85 @@ bool StudyRunner::train_first_rung() {
   return true;
 }
 
+bool StudyRunner::train_first_rung_side_by_side() {
+  // In trial order: each one's job, and its slot's ticket when it trains.
+  struct Pending {
+    TrialJob job;
+    std::optional<int64_t> ticket;
+  };
+  std::deque<Pending> pending;
+  auto collect_oldest = [&] {
+    Pending p = std::move(pending.front());
+    pending.pop_front();
+    double figure = p.job.figure.value_or(NAN);
+    if (p.ticket) {
+      const auto waiting = std::chrono::steady_clock::now();
+      slots_->wait(*p.ticket, summary_);
+      training_seconds_ += seconds_since(waiting);  // (the controller's own work is the rest)
+      figure = finish_trial(p.job);
+    }
+    const auto trial = static_cast<size_t>(p.job.trial);
+    seen_.push_back({.values = values_[trial],
+                     .value = figure,
+                     .cost = search_.cost == SearchCost::none ? 0 : trial_cost(p.job.trial)});
+  };
+  bool ended = true;
+  for (int64_t i = 0; i < search_.trials; ++i) {
+    if (stopped()) {
+      ended = false;
+      break;
+    }
+    // Trial i is proposed once trial i - parallel has its figure (whatever the others' state).
+    while (!pending.empty() && pending.front().job.trial <= i - search_.parallel) collect_oldest();
+    if (!add_trial(i)) break;
+    // Two trials of one configuration never train at once: the later waits for the earlier.
+    const std::string& config = runs_.back().config_hash;
+    while (std::any_of(pending.begin(), pending.end(), [&](const Pending& p) {
+      return runs_[static_cast<size_t>(p.job.trial)].config_hash == config;
+    }))
+      collect_oldest();
+    Pending next{.job = prepare_trial(i, rungs_[0]), .ticket = {}};
+    if (!next.job.figure) {
+      console_.start_run(static_cast<int>(i + 1), static_cast<int>(search_.trials),
+                         job_name(next.job));
+      const auto waiting = std::chrono::steady_clock::now();  // for a free slot
+      next.ticket = slots_->start(next.job.planned);
+      training_seconds_ += seconds_since(waiting);
+    }
+    pending.push_back(std::move(next));
+  }
+  while (!pending.empty()) collect_oldest();  // a stopped batch's runs end themselves
+  return ended && !stopped();
+}
+
+std::vector<double> StudyRunner::train_all(const std::vector<int64_t>& trials, int64_t epochs) {
+  std::vector<double> figures;
+  if (!slots_) {
+    for (int64_t t : trials) {
+      figures.push_back(train_trial(t, epochs));
+      if (stopped()) break;
+    }
+    return figures;
+  }
+  std::vector<std::pair<TrialJob, std::optional<int64_t>>> started;
+  const auto start = std::chrono::steady_clock::now();  // training, all but the preparing
+  for (int64_t t : trials) {
+    TrialJob job = prepare_trial(t, epochs);
+    std::optional<int64_t> ticket;
+    if (!job.figure) {
+      console_.start_run(static_cast<int>(t + 1), static_cast<int>(search_.trials), job_name(job));
+      ticket = slots_->start(job.planned);
+    }
+    started.emplace_back(std::move(job), ticket);
+  }
+  for (auto& [job, ticket] : started) {
+    if (ticket) slots_->wait(*ticket, summary_);
+    figures.push_back(ticket ? finish_trial(job) : job.figure.value_or(NAN));
+  }
+  training_seconds_ += seconds_since(start);
+  return figures;
+}
+
 bool StudyRunner::out_of_budget(int64_t trials) {
   if (search_.time_budget_seconds <= 0) return false;
   // The epochs' times of the trials' runs as the store holds them (a run two trials share counts
@@ -169,10 +278,12 @@ bool StudyRunner::out_of_budget(int64_t trials) {
   std::vector<StudyTrialRow> rows = store_.study_trials(key_);
   std::sort(rows.begin(), rows.end(),
             [](const StudyTrialRow& a, const StudyTrialRow& b) { return a.trial < b.trial; });
+  // With trials side by side, those still training are not counted: trial - parallel and before.
+  const int64_t through = trials - (search_.parallel - 1);
   double spent = 0;
   std::set<int64_t> counted;
   for (const StudyTrialRow& row : rows) {
-    if (row.trial >= trials || !counted.insert(row.run_id).second) continue;
+    if (row.trial >= through || !counted.insert(row.run_id).second) continue;
     BudgetRun& run = budget_runs_[row.run_id];
     if (row.epochs > run.epochs || run.seconds.empty()) {
       run = {.epochs = row.epochs, .seconds = {}};
@@ -223,11 +334,8 @@ bool StudyRunner::climb_rungs() {
                     fmt::format("rung {} (epoch {}): {} of {} go on to epoch {}: trial{} {}", r,
                                 rungs_[r], promoted.size(), cohort_.size(), rungs_[r + 1],
                                 promoted.size() == 1 ? "" : "s", join(names)));
-    std::vector<double> next;
-    for (int64_t t : promoted) {
-      next.push_back(train_trial(t, rungs_[r + 1]));
-      if (stopped()) return false;
-    }
+    const std::vector<double> next = train_all(promoted, rungs_[r + 1]);
+    if (stopped()) return false;
     cohort_ = promoted;
     figures_ = next;
   }
@@ -463,7 +571,8 @@ double StudyRunner::record_trial(int64_t trial, int64_t run_id, int64_t epochs, 
   return figure;
 }
 
-double StudyRunner::train_trial(int64_t trial, int64_t epochs) {
+StudyRunner::TrialJob StudyRunner::prepare_trial(int64_t trial, int64_t epochs) {
+  TrialJob job{.trial = trial, .epochs = epochs};
   const auto i = static_cast<size_t>(trial);
   const RunSpec& run = runs_[i];
   const std::string metric = metric_key(search_.metric);
@@ -479,20 +588,26 @@ double StudyRunner::train_trial(int64_t trial, int64_t epochs) {
   for (const RunRecord& r : history) {
     int64_t last = 0;
     for (const EpochRow& row : store_.epoch_metrics(r.id)) last = std::max(last, row.epoch);
-    if (r.status == RunStatus::completed || last >= epochs)
-      return record_trial(trial, r.id, epochs,
-                          trial_figure(store_, r.id, std::min(epochs, last), last_rung, metric));
+    if (r.status == RunStatus::completed || last >= epochs) {
+      job.figure =
+          record_trial(trial, r.id, epochs,
+                       trial_figure(store_, r.id, std::min(epochs, last), last_rung, metric));
+      return job;
+    }
   }
   const RunRecord* newest = history.empty() ? nullptr : &history.front();
   // One that failed for good counts as the worst; the study goes on.
-  if (newest && newest->status == RunStatus::failed && !is_transient(newest->failure))
-    return record_trial(trial, newest->id, epochs, NAN);
+  if (newest && newest->status == RunStatus::failed && !is_transient(newest->failure)) {
+    job.figure = record_trial(trial, newest->id, epochs, NAN);
+    return job;
+  }
   if (const std::string why = resolve_device(run.runtime).unavailable_reason; !why.empty()) {
     const int64_t id = store_.queue_run(record_experiment(store_, experiment_), queued_run(run, i));
     store_.end_run(id, RunStatus::skipped, why);
     ++summary_.skipped;
     console_.line(fmt::format("- {}/{}: skipped: {}", experiment_.name, run.variant, why));
-    return record_trial(trial, id, epochs, NAN);
+    job.figure = record_trial(trial, id, epochs, NAN);
+    return job;
   }
   PlannedRun planned{.experiment = &experiment_,
                      .run = &run,
@@ -517,21 +632,38 @@ double StudyRunner::train_trial(int64_t trial, int64_t epochs) {
     first.run_id = planned.run_id;
     store_.record_study_trial(key_, first);
   }
-  const std::string name =
-      fmt::format("{}/{} to epoch {}{}", experiment_.name, run.variant, epochs,
-                  planned.continues ? (planned.promoted ? " (promoted: continues from its pause)"
-                                                        : " (continues where it stopped)")
-                                    : "");
-  console_.start_run(static_cast<int>(trial + 1), static_cast<int>(search_.trials), name);
+  job.planned = planned;
+  return job;
+}
+
+std::string StudyRunner::job_name(const TrialJob& job) const {
+  return fmt::format("{}/{} to epoch {}{}", experiment_.name,
+                     runs_[static_cast<size_t>(job.trial)].variant, job.epochs,
+                     job.planned.continues
+                         ? (job.planned.promoted ? " (promoted: continues from its pause)"
+                                                 : " (continues where it stopped)")
+                         : "");
+}
+
+double StudyRunner::finish_trial(const TrialJob& job) {
+  const bool last_rung = job.epochs >= runs_[static_cast<size_t>(job.trial)].train.epochs;
+  const double figure =
+      trial_figure(store_, job.planned.run_id, job.epochs, last_rung, metric_key(search_.metric));
+  // Stopped by Ctrl-C or --time-limit before the rung: no figure yet, the next batch trains it.
+  if (std::isnan(figure) && (stop_requested_.load() || summary_.interrupted)) return figure;
+  return record_trial(job.trial, job.planned.run_id, job.epochs, figure);
+}
+
+double StudyRunner::train_trial(int64_t trial, int64_t epochs) {
+  const TrialJob job = prepare_trial(trial, epochs);
+  if (job.figure) return *job.figure;
+  console_.start_run(static_cast<int>(trial + 1), static_cast<int>(search_.trials), job_name(job));
   const auto start = std::chrono::steady_clock::now();
-  executor_.execute(planned, summary_);
+  executor_.execute(job.planned, summary_);
   const double seconds = seconds_since(start);
   training_seconds_ += seconds;
   console_.end_run(seconds);
-  const double figure = trial_figure(store_, planned.run_id, epochs, last_rung, metric);
-  // Stopped by Ctrl-C or --time-limit before the rung: no figure yet, the next batch trains it.
-  if (std::isnan(figure) && (stop_requested_.load() || summary_.interrupted)) return figure;
-  return record_trial(trial, planned.run_id, epochs, figure);
+  return finish_trial(job);
 }
 
 }  // namespace trainyard

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include "runner/run_executor.h"
 #include "runner/search/samplers.h"
 #include "runner/search/study.h"
+#include "runner/trial_slots.h"
 
 namespace trainyard {
 
@@ -46,6 +48,14 @@ class StudyRunner {
   bool repeats_earlier(int64_t trial) const;
   // Every trial to the first rung.
   bool train_first_rung();
+  // The same with trials side by side in the slots: trial i proposed once trial i - parallel has
+  // its figure.
+  bool train_first_rung_side_by_side();
+  // What TPE proposes trial `trial` from: the figures of trials up to trial - parallel, and the
+  // trials after them (still training, with parallel) at the worst figure so far.
+  std::vector<Observation> observations_for(int64_t trial) const;
+  // Trains each of `trials` to `epochs` (side by side with slots); their figures, in order.
+  std::vector<double> train_all(const std::vector<int64_t>& trials, int64_t epochs);
   // sweep.search.time_budget: whether the first `trials` trials have trained the budget through
   // (said once, when they have): then no trial is proposed after them.
   bool out_of_budget(int64_t trials);
@@ -70,6 +80,17 @@ class StudyRunner {
   // Trains trial `trial` to `epochs`, pausing it there when it has more, unless the store has its
   // figure there already; returns the figure (NaN: it failed or could not run).
   double train_trial(int64_t trial, int64_t epochs);
+  // train_trial in its steps: what to train (or the figure there already), and once trained, the
+  // figure recorded.
+  struct TrialJob {
+    int64_t trial = 0;
+    int64_t epochs = 0;
+    std::optional<double> figure{};  // known without training
+    PlannedRun planned{};
+  };
+  TrialJob prepare_trial(int64_t trial, int64_t epochs);
+  double finish_trial(const TrialJob& job);
+  std::string job_name(const TrialJob& job) const;  // "exp/v trial 3 to epoch 1 (promoted...)"
   // Trial `trial`'s record: its values and settings, not yet a run or a figure.
   StudyTrialRow trial_row(int64_t trial) const;
   // The trial's record in the store, forward only: a study walked again after a kill reads its
@@ -103,6 +124,7 @@ class StudyRunner {
   std::map<int64_t, TrialValues> recorded_;  // the store's trials' values, when the study began
   std::map<int64_t, int64_t> run_of_;        // each trial's run, as last recorded
   int64_t decisions_ = 0;                    // recorded so far, in this walk of the study
+  std::unique_ptr<TrialSlots> slots_;        // sweep.search.parallel > 1
 
   // Every trial's values and run, in order of proposal; the first rung's figures.
   std::vector<TrialValues> values_;

@@ -594,8 +594,8 @@ namespace {
 
 // sweep.search.time_budget: no trial is proposed once the study's trials have trained the budget
 // through, counted from the epochs' times the store holds, so the same study run again stops at
-// the same trial; the trials proposed finish their rungs. What a search does not do yet (trials in
-// parallel, Hyperband's brackets, more than two objectives) is refused by name.
+// the same trial; the trials proposed finish their rungs. What a search does not do yet
+// (Hyperband's brackets, more than two objectives) is refused by name.
 TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
   std::string text = study_file("budget", "random", 6);
   const std::string confirm = "    confirm_repeats: 2\n";
@@ -627,11 +627,6 @@ TEST_F(StudyTest, ATimeBudgetStopsProposingAndWhatIsNotBuiltIsRefusedByName) {
     edited.replace(edited.find(from), from.size(), to);
     return trainyard("validate " + dir.write(name + ".yaml", edited));
   };
-  const Result parallel = refused("parallel", "    seed: 3\n", "    seed: 3\n    parallel: 2\n");
-  EXPECT_EQ(parallel.exit_code, 2);
-  EXPECT_NE(parallel.output.find("'sweep.search.parallel': trials in parallel are not built yet"),
-            std::string::npos)
-      << parallel.output;
   const Result hyperband = refused("hyperband", "name: successive-halving", "name: hyperband");
   EXPECT_EQ(hyperband.exit_code, 2);
   EXPECT_NE(hyperband.output.find("'sweep.search.schedule.name' hyperband: not built yet"),
@@ -1095,6 +1090,90 @@ TEST_F(StudyTest, TwoObjectivesGiveTheParetoFrontAndConfirmTheFastestThatReaches
   EXPECT_NE(three.output.find("two objectives are a validation figure and a time"),
             std::string::npos)
       << three.output;
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+// sweep.search.parallel: 2 trials train at once, each in a slot with an engine of its own and half
+// the machine's CPUs; TPE proposes beside the pending trial as Optuna's constant liar does; and a
+// study SIGKILLed while its slots train ends with the trials, decisions and best of an undisturbed
+// one, whatever order its trials finished in.
+TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
+  std::string text = study_file("side", "tpe", 12);
+  const std::string variants =
+      "  variants: [{name: fp32}, {name: small-batch, set: {train.batch_size: 8}}]\n";
+  text.replace(text.find(variants), variants.size(), "");
+  text.replace(text.find("    seed: 3\n"), 12, "    seed: 3\n    parallel: 2\n");
+  text.replace(text.find("threads: 1, "), 11, "");  // the machine chooses: a share each
+  const std::string report = "report: {baseline: fp32}\n";
+  text.replace(text.find(report), report.size(), "");
+  const std::string file = dir.write("side.yaml", text);
+  const std::string undisturbed_db = (dir.path() / "undisturbed.db").string();
+  const Result run = trainyard("run " + file + " --db " + undisturbed_db);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  {
+    Store store(undisturbed_db);
+    const StudyRecord study = studies_of(store, "side").at("default");
+    ASSERT_EQ(study.trials.size(), 12u);
+    // Each slot's engine counts the runs it trained ("warm: its run N"): no engine trained more
+    // than half of them and a few. A trial's run that trained once (not promoted) kept the
+    // threads it was given: its share of the machine.
+    int launches = 0, most = 0;
+    for (const auto& t : study.trials) {
+      const auto attributes = store.attributes(t.run_id);
+      launches += t.epochs == 1 ? 1 : t.epochs == 3 ? 2 : 3;
+      const std::string process = attributes.at("engine process");
+      if (process.rfind("warm: its run ", 0) == 0)
+        most = std::max(most, std::stoi(process.substr(14)));
+      if (t.epochs == 1)
+        EXPECT_NE(attributes.at("threads").find("shared by 2 trials side by side"),
+                  std::string::npos)
+            << attributes.at("threads");
+    }
+    EXPECT_LE(most, launches / 2 + 3) << "of " << launches << " launches: one engine did them";
+  }
+  const pid_t controller = testing::start_run(file, db(), {});
+  testing::KillOnExit guard{controller};
+  ASSERT_TRUE(wait_for(db(), [](Store& store) {
+    for (const StudyProgress& p : store.study_progress())
+      if (p.trials >= 5) return true;
+    return false;
+  }));
+  ASSERT_EQ(kill(controller, SIGKILL), 0);
+  ASSERT_EQ(testing::exit_code_of(controller), 128 + SIGKILL);
+  guard.pid = -1;
+  const Result again = trainyard("run " + file + " --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  Store disturbed(db()), reference(undisturbed_db);
+  const StudyRecord a = studies_of(disturbed, "side").at("default");
+  const StudyRecord b = studies_of(reference, "side").at("default");
+  ASSERT_EQ(a.trials.size(), b.trials.size());
+  for (size_t i = 0; i < a.trials.size(); ++i) {
+    EXPECT_EQ(a.trials[i].values, b.trials[i].values) << "trial " << i;
+    EXPECT_EQ(a.trials[i].epochs, b.trials[i].epochs) << "trial " << i;
+    EXPECT_EQ(a.trials[i].figure, b.trials[i].figure) << "trial " << i;
+  }
+  ASSERT_EQ(a.decisions.size(), b.decisions.size());
+  for (size_t k = 0; k < a.decisions.size(); ++k) {
+    EXPECT_EQ(a.decisions[k].evidence, b.decisions[k].evidence) << "decision " << k;
+    EXPECT_EQ(a.decisions[k].promoted, b.decisions[k].promoted) << "decision " << k;
+  }
+  ASSERT_TRUE(a.outcome);
+  EXPECT_EQ(a.outcome->best_trial, b.outcome->best_trial);
+  EXPECT_EQ(a.outcome->values, b.outcome->values);
+
+  // What slots cannot do yet is refused by name.
+  std::string asha = text;
+  asha.replace(asha.find("name: successive-halving"), 24, "name: asha");
+  const Result refused = trainyard("validate " + dir.write("asha-side.yaml", asha));
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("'sweep.search.parallel' 2 with schedule asha: not built"),
+            std::string::npos)
+      << refused.output;
 }
 
 }  // namespace

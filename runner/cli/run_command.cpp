@@ -258,7 +258,7 @@ void print_batch_ending(const RunRequest& request, const std::vector<Experiment>
       summary.not_started > 0 ? fmt::format(", {} not started", summary.not_started) : "", ending);
   if (summary.paused > 0 || summary.promoted > 0)
     fmt::print(stderr,
-               "studies: {} at a rung by successive halving, {} (continued from their "
+               "studies: {} at a rung by their schedule, {} (continued from their "
                "checkpoints)\n",
                plural(summary.paused, "pause"), plural(summary.promoted, "promotion"));
   if (summary.interrupted && summary.at_time_limit)

@@ -204,6 +204,12 @@ std::vector<SlurmStudy> plan_studies(const SubmitRequest& request,
     const std::vector<RunSpec> edges = study_edge_runs(experiment);
     for (size_t i = 0; i < experiment.studies.size(); ++i) {
       const Study& study = experiment.studies[i];
+      if (study.search.parallel > 1)
+        throw UserError(fmt::format(
+            "{}: the study of {} has sweep.search.parallel {}: trials side by side run on this "
+            "machine (trainyard run); as Slurm jobs of their own they are not built yet — submit "
+            "it with parallel 1, or run it here",
+            experiment.file, study.variant, study.search.parallel));
       const TaskShape shape = shape_of(edges.at(i), request.slurm);
       if (shape.nodes > 1)
         throw UserError(fmt::format(

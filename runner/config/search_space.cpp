@@ -171,6 +171,7 @@ struct SearchOptions {
   WatchedMetric metric = WatchedMetric::val_loss;
   int64_t confirm_repeats = 1;
   std::string time_budget;  // "2h"; empty: none
+  int64_t parallel = 1;
 };
 
 struct ScheduleOptions {
@@ -230,7 +231,12 @@ const OptionSet<SearchOptions>& search_option_set() {
         .add("time_budget", &SearchOptions::time_budget,
              "no new trial once the study's trials have trained this long (2h, 90m, 1h30m), "
              "counted from the epochs' times the store holds, so a continued study stops where "
-             "the first did; the trials proposed finish their rungs; empty: no budget");
+             "the first did; the trials proposed finish their rungs; empty: no budget")
+        .add("parallel", &SearchOptions::parallel,
+             "trials trained at once on this machine, each in a slot of its own with a share of "
+             "the CPUs (runtime.threads 0 or idle); TPE proposes beside the pending ones as "
+             "Optuna's constant liar does",
+             between(1, 64));
     return s;
   }();
   return set;
@@ -470,15 +476,6 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
     objectives = read_objectives(*value, diagnostics);
     read_apart.push_back("metric");
   }
-  if (const ConfigValue* value = search.find("parallel");
-      value || !search.subtree("parallel").empty()) {
-    diagnostics.error(
-        value ? value->key_origin : search.subtree("parallel").entries().front().second.key_origin,
-        "'sweep.search.parallel': trials in parallel are not built yet; a study "
-        "trains its trials one after another (several variants' studies can go to "
-        "Slurm as jobs of their own: trainyard submit --slurm)");
-    read_apart.push_back("parallel");
-  }
   if (const ConfigValue* value = search.find("trials"); value && value->node.IsNull()) {
     diagnostics.error(value->origin,
                       "'sweep.search.trials' has no value: how many trials each variant's study "
@@ -511,6 +508,7 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
   if (objectives) std::tie(settings.metric, settings.cost) = *objectives;
   settings.confirm_repeats = options.confirm_repeats;
   settings.time_budget_seconds = budget;
+  settings.parallel = options.parallel;
   for (const auto& [key, value] : search.entries())
     settings.text += key + "=" + yaml_flow_text(value.node) + "\n";
   settings.space = read_space(search, diagnostics);
@@ -524,6 +522,14 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
                                   settings.trials, variants, max_runs));
   }
   settings.schedule = read_schedule(search, diagnostics);
+  // ASHA's promotions and the median pruner's judgements follow the order trials finish in.
+  if (settings.parallel > 1 && (settings.schedule.kind == ScheduleKind::asha ||
+                                settings.schedule.kind == ScheduleKind::median))
+    diagnostics.error(search.find("parallel")->origin,
+                      fmt::format("'sweep.search.parallel' {} with schedule {}: not built (its "
+                                  "decisions would follow the order trials finish in, and a study "
+                                  "must replay); use successive-halving or none with parallel",
+                                  settings.parallel, to_string(settings.schedule.kind)));
   if (settings.cost != SearchCost::none && settings.schedule.on())
     diagnostics.error(search.find("metric")->origin,
                       fmt::format("'sweep.search.metric' with two objectives and schedule {}: "

@@ -108,6 +108,11 @@ struct SearchSettings {
   // long, by the epochs' times the store holds (so a continued study stops where the first did).
   // 0: no budget.
   double time_budget_seconds = 0;
+  // sweep.search.parallel: trials trained at once, each in a slot of its own on this machine.
+  // Trial i is proposed once trial i - parallel has its figure, TPE counting the trials still
+  // training as the worst figure so far (Optuna's constant liar): the same trials whatever order
+  // they finish in.
+  int64_t parallel = 1;
   std::string text;  // the section as written, in key order: part of a study's identity
 };
 
