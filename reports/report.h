@@ -49,6 +49,11 @@ struct Validation {
 };
 std::vector<Validation> validations(const RepeatRun& run);
 
+// A run's records as a repeat of its variant's row reads them (steps, epochs, its files).
+RepeatRun repeat_run(Store& store, const RunRecord& run);
+// The training time of `run`'s first validation that reached report.target; nullopt when none
+// did (or there is no target).
+std::optional<double> time_to_target(const RepeatRun& run, const ReportOptions& options);
 // A completed run's time to report.target as the verdicts measure it: the training time of its
 // first validation that reached the target; nullopt when none did (or there is no target).
 std::optional<double> run_time_to_target(Store& store, const RunRecord& run,

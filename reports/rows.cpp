@@ -38,25 +38,6 @@ ReportOptions stored_report_options(const ExperimentRecord& experiment) {
   return decode_report_options(tree, {}, ignored);
 }
 
-std::optional<double> time_to_target(const RepeatRun& run, const ReportOptions& options) {
-  if (!options.has_target()) return std::nullopt;
-  for (const Validation& validation : validations(run)) {
-    auto value = validation.values.find(options.target_metric);
-    if (value != validation.values.end() && options.reaches_target(value->second))
-      return validation.elapsed;
-  }
-  return std::nullopt;
-}
-
-RepeatRun repeat_run(Store& store, const RunRecord& run) {
-  RepeatRun out{.run_id = run.id, .repeat = run.repeat, .status = run.status};
-  out.log_path = run.environment.log_path;
-  if (const std::string stem = run_files_stem(run); !stem.empty()) out.config_path = stem + ".yaml";
-  out.steps = store.step_metrics(run.id);
-  out.epochs = store.epoch_metrics(run.id);
-  return out;
-}
-
 // A completed run's figures: its final metrics and what the report derives from its records
 // (`repeat`, `attributes`) — time-to-target (when it reached report.target), device-hours, and
 // with prices its cost.
@@ -395,30 +376,6 @@ void with_task_columns(ExperimentReport& section) {
 }
 
 }  // namespace
-
-std::optional<double> run_time_to_target(Store& store, const RunRecord& run,
-                                         const ReportOptions& options) {
-  if (run.status != RunStatus::completed) return std::nullopt;
-  return time_to_target(repeat_run(store, run), options);
-}
-
-std::vector<Validation> validations(const RepeatRun& run) {
-  std::vector<Validation> out;
-  for (const StepRow& step : run.steps) {
-    auto elapsed = step.values.find(metric::kElapsedSeconds);
-    if (elapsed != step.values.end() && step.values.count(metric::kValSeconds))
-      out.push_back({elapsed->second, step.values});
-  }
-  if (!out.empty()) return out;
-  double elapsed = 0;
-  for (const EpochRow& epoch : run.epochs) {
-    auto seconds = epoch.values.find(metric::kEpochSeconds);
-    if (seconds == epoch.values.end()) return {};  // no time to place the rest at
-    elapsed += seconds->second;
-    out.push_back({elapsed, epoch.values});
-  }
-  return out;
-}
 
 Report build_report(Store& store, const std::string& experiment_name,
                     const CurrentExperiments& current) {

@@ -34,6 +34,25 @@ const std::vector<std::string> kTopLevelKeys = {"extends", "plugins", "name",  "
 
 std::string stem_of(const std::string& file) { return fs::path(file).stem().string(); }
 
+// What a search asks of the rest of the file: time to the target needs the target (report.target),
+// as the verdicts' does; the command line may not fix a setting the search varies.
+void check_search(const SearchSettings& search, const ConfigTree& tree,
+                  const ConfigTree& command_line, const ReportOptions& report,
+                  Diagnostics& diagnostics) {
+  if (search.cost == SearchCost::time_to_target && !report.has_target())
+    diagnostics.error(tree.find("sweep.search.metric")->origin,
+                      "'sweep.search.metric' [..., time_to_target] needs report.target: the "
+                      "figure a trial's time is measured to (e.g. report: {target: {metric: "
+                      "val_acc, value: 0.8}})");
+  for (const auto& parameter : search.space)
+    if (const ConfigValue* fixed = searched_key_set_by(command_line, parameter))
+      diagnostics.error(fixed->origin,
+                        fmt::format("--set {} fixes a setting the search varies "
+                                    "(sweep.search.space); leave it to the search, or take it "
+                                    "out of the space",
+                                    parameter.key));
+}
+
 }  // namespace
 
 namespace {
@@ -84,20 +103,7 @@ Experiment read_experiment(const std::string& file, const std::vector<std::strin
       expand_sweep(tree.subtree("sweep"), diagnostics, max_runs, repeats);
   const std::optional<SearchSettings> search =
       decode_search(tree.subtree("sweep"), variants.size(), max_runs, diagnostics);
-  // Time to the target needs the target (report.target), as the verdicts' does.
-  if (search && search->cost == SearchCost::time_to_target && !experiment.report.has_target())
-    diagnostics.error(tree.find("sweep.search.metric")->origin,
-                      "'sweep.search.metric' [..., time_to_target] needs report.target: the "
-                      "figure a trial's time is measured to (e.g. report: {target: {metric: "
-                      "val_acc, value: 0.8}})");
-  if (search)
-    for (const auto& parameter : search->space)
-      if (const ConfigValue* fixed = searched_key_set_by(command_line, parameter))
-        diagnostics.error(fixed->origin,
-                          fmt::format("--set {} fixes a setting the search varies "
-                                      "(sweep.search.space); leave it to the search, or take it "
-                                      "out of the space",
-                                      parameter.key));
+  if (search) check_search(*search, tree, command_line, experiment.report, diagnostics);
   VariantProblems variant_problems;
   for (const auto& variant : variants) {
     LayeredConfig run_config = base;
