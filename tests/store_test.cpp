@@ -37,6 +37,41 @@ TEST_F(StoreTest, NewDatabaseIsMigratedToTheCurrentSchemaInWalMode) {
   EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
 }
 
+// Schema 8: a version-7 study's decisions (one per rung, keyed by it) become decisions in the
+// study's order, each its rung's, deciding a cohort (no trial of its own).
+TEST_F(StoreTest, AVersion7StudysDecisionsKeepTheirRungs) {
+  { Store store(path); }
+  {
+    sql::Database db(path);
+    db.exec(
+        "DROP TABLE study_decisions; CREATE TABLE study_decisions (experiment TEXT NOT NULL, "
+        "study TEXT NOT NULL, study_hash TEXT NOT NULL, rung INTEGER NOT NULL, epochs INTEGER "
+        "NOT NULL, evidence TEXT NOT NULL, promoted TEXT NOT NULL, decided_at TEXT NOT NULL, "
+        "PRIMARY KEY (experiment, study, study_hash, rung)); INSERT INTO study_decisions VALUES "
+        "('e', 's', 'h', 1, 3, '[[2,0.4]]', '[2]', 't1'), ('e', 's', 'h', 0, 1, "
+        "'[[0,0.5],[2,0.6]]', '[2]', 't0'); PRAGMA user_version = 7");
+  }
+  Store store(path);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+  const auto decisions = store.study_decisions({"e", "s", "h"});
+  ASSERT_EQ(decisions.size(), 2u);
+  for (int64_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(decisions[r].decision, r);
+    EXPECT_EQ(decisions[r].rung, r);
+    EXPECT_FALSE(decisions[r].trial);
+  }
+  EXPECT_EQ(decisions[1].epochs, 3);
+  EXPECT_EQ(decisions[0].evidence, "[[0,0.5],[2,0.6]]");
+  // Asynchronous decisions: several in one rung, each of one trial.
+  store.record_study_decision({"e", "s", "h"}, {.decision = 2,
+                                                .trial = 5,
+                                                .rung = 0,
+                                                .epochs = 1,
+                                                .evidence = "[[5,0.3]]",
+                                                .promoted = "[5]"});
+  EXPECT_EQ(store.study_decisions({"e", "s", "h"}).back().trial, 5);
+}
+
 TEST_F(StoreTest, OlderDatabaseIsMigratedAndKeepsItsRuns) {
   {
     Store store(path);

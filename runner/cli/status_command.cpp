@@ -136,7 +136,7 @@ int status_command(const std::vector<std::string>& args) {
   // (One an edited file left, which nothing will continue, is not shown.)
   for (const StudyProgress& study : store.study_progress()) {
     if (study.best || study.training == 0) continue;
-    fmt::print("  study {}/{}: {} recorded, {} decided{}\n", study.key.experiment, study.key.study,
+    fmt::print("  study {}/{}: {} recorded, {} taken{}\n", study.key.experiment, study.key.study,
                plural(study.trials, "trial"), plural(study.decisions, "decision"),
                study.last_promoted.empty() ? "" : "; the last sent on " + study.last_promoted);
   }
