@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
@@ -491,6 +492,10 @@ std::string MlflowStudies::parent_of(const RunRecord& run, const std::string& ex
   const std::string uid = mlflow_study_uid(trial->first);
   auto it = held_.find(uid);
   if (it == held_.end()) {  // not seen by this sender yet: perhaps by an earlier one
+    // A batch's senders (one per slot of a study's trials side by side) look and create one at a
+    // time, so a study gets one parent run however many send its trials.
+    static std::mutex creating;
+    std::lock_guard lock(creating);
     std::map<std::string, MlflowRun> found = client_.runs_by_uid(experiment_id, uid);
     std::optional<MlflowRun> existing;
     if (const auto f = found.find(uid); f != found.end()) existing = f->second;
