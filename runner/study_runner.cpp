@@ -105,13 +105,14 @@ bool StudyRunner::run() {
       ended = run_median();
       break;
   }
+  if (ended) record_best();
+  // The slots' trackers send once more, the outcome recorded: a study's parent run in MLflow gets
+  // its best trial from its trials' last sends.
   if (slots_) {
     slots_->finish();
     slots_.reset();
   }
-  if (!ended) return false;
-  record_best();
-  return true;
+  return ended;
 }
 
 bool StudyRunner::stopped() const {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A study (sweep.search, asha) in MLflow, against a real `mlflow server`, read back with MLflow's
-# own client (tests/trackers/check_mlflow_study.py, check_mlflow.py):
-#   1. logged live (runtime.loggers: [mlflow]): the study is a parent run with its trials as
-#      children, tagged with study, trial and rung; the paused trials FINISHED, not KILLED; the
-#      decisions and the best trial on the parent;
+# Studies (sweep.search: successive halving with two trials side by side, and asha) in MLflow,
+# against a real `mlflow server`, read back with MLflow's own client
+# (tests/trackers/check_mlflow_study.py, check_mlflow.py):
+#   1. logged live (runtime.loggers: [mlflow]), two trials side by side (a sender per slot): the
+#      study is one parent run with its trials as children, tagged with study, trial and rung; the
+#      paused trials FINISHED, not KILLED; the decisions and the best trial on the parent;
 #   2. the same study exported after the fact (`trainyard export --mlflow`), the same way;
 #   3. TensorBoard's export puts each study's trials in the study's folder (check_exports.py reads
 #      every run back with TensorBoard's own reader);
@@ -33,7 +34,7 @@ for _ in $(seq 600); do
 done
 curl -sf "$uri/health" > /dev/null || fail "mlflow server did not answer within 120 s"
 
-study() {  # NAME LOGGERS
+study() {  # NAME LOGGERS PARALLEL SCHEDULE
   cat <<YAML
 name: $1
 model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
@@ -46,18 +47,19 @@ sweep:
     method: random
     trials: 6
     seed: 3
+    parallel: $3
     space: {train.optimizer.lr: {log_uniform: [1.0e-4, 3.0e-2]}}
-    schedule: {name: asha, grace_epochs: 1, reduction: 3}
+    schedule: {name: $4, grace_epochs: 1, reduction: 3}
     confirm_repeats: 1
 YAML
 }
-study live "[mlflow]" > "$work/live.yaml"
-study exported "[]" > "$work/exported.yaml"
+study live "[mlflow]" 2 successive-halving > "$work/live.yaml"  # a sender per slot, one parent
+study exported "[]" 1 asha > "$work/exported.yaml"
 
 echo "== a study logged live"
 MLFLOW_TRACKING_URI=$uri "$trainyard" run "$work/live.yaml" --db "$work/runs/s.db" > "$work/live.log" 2>&1 ||
   { cat "$work/live.log"; fail "the live study failed"; }
-grep -q "went on\|goes on" "$work/live.log" || { cat "$work/live.log"; fail "no trial was promoted"; }
+grep -q "go on to epoch" "$work/live.log" || { cat "$work/live.log"; fail "no trial was promoted"; }
 "$mlflow_python" "$root/tests/trackers/check_mlflow_study.py" "$work/runs/s.db" "$uri"
 
 echo "== a study exported after the fact"
