@@ -378,24 +378,31 @@ std::string confirmation_text(const StudySection& s) {
 }
 
 // "rung 0 (epoch 1): 0: 1.02, 1: 0.98, 2: 1.10 → trial 1 went on" (successive halving: a rung's
-// cohort; asha: one trial, from the rung as it stood); "trial 6 at epoch 2: best 0.91; the
-// completed trials' 0: 0.88, 1: 0.95 (median 0.915) → went on" (median).
+// cohort; asha: one trial, from the rung as it stood); "trial 6 at epoch 2: its best 0.91; the
+// completed trials' 0: 0.88, 1: 0.95 (median 0.915) → went on" (median: the evidence's last entry
+// is the judged trial's best so far).
 std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
   std::vector<std::string> figures;
   std::vector<double> numbers;
   for (const auto& item : nlohmann::json::parse(d.evidence)) {
     const double f = item[1].is_null() ? NAN : item[1].get<double>();
     figures.push_back(fmt::format("{}: {}", item[0].get<int64_t>(), figure_text(s, f)));
-    if (std::isfinite(f)) numbers.push_back(f);
+    numbers.push_back(f);
   }
   std::vector<std::string> promoted;
   for (const auto& t : nlohmann::json::parse(d.promoted))
     promoted.push_back(std::to_string(t.get<int64_t>()));
-  if (s.study.schedule == "median" && d.trial)
-    return fmt::format("trial {} at epoch {}: the completed trials' {} (median {}) → {}", *d.trial,
-                       d.epochs, join(figures),
-                       figure_text(s, numbers.empty() ? NAN : median(numbers)),
-                       promoted.empty() ? "paused" : "went on");
+  if (s.study.schedule == "median" && d.trial && !numbers.empty()) {
+    const double own = numbers.back();
+    figures.pop_back();
+    numbers.pop_back();
+    std::erase_if(numbers, [](double f) { return !std::isfinite(f); });
+    return fmt::format(
+        "trial {} at epoch {}: its best {}; the completed trials' {} (median {}) → {}", *d.trial,
+        d.epochs, figure_text(s, own), join(figures),
+        figure_text(s, numbers.empty() ? NAN : median(numbers)),
+        promoted.empty() ? "paused" : "went on");
+  }
   return fmt::format("rung {} (epoch {}): {} → trial{} {} went on", d.rung, d.epochs, join(figures),
                      promoted.size() == 1 ? "" : "s", join(promoted));
 }

@@ -108,8 +108,9 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
   }
   std::string why;
   const int ranks = spec.devices * std::max(1, spec.sharing);
-  const int threads =
-      spec.threads.idle ? idle_cpu_threads(ranks, why) : machine_cpu_threads(ranks, why);
+  // Side by side, the CPUs idle now are the other slots' to come: each takes its share of all.
+  const int threads = spec.threads.idle && spec.sharing <= 1 ? idle_cpu_threads(ranks, why)
+                                                             : machine_cpu_threads(ranks, why);
   if (spec.sharing > 1)
     why = fmt::format(
         "runtime.threads {}: the CPUs shared by {} trials side by side "

@@ -196,6 +196,7 @@ bool StudyRunner::train_first_rung_side_by_side() {
   struct Pending {
     TrialJob job;
     std::optional<int64_t> ticket;
+    std::chrono::steady_clock::time_point start{};  // for the console's ETA
   };
   std::deque<Pending> pending;
   auto collect_oldest = [&] {
@@ -206,6 +207,7 @@ bool StudyRunner::train_first_rung_side_by_side() {
       const auto waiting = std::chrono::steady_clock::now();
       slots_->wait(*p.ticket, summary_);
       training_seconds_ += seconds_since(waiting);  // (the controller's own work is the rest)
+      console_.end_run(seconds_since(p.start));
       figure = finish_trial(p.job);
     }
     const auto trial = static_cast<size_t>(p.job.trial);
@@ -221,20 +223,29 @@ bool StudyRunner::train_first_rung_side_by_side() {
     }
     // Trial i is proposed once trial i - parallel has its figure (whatever the others' state).
     while (!pending.empty() && pending.front().job.trial <= i - search_.parallel) collect_oldest();
-    if (!add_trial(i)) break;
+    // Stopped while waiting: a trial cut short has no figure, and nothing is proposed from it.
+    if (stopped() || !add_trial(i)) {
+      ended = !stopped();
+      break;
+    }
     // Two trials of one configuration never train at once: the later waits for the earlier.
     const std::string& config = runs_.back().config_hash;
     while (std::any_of(pending.begin(), pending.end(), [&](const Pending& p) {
       return runs_[static_cast<size_t>(p.job.trial)].config_hash == config;
     }))
       collect_oldest();
-    Pending next{.job = prepare_trial(i, rungs_[0]), .ticket = {}};
+    if (stopped()) {
+      ended = false;
+      break;
+    }
+    Pending next{.job = prepare_trial(i, rungs_[0]), .ticket = {}, .start = {}};
     if (!next.job.figure) {
       console_.start_run(static_cast<int>(i + 1), static_cast<int>(search_.trials),
                          job_name(next.job));
       const auto waiting = std::chrono::steady_clock::now();  // for a free slot
       next.ticket = slots_->start(next.job.planned);
       training_seconds_ += seconds_since(waiting);
+      next.start = std::chrono::steady_clock::now();
     }
     pending.push_back(std::move(next));
   }
@@ -263,7 +274,10 @@ std::vector<double> StudyRunner::train_all(const std::vector<int64_t>& trials, i
     started.emplace_back(std::move(job), ticket);
   }
   for (auto& [job, ticket] : started) {
-    if (ticket) slots_->wait(*ticket, summary_);
+    if (ticket) {
+      slots_->wait(*ticket, summary_);
+      console_.end_run(seconds_since(start));
+    }
     figures.push_back(ticket ? finish_trial(job) : job.figure.value_or(NAN));
   }
   training_seconds_ += seconds_since(start);
@@ -410,11 +424,15 @@ bool StudyRunner::run_median() {
       const double best =
           best_figure_by(store_, run_of_.at(i), rungs_[r], metric, search_.minimize());
       const bool goes_on = beats_median(best, middle, search_.minimize());
+      // The evidence: the completed trials' figures there, then the judged trial's best so far.
+      std::vector<int64_t> judged_trials = completed;
+      judged_trials.push_back(i);
+      figures.push_back(best);
       record_decision(
           {.trial = i,
            .rung = static_cast<int64_t>(r),
            .epochs = rungs_[r],
-           .evidence = evidence_json(completed, figures),
+           .evidence = evidence_json(judged_trials, figures),
            .promoted = goes_on ? nlohmann::json::array({i}).dump() : "[]"},
           fmt::format("trial {} at epoch {}: its best {} {} the median {} of {}: {}", i, rungs_[r],
                       figure_or_failed(search_.metric, best),
@@ -510,7 +528,13 @@ std::optional<size_t> StudyRunner::pick_from_front() {
                             target.empty()
                                 ? "set report.target to confirm the fastest that reaches it instead"
                                 : "no trial reached " + target));
-  return best_of_last_rung();
+  // The best figure on the front (ties: the lower cost), so what is confirmed is on it.
+  std::optional<size_t> best;
+  for (size_t k : front)
+    if (!best || better_figure(figures_[k], figures_[*best], search_.minimize()) ||
+        (figures_[k] == figures_[*best] && points[k].second < points[*best].second))
+      best = k;
+  return best;
 }
 
 void StudyRunner::record_best() {

@@ -860,6 +860,8 @@ TEST_F(StudyTest, AshaAndTheMedianPrunerDecideAsTheirRulesSayAndReplayAfterAKill
     EXPECT_EQ(study.decisions[k].epochs, epoch) << "decision " << k;
     EXPECT_EQ(study.decisions[k].promoted, went_on ? fmt::format("[{}]", trial) : "[]")
         << "decision " << k << ": " << study.decisions[k].evidence;
+    // The evidence ends with the judged trial's own best so far.
+    EXPECT_EQ(nlohmann::json::parse(study.decisions[k].evidence).back()[0], trial);
     if (!went_on) {
       ++paused;
       const RunRecord r = *store.run(runs_of(study).at(trial));
@@ -874,7 +876,8 @@ TEST_F(StudyTest, AshaAndTheMedianPrunerDecideAsTheirRulesSayAndReplayAfterAKill
   ASSERT_EQ(trainyard("report --db " + db() + " --experiment median -o " + markdown).exit_code, 0);
   const std::string page = testing::read_file(markdown);
   EXPECT_NE(page.find("(9 trials, random, median)"), std::string::npos) << page;
-  EXPECT_NE(page.find("at epoch 1: the completed trials' 0: "), std::string::npos) << page;
+  EXPECT_NE(page.find("at epoch 1: its best "), std::string::npos) << page;
+  EXPECT_NE(page.find("; the completed trials' 0: "), std::string::npos) << page;
   EXPECT_NE(page.find("→ paused"), std::string::npos) << page;
 }
 
@@ -1100,8 +1103,8 @@ namespace {
 
 // sweep.search.parallel: 2 trials train at once, each in a slot with an engine of its own and half
 // the machine's CPUs; TPE proposes beside the pending trial as Optuna's constant liar does; and a
-// study SIGKILLed while its slots train ends with the trials, decisions and best of an undisturbed
-// one, whatever order its trials finished in.
+// study stopped by Ctrl-C and SIGKILLed while its slots train ends with the trials, decisions and
+// best of an undisturbed one, whatever order its trials finished in.
 TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
   std::string text = study_file("side", "tpe", 12);
   const std::string variants =
@@ -1136,16 +1139,22 @@ TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
     }
     EXPECT_LE(most, launches / 2 + 3) << "of " << launches << " launches: one engine did them";
   }
-  const pid_t controller = testing::start_run(file, db(), {});
-  testing::KillOnExit guard{controller};
-  ASSERT_TRUE(wait_for(db(), [](Store& store) {
-    for (const StudyProgress& p : store.study_progress())
-      if (p.trials >= 5) return true;
-    return false;
-  }));
-  ASSERT_EQ(kill(controller, SIGKILL), 0);
-  ASSERT_EQ(testing::exit_code_of(controller), 128 + SIGKILL);
-  guard.pid = -1;
+  // SIGKILL once 5 trials are recorded; then Ctrl-C (SIGINT) once 11 are, while TPE proposes
+  // beside pending trials: the slots' runs stop and nothing is proposed from a trial cut short;
+  // then the same command to the end.
+  for (const auto& [recorded, signal] : {std::pair{5, SIGKILL}, std::pair{11, SIGINT}}) {
+    const pid_t controller = testing::start_run(file, db(), {});
+    testing::KillOnExit guard{controller};
+    ASSERT_TRUE(wait_for(db(), [recorded = recorded](Store& store) {
+      for (const StudyProgress& p : store.study_progress())
+        if (p.trials >= recorded) return true;
+      return false;
+    }));
+    ASSERT_EQ(kill(controller, signal), 0);
+    const int code = testing::exit_code_of(controller);
+    if (signal == SIGKILL) EXPECT_EQ(code, 128 + SIGKILL);
+    guard.pid = -1;
+  }
   const Result again = trainyard("run " + file + " --db " + db());
   ASSERT_EQ(again.exit_code, 0) << again.output;
   Store disturbed(db()), reference(undisturbed_db);
@@ -1166,7 +1175,16 @@ TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
   EXPECT_EQ(a.outcome->best_trial, b.outcome->best_trial);
   EXPECT_EQ(a.outcome->values, b.outcome->values);
 
-  // What slots cannot do yet is refused by name.
+  // What slots cannot do yet is refused by name: order-dependent schedules, a time objective.
+  std::string timed = text;
+  timed.replace(timed.find("metric: val_loss"), 16, "metric: [val_acc, train_seconds]");
+  timed.replace(timed.find("name: successive-halving"), 24, "name: none");
+  const Result time_objective = trainyard("validate " + dir.write("timed-side.yaml", timed));
+  EXPECT_EQ(time_objective.exit_code, 2);
+  EXPECT_NE(time_objective.output.find("'sweep.search.parallel' 2 with the objective "
+                                       "train_seconds: a trial's time side by side"),
+            std::string::npos)
+      << time_objective.output;
   std::string asha = text;
   asha.replace(asha.find("name: successive-halving"), 24, "name: asha");
   const Result refused = trainyard("validate " + dir.write("asha-side.yaml", asha));

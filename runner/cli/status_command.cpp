@@ -138,7 +138,9 @@ int status_command(const std::vector<std::string>& args) {
     if (study.best || study.training == 0) continue;
     fmt::print("  study {}/{}: {} recorded, {} taken{}\n", study.key.experiment, study.key.study,
                plural(study.trials, "trial"), plural(study.decisions, "decision"),
-               study.last_promoted.empty() ? "" : "; the last sent on " + study.last_promoted);
+               study.last_promoted.empty() || study.last_promoted == "[]"
+                   ? ""
+                   : "; the last sent on " + study.last_promoted);
   }
   return kExitOk;
 }

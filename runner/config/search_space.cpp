@@ -522,6 +522,14 @@ std::optional<SearchSettings> decode_search(const ConfigTree& sweep, size_t vari
                                   settings.trials, variants, max_runs));
   }
   settings.schedule = read_schedule(search, diagnostics);
+  // A trial's time beside another's measures both.
+  if (settings.parallel > 1 && settings.cost != SearchCost::none)
+    diagnostics.error(
+        search.find("parallel")->origin,
+        fmt::format("'sweep.search.parallel' {} with the objective {}: a trial's time "
+                    "side by side with another's would measure both; parallel 1 "
+                    "for a time objective",
+                    settings.parallel, to_string(settings.cost)));
   // ASHA's promotions and the median pruner's judgements follow the order trials finish in.
   if (settings.parallel > 1 && (settings.schedule.kind == ScheduleKind::asha ||
                                 settings.schedule.kind == ScheduleKind::median))

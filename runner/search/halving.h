@@ -49,8 +49,8 @@ struct Promotion {
 };
 
 // ASHA's next job when one is free (the paper's get_job): from the highest rung below the top,
-// the best trial of the rung's best floor(n / reduction) not yet sent on, ties to the earlier
-// trial; a trial with no figure (failed) never goes on. nullopt: none, so a new trial starts.
+// the best trial of the rung's best floor(n / reduction) not yet sent on, ties to the one there
+// first; a trial with no figure (failed) never goes on. nullopt: none, so a new trial starts.
 // `draining` (no new trial will come: the trials are all proposed, or the time budget is spent):
 // at least one of each rung's may go on, so the best climbs to the last rung as synchronous
 // halving's would.
