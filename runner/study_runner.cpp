@@ -106,8 +106,8 @@ bool StudyRunner::run() {
       break;
   }
   if (ended) record_best();
-  // The slots' trackers send once more, the outcome recorded: a study's parent run in MLflow gets
-  // its best trial from its trials' last sends.
+  // The slots' trackers send once more, the outcome recorded: a study's trials are sent with
+  // its best trial known.
   if (slots_) {
     slots_->finish();
     slots_.reset();
