@@ -106,6 +106,10 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
               spec.threads.idle ? "runtime.threads idle: as the run chose when it started"
                                 : "runtime.threads 0: as the run chose when it started"};
   }
+  if (spec.slurm_job)
+    return {spec.slurm_job->cpus,
+            fmt::format("runtime.threads {}: the CPUs of the run's Slurm job (--cpus-per-task)",
+                        spec.threads.idle ? "idle" : "0")};
   std::string why;
   const int ranks = spec.devices * std::max(1, spec.sharing);
   // Side by side, the CPUs idle now are the other slots' to come: each takes its share of all.
@@ -123,11 +127,78 @@ std::pair<int, std::string> default_threads(const LaunchSpec& spec) {
 // Opens rank r's log file for its output: a run continuing after an interruption adds to its
 // ranks' logs; else they start empty.
 int open_log(const Rank& r, const LaunchSpec& spec) {
-  const int keep = spec.continue_from.empty() ? O_TRUNC : O_APPEND;
+  int keep = spec.continue_from.empty() ? O_TRUNC : O_APPEND;
+  // In a Slurm job of its own, the rank on the job's node adds to the file as srun does here.
+  if (spec.slurm_job) keep |= O_APPEND;
   int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | keep | O_CLOEXEC, 0644);
   if (log < 0)
     throw std::runtime_error(fmt::format("cannot write {}: {}", r.log_path, std::strerror(errno)));
   return log;
+}
+
+// The command line of rank `r`'s process: `trainyard worker` with the run's arguments (or
+// `--serve`); for a run in a Slurm job of its own, srun starting it there, its output sent to the
+// rank's log on that node and its reports (fd 3 there) to srun's stdout, which srun relays here.
+std::vector<std::string> rank_command(const Rank& r, const LaunchSpec& spec,
+                                      const std::string& executable, bool serve) {
+  std::vector<std::string> worker = {executable, "worker"};
+  if (serve) {
+    worker.push_back("--serve");
+  } else {
+    worker.insert(worker.end(), {"--config", spec.config_path, "--variant", spec.variant,
+                                 "--output-prefix", spec.output_prefix});
+    if (!spec.continue_from.empty())
+      worker.insert(worker.end(), {"--continue-from", spec.continue_from});
+    if (spec.pause_after_epochs > 0)
+      worker.insert(worker.end(),
+                    {"--pause-after-epochs", std::to_string(spec.pause_after_epochs)});
+  }
+  if (!spec.slurm_job) return worker;
+  std::vector<std::string> command = {"srun"};
+  command.insert(command.end(), spec.slurm_job->srun_options.begin(),
+                 spec.slurm_job->srun_options.end());
+  std::string script = "exec 3>&1 >>\"$0\" 2>&1\n";
+  for (const std::string& line : spec.slurm_job->setup_lines) script += line + "\n";
+  script += "exec \"$@\"\n";
+  command.insert(command.end(), {"/bin/bash", "-c", script, r.log_path});
+  command.insert(command.end(), worker.begin(), worker.end());
+  return command;
+}
+
+// Whether `name` is a variable that would make srun a step of the job this process runs in
+// (Slurm's own, and the srun and sbatch option variables) rather than a job of its own. SLURM_CONF
+// says which cluster, and stays.
+bool makes_srun_a_step(std::string_view name) {
+  return (name.starts_with("SLURM_") || name.starts_with("SRUN_") || name.starts_with("SBATCH_")) &&
+         name != "SLURM_CONF";
+}
+
+// Rank r's environment: this process's with torchrun's contract and the launcher's variables set
+// (and, for a run in a Slurm job of its own, without the variables of the job this runs in).
+std::vector<std::string> rank_environment(const Rank& r, const LaunchSpec& spec, int port,
+                                          const std::pair<int, std::string>& threads, bool serve) {
+  std::vector<std::pair<std::string, std::string>> set = {
+      {"RANK", std::to_string(r.rank)},
+      {"WORLD_SIZE", std::to_string(spec.node.nnodes * spec.devices)},
+      {"LOCAL_RANK", std::to_string(r.local)},
+      {"LOCAL_WORLD_SIZE", std::to_string(spec.devices)},
+      {"NODE_RANK", std::to_string(spec.node.node_rank)},
+      {"MASTER_ADDR", spec.node.master_addr},
+      {"MASTER_PORT", std::to_string(port)},
+      {kChannelVariable, std::to_string(kChannelFd)},
+      {kThreadsVariable, std::to_string(threads.first)},
+      {kThreadsWhyVariable, threads.second}};
+  if (serve) set.emplace_back(kRequestVariable, std::to_string(kRequestFd));
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry; ++entry) {
+    const std::string_view text(*entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    const bool replaced = std::any_of(set.begin(), set.end(),
+                                      [&](const auto& variable) { return variable.first == name; });
+    if (!replaced && !(spec.slurm_job && makes_srun_a_step(name))) env.emplace_back(text);
+  }
+  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+  return env;
 }
 
 // Starts rank `r` for the run of `spec`, or, with `serve`, a warm worker that waits for its
@@ -140,6 +211,17 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
   int requests[2] = {-1, -1};
   if (serve && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, requests) != 0)
     throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
+  // Everything the child needs, made before fork: a process with threads (a study's slots) may
+  // only do async-signal-safe work between fork and exec.
+  const std::vector<std::string> command = rank_command(r, spec, executable, serve);
+  std::vector<const char*> argv;
+  for (const std::string& argument : command) argv.push_back(argument.c_str());
+  argv.push_back(nullptr);
+  const std::vector<std::string> env = rank_environment(r, spec, port, threads, serve);
+  std::vector<const char*> envp;
+  for (const std::string& variable : env) envp.push_back(variable.c_str());
+  envp.push_back(nullptr);
+  const std::string cannot_start = "trainyard: cannot start " + command.front() + "\n";
   int log = open_log(r, spec);
   const pid_t parent = getpid();
   pid_t pid = fork();
@@ -151,47 +233,14 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
     // Slurm's warning (SIGUSR1) is for the task that started the ranks: Slurm signals every
     // process of a step, and SIGUSR1's default action would kill a rank before it checkpoints.
     signal(SIGUSR1, SIG_IGN);
-    dup2(log, STDOUT_FILENO);
+    // srun's own words ("queued and waiting for resources") go to the log; its stdout is what the
+    // rank reports on the job's node.
+    dup2(spec.slurm_job ? fds[1] : log, STDOUT_FILENO);
     dup2(log, STDERR_FILENO);
     dup2(fds[1], kChannelFd);
-    if (serve) {
-      dup2(requests[1], kRequestFd);
-      setenv(kRequestVariable, std::to_string(kRequestFd).c_str(), 1);
-    }
-    std::vector<std::pair<std::string, std::string>> env = {
-        {"RANK", std::to_string(r.rank)},
-        {"WORLD_SIZE", std::to_string(spec.node.nnodes * spec.devices)},
-        {"LOCAL_RANK", std::to_string(r.local)},
-        {"LOCAL_WORLD_SIZE", std::to_string(spec.devices)},
-        {"NODE_RANK", std::to_string(spec.node.node_rank)},
-        {"MASTER_ADDR", spec.node.master_addr},
-        {"MASTER_PORT", std::to_string(port)},
-        {kChannelVariable, std::to_string(kChannelFd)},
-        {kThreadsVariable, std::to_string(threads.first)},
-        {kThreadsWhyVariable, threads.second}};
-    for (const auto& [key, value] : env) setenv(key.c_str(), value.c_str(), 1);
-    std::vector<const char*> argv = {executable.c_str(), "worker"};
-    if (serve) {
-      argv.push_back("--serve");
-      argv.push_back(nullptr);
-      execv(executable.c_str(), const_cast<char* const*>(argv.data()));
-      _exit(127);
-    }
-    for (const char* argument :
-         {"--config", spec.config_path.c_str(), "--variant", spec.variant.c_str(),
-          "--output-prefix", spec.output_prefix.c_str()})
-      argv.push_back(argument);
-    if (!spec.continue_from.empty()) {
-      argv.push_back("--continue-from");
-      argv.push_back(spec.continue_from.c_str());
-    }
-    const std::string pause = std::to_string(spec.pause_after_epochs);
-    if (spec.pause_after_epochs > 0) {
-      argv.push_back("--pause-after-epochs");
-      argv.push_back(pause.c_str());
-    }
-    argv.push_back(nullptr);
-    execv(executable.c_str(), const_cast<char* const*>(argv.data()));
+    if (serve) dup2(requests[1], kRequestFd);
+    execvpe(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data()));
+    if (write(STDERR_FILENO, cannot_start.data(), cannot_start.size()) < 0) _exit(127);
     _exit(127);
   }
   close(fds[1]);
@@ -473,10 +522,13 @@ LaunchResult launch_run(const LaunchSpec& spec, RunObserver& observer,
   }
   // A warm engine trains single-process runs with a key; it is ended before any other run, which
   // would otherwise share the machine (and a GPU) with it.
-  const bool serve = warm && !spec.engine_key.empty() && spec.devices == 1 && spec.node.nnodes == 1;
+  if (spec.slurm_job && (spec.devices != 1 || spec.node.nnodes != 1))
+    throw std::logic_error("a run of several ranks cannot train in a Slurm job of its own here");
+  const bool serve = warm && !spec.engine_key.empty() && spec.devices == 1 &&
+                     spec.node.nnodes == 1 && !spec.slurm_job;
   if (warm && !serve) warm->end();
   LaunchResult result;
-  result.process = "fresh";
+  result.process = spec.slurm_job ? "a Slurm job of its own" : "fresh";
   if (serve)
     result.process =
         hand_to_warm_engine(*warm, warm->process_, ranks[0], spec, executable, port, threads);

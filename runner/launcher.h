@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "db/store.h"
 #include "runner/config/run_spec.h"
@@ -20,6 +21,19 @@
 #include "runner/worker_messages.h"
 
 namespace trainyard {
+
+// A run trained in a Slurm job of its own: a study's trials side by side under `trainyard submit
+// --slurm` (runner/cli/slurm_study_command.cpp). Its one rank starts through `srun` — which asks
+// Slurm for the job, waits in the queue for it, and relays what the rank writes to its stdout on
+// the job's node back here — so the rank's reports arrive on the same pipe as a local rank's, and
+// its output goes to its log on the shared file system. A stop reaches the rank as SIGTERM through
+// srun, which forwards it. srun runs without the SLURM_* variables of the job it is started in,
+// which would make it a step of that job instead of a job of its own.
+struct SlurmJobLaunch {
+  std::vector<std::string> srun_options;  // the job's name, CPUs, GPUs, partition, time, ...
+  std::vector<std::string> setup_lines;   // --setup: shell lines run on the job's node first
+  int cpus = 1;  // the job's CPUs (--cpus-per-task): runtime.threads 0 or idle takes them all
+};
 
 struct LaunchSpec {
   std::string config_path;  // the run's resolved config, written by the controller
@@ -46,6 +60,8 @@ struct LaunchSpec {
   // What a warm engine must share with the run to train it (WarmEngine): the plugin libraries it
   // loaded and the device side it set up. Empty: the run never goes to a warm engine.
   std::string engine_key{};
+  // Set: the run's one rank starts in a Slurm job of its own (SlurmJobLaunch), not here.
+  std::optional<SlurmJobLaunch> slurm_job{};
 };
 
 enum class LaunchOutcome { completed, failed, interrupted };
@@ -55,8 +71,9 @@ struct LaunchResult {
   FailureClass failure = FailureClass::none;  // why, when not completed
   MetricValues metrics;                       // rank 0's final metrics, when completed
   std::string error;  // "rank 1 exited with code 1: ...", with the last lines of its log
-  // How the run's process came to be (the run's "engine process" attribute): "fresh", or
-  // "warm: its run N" when a warm engine that had trained N-1 runs before took it.
+  // How the run's process came to be (the run's "engine process" attribute): "fresh", "warm: its
+  // run N" when a warm engine that had trained N-1 runs before took it, or "a Slurm job of its
+  // own".
   std::string process = "fresh";
 };
 

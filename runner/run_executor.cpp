@@ -13,6 +13,7 @@
 #include "runner/batch_records.h"
 #include "runner/engine/engine.h"
 #include "runner/run_plan.h"
+#include "runner/slurm.h"
 
 namespace trainyard {
 
@@ -172,6 +173,17 @@ LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& file
                   .pause_after_epochs = planned.pause_after_epochs,
                   .sharing = sharing_,
                   .engine_key = warm_engine_key(run)};
+  if (policy_.slurm_jobs && !use_slurm_job(planned, files, spec, log)) {
+    LaunchResult result;
+    result.failure = FailureClass::error;
+    result.error = fmt::format(
+        "an earlier Slurm job of this run (named {}) was still listed {} s after scancel; it "
+        "would have trained beside this one, in the same files. Check `squeue --me`, and run "
+        "the study's job again once it has gone",
+        spec.slurm_job->srun_options.back().substr(std::string("--job-name=").size()),
+        kSlurmJobPatienceSeconds);
+    return result;
+  }
   for (int attempt = 0;; ++attempt) {
     // Where the run goes on from: its checkpoint, when an earlier attempt or process left one.
     const bool again = files.continues || attempt > 0;
@@ -179,7 +191,8 @@ LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& file
     spec.continue_from = position.empty() ? "" : files.state_dir;
     if (again) log.both->info("run {} continues from {}", planned.run_id, continues_from(position));
     LaunchResult result =
-        launch_run(spec, reporter, stop_requested_, policy_.fresh_engine ? nullptr : &warm_engine_);
+        launch_run(spec, reporter, stop_requested_,
+                   policy_.fresh_engine || spec.slurm_job ? nullptr : &warm_engine_);
     records.attributes({{"engine process", result.process}});
     if (result.outcome != LaunchOutcome::failed || !is_transient(result.failure) ||
         attempt >= policy_.retries || stop_requested_.load())
@@ -190,6 +203,25 @@ LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& file
     store_.resume_run(planned.run_id);
     ++summary.retried;
   }
+}
+
+bool RunExecutor::use_slurm_job(const PlannedRun& planned, const RunFiles& files, LaunchSpec& spec,
+                                RunLog& log) {
+  // A job name of the run's own (its files carry its id and uid): what finds an earlier job of it.
+  const std::string name = "trainyard-" + files.stem.filename().string();
+  spec.slurm_job = *policy_.slurm_jobs;
+  spec.slurm_job->srun_options.push_back("--job-name=" + name);
+  spec.sharing = 1;  // the job's CPUs are its own
+  // A stop reaches the rank through srun, which forwards SIGTERM to the job's node.
+  spec.grace_seconds = 60;
+  const CancelledJobs earlier = cancel_jobs_named(name, kSlurmJobPatienceSeconds);
+  if (!earlier.ids.empty())
+    log.both->info(
+        "run {}: cancelled its earlier Slurm job {} first (left by a study's job that "
+        "ended without it)",
+        planned.run_id, join(earlier.ids, ", "));
+  log.both->info("run {} trains in a Slurm job of its own, {} (srun)", planned.run_id, name);
+  return earlier.gone;
 }
 
 void RunExecutor::finish_run(const PlannedRun& planned, const RunFiles& files,

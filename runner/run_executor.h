@@ -37,6 +37,9 @@ struct BatchPolicy {
   std::string selection{};
   // --fresh-engine: every run in a process of its own, none kept warm (WarmEngine)
   bool fresh_engine = false;
+  // Set by `trainyard slurm-study` for a study with sweep.search.parallel: every run trains in a
+  // Slurm job of its own (LaunchSpec::slurm_job) asking for this, named after the run's files.
+  std::optional<SlurmJobLaunch> slurm_jobs{};
 };
 
 struct BatchSummary {
@@ -103,6 +106,12 @@ class RunExecutor {
   // Launches the run, again from its checkpoint after a transient failure (--retries).
   LaunchResult launch(const PlannedRun& planned, const RunFiles& files, RunReporter& reporter,
                       RunRecords& records, RunLog& log, BatchSummary& summary);
+  // Under BatchPolicy::slurm_jobs: `spec` trains in a Slurm job of its own, named after the run's
+  // files, once an earlier job of the run (left by a study's job that was killed) has gone; false
+  // when one is still there after kSlurmJobPatienceSeconds.
+  bool use_slurm_job(const PlannedRun& planned, const RunFiles& files, LaunchSpec& spec,
+                     RunLog& log);
+  static constexpr int kSlurmJobPatienceSeconds = 120;
   // How it ended, in the store and in `summary`: completed, failed, interrupted, or paused at the
   // study's rung.
   void finish_run(const PlannedRun& planned, const RunFiles& files, const LaunchResult& result,

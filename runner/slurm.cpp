@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -58,18 +60,24 @@ std::string output_option(const std::string& folder, const std::string& pattern)
   return "--output=" + (path.find_first_of(" \t") == std::string::npos ? path : "\"" + path + "\"");
 }
 
-// The #SBATCH lines `generated` with the user's --sbatch-arg lines: one that sets an option (or an
-// equivalent) the script sets replaces it, the others are added.
-std::string directives(const std::vector<std::string>& generated, const SlurmOptions& options) {
+// The options `generated` with the user's --sbatch-arg lines: one that sets an option (or an
+// equivalent) generated sets replaces it, the others are added.
+std::vector<std::string> with_user_options(const std::vector<std::string>& generated,
+                                           const SlurmOptions& options) {
   std::vector<std::string> groups;
   for (const auto& arg : options.sbatch_args) groups.push_back(sbatch_option_group(arg));
+  std::vector<std::string> out;
+  for (const auto& line : generated)
+    if (std::find(groups.begin(), groups.end(), sbatch_option_group(line)) == groups.end())
+      out.push_back(line);
+  out.insert(out.end(), options.sbatch_args.begin(), options.sbatch_args.end());
+  return out;
+}
+
+// The #SBATCH lines of `generated` with the user's --sbatch-arg lines.
+std::string directives(const std::vector<std::string>& generated, const SlurmOptions& options) {
   std::string out;
-  for (const auto& line : generated) {
-    const std::string group = sbatch_option_group(line);
-    if (std::find(groups.begin(), groups.end(), group) == groups.end())
-      out += "#SBATCH " + line + "\n";
-  }
-  for (const auto& arg : options.sbatch_args) out += "#SBATCH " + arg + "\n";
+  for (const auto& line : with_user_options(generated, options)) out += "#SBATCH " + line + "\n";
   return out;
 }
 
@@ -125,7 +133,7 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
   // One task per node starts the node's ranks itself (the launcher), as `trainyard run` does: 4
   // CPUs for each GPU rank (its loader's threads), 1 for each CPU rank.
   if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
-  lines.push_back(fmt::format("--cpus-per-task={}", (shape.cuda ? 4 : 1) * shape.ranks_per_node));
+  lines.push_back(fmt::format("--cpus-per-task={}", cpus_per_node(shape)));
   common_options(lines, options);
   lines.push_back(output_option(folder, "slurm-%A_%a.out"));
   lines.push_back("--open-mode=append");  // a requeued task's output follows its first
@@ -148,6 +156,39 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
   return s;
 }
 
+int cpus_per_node(const TaskShape& shape) { return (shape.cuda ? 4 : 1) * shape.ranks_per_node; }
+
+std::vector<std::string> trial_job_options(const TaskShape& shape, const SlurmOptions& options) {
+  std::vector<std::string> lines = {"--nodes=1", "--ntasks=1",
+                                    fmt::format("--cpus-per-task={}", cpus_per_node(shape))};
+  if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
+  common_options(lines, options);
+  return with_user_options(lines, options);
+}
+
+CancelledJobs cancel_jobs_named(const std::string& name, int patience_seconds) {
+  auto listed = [&] {
+    const CommandOutput jobs = run_program({"squeue", "--me", "-h", "--name=" + name, "-o", "%i"});
+    std::vector<std::string> ids;
+    if (jobs.exit_code == 0)
+      for (const std::string& line : split(strip(jobs.out), '\n'))
+        if (!strip(line).empty()) ids.push_back(strip(line));
+    return ids;
+  };
+  CancelledJobs cancelled{.ids = listed()};
+  if (cancelled.ids.empty()) return cancelled;
+  run_program({"scancel", "--me", "--name=" + name});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(patience_seconds);
+  while (!listed().empty()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      cancelled.gone = false;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return cancelled;
+}
+
 nlohmann::json SlurmStudy::to_json() const {
   return {{"experiment", experiment},
           {"variant", variant},
@@ -162,6 +203,8 @@ nlohmann::json SlurmStudy::to_json() const {
           {"ranks_per_node", shape.ranks_per_node},
           {"cuda", shape.cuda},
           {"max_requeues", max_requeues},
+          {"trial_job", trial_job},
+          {"setup_lines", setup_lines},
           {"job_id", job_id}};
 }
 
@@ -185,6 +228,9 @@ SlurmStudy SlurmStudy::from_json(const nlohmann::json& j) {
                  .ranks_per_node = small("ranks_per_node"),
                  .cuda = j.at("cuda").get<bool>()};
   study.max_requeues = small("max_requeues");
+  // Absent from a studies.json an earlier version wrote: its trials train inside the study's job.
+  study.trial_job = j.value("trial_job", std::vector<std::string>());
+  study.setup_lines = j.value("setup_lines", std::vector<std::string>());
   study.job_id = j.at("job_id").get<std::string>();
   return study;
 }
@@ -219,14 +265,21 @@ std::string study_script(int number, int64_t submission_id, const SlurmStudy& st
   std::string s = "#!/bin/bash\n";
   s += fmt::format(
       "# Written by `trainyard submit --slurm` (submission {}): study {} of studies.json, the\n"
-      "# search of {}/{}, trained whole by this job into its own database. See docs/search.md.\n",
-      submission_id, number, study.experiment, study.variant);
+      "# search of {}/{}, {} into its own database. See docs/search.md.\n",
+      submission_id, number, study.experiment, study.variant,
+      study.trial_job.empty() ? "trained whole by this job"
+                              : "its trials each trained in a Slurm job of their own, asked for by "
+                                "this job,\n#");
   std::vector<std::string> lines = {
       fmt::format("--job-name=trainyard-{}-study{}", submission_id, number), "--nodes=1",
       "--ntasks-per-node=1"};
-  // As an array task of the same shape: the trials' workers start inside this one task.
-  if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
-  lines.push_back(fmt::format("--cpus-per-task={}", (shape.cuda ? 4 : 1) * shape.ranks_per_node));
+  if (!study.trial_job.empty()) {
+    lines.push_back("--cpus-per-task=1");  // it proposes, decides and waits: the trials train apart
+  } else {
+    // As an array task of the same shape: the trials' workers start inside this one task.
+    if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
+    lines.push_back(fmt::format("--cpus-per-task={}", cpus_per_node(shape)));
+  }
   common_options(lines, options);
   lines.push_back(output_option(folder, fmt::format("slurm-study{}-%j.out", number)));
   lines.push_back("--open-mode=append");

@@ -73,6 +73,21 @@ std::string sbatch_option_group(const std::string& arg);
 
 std::string array_script(const ArrayJob& array, int64_t submission_id, const SlurmOptions& options,
                          const std::string& exe, const std::string& folder);
+// The CPUs a job of `shape` asks for on each node: 4 for each GPU rank (its loader's threads), 1
+// for each CPU rank.
+int cpus_per_node(const TaskShape& shape);
+// The srun options of a study's trial in a Slurm job of its own (sweep.search.parallel; the
+// launcher's SlurmJobLaunch): one node, one task with the trial's CPUs and GPUs, the submission's
+// partition, account and time, and the user's --sbatch-arg lines, which srun takes too.
+std::vector<std::string> trial_job_options(const TaskShape& shape, const SlurmOptions& options);
+// Cancels this user's Slurm jobs named `name` and waits until Slurm lists none, `patience_seconds`
+// at most. A run's job left by a study's job that was killed (its srun with it) would otherwise
+// train beside the run's next job, in the same files.
+struct CancelledJobs {
+  std::vector<std::string> ids;  // the jobs Slurm listed under the name
+  bool gone = true;              // false: one was still listed when patience ran out
+};
+CancelledJobs cancel_jobs_named(const std::string& name, int patience_seconds);
 // A study (sweep.search) submitted to Slurm: its trials are proposed from the results of those
 // before them, so one job trains the whole study with `trainyard run`'s controller, its trials as
 // worker processes inside the job's allocation, into a database of its own (`db`, on the shared
@@ -90,6 +105,11 @@ struct SlurmStudy {
   std::string db{};  // the study's own database, absolute
   TaskShape shape{};
   int max_requeues = 3;
+  // sweep.search.parallel > 1: the study's job trains no trial itself; each trial (and each
+  // confirmation run) trains in a Slurm job of its own that it asks for with srun, with these
+  // options (trial_job_options) and the --setup lines. Empty: every trial inside the study's job.
+  std::vector<std::string> trial_job{};
+  std::vector<std::string> setup_lines{};
   std::string job_id{};  // once submitted
   nlohmann::json to_json() const;
   static SlurmStudy from_json(const nlohmann::json& j);  // json::exception when it is not one

@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.h"
 #include "db/store.h"
 #include "tests/cli_support.h"
 
@@ -26,10 +28,11 @@ using testing::trainyard;
 
 class SlurmTest : public testing::CliTest {
  protected:
+  virtual int cluster_cpus() const { return 2; }
   void SetUp() override {
     cluster = dir.path() / "cluster";
     const Result started = shell("bash " + testing::source("tests/slurm/cluster.sh") + " start " +
-                                 cluster.string() + " 2");
+                                 cluster.string() + " " + std::to_string(cluster_cpus()));
     ASSERT_EQ(started.exit_code, 0) << started.output;
     setenv("SLURM_CONF", (cluster / "slurm.conf").c_str(), 1);
   }
@@ -83,6 +86,10 @@ train: {epochs: 2, batch_size: 16, log_every: 1000)" +
           return runs.size() == 1 && runs[0].status == RunStatus::completed;
         },
         seconds);
+  }
+  // Whether Slurm lists none of this user's jobs but pending ones (the report job waits).
+  static bool squeue_lists_none() {
+    return shell("squeue --me -h -t RUNNING,COMPLETING").output.empty();
   }
   bool all_ended() {
     const auto runs = collected_runs();
@@ -500,6 +507,125 @@ sweep:
       << done.output;
   EXPECT_NE(done.output.find("nothing to submit: 1 already completed"), std::string::npos)
       << done.output;
+}
+
+// The cluster's one node with 3 CPUs (on this 2-core machine): a study's job and two trials' jobs
+// beside it.
+class SlurmStudyJobsTest : public SlurmTest {
+ protected:
+  int cluster_cpus() const override { return 3; }
+};
+
+// A study with sweep.search.parallel 2 under `submit --slurm`: its job trains no trial itself, and
+// each trial is a Slurm job of its own, two at once beside it. The study's job SIGKILLed while two
+// trials train: Slurm ends their jobs with their sruns. A job left under a trial's name (what a
+// study's job on a node that failed could leave behind: here one started by hand) is cancelled by
+// the study's next job before it trains that trial on from its checkpoint. The study ends as the
+// same study under `trainyard run` (trials side by side on this machine): trials, figures, best,
+// weights.
+TEST_F(SlurmStudyJobsTest, TrialsSideBySideAreJobsOfTheirOwnAndGoOnAfterTheirStudysJobIsKilled) {
+  // 16000 samples checkpointed every 10 steps: a trial trains for seconds, long enough to kill
+  // the study's job in the middle of two.
+  const std::string file = dir.write("sidebyside.yaml", R"(name: sidebyside
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 16000, val_size: 32, test_size: 32, num_classes: 4, image_size: 8}
+train: {epochs: 2, batch_size: 16, seed: 5, log_every: 1000, checkpoint_every_steps: 10, save_weights: true, optimizer: {name: adamw, lr: 1.0e-3}}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+sweep:
+  search:
+    method: tpe
+    trials: 4
+    seed: 3
+    parallel: 2
+    space:
+      train.optimizer.lr: {log_uniform: [1.0e-4, 3.0e-2]}
+    metric: val_loss
+    confirm_repeats: 0
+)");
+  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
+  const Result reference = trainyard("run " + file + " --db " + reference_db);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+
+  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const std::string study_job =
+      nlohmann::json::parse(testing::read_file(submission(1) / "studies.json"))
+          .at(0)
+          .at("job_id")
+          .get<std::string>();
+  // The trials' jobs Slurm runs now, id and name (named after their runs' files:
+  // trainyard-run-...).
+  auto trial_jobs = [] {
+    std::vector<std::pair<std::string, std::string>> jobs;
+    for (const std::string& line :
+         split(shell("squeue --me -h -t RUNNING -o '%i %j'").output, '\n'))
+      if (const auto fields = split(line, ' ');
+          fields.size() == 2 && fields[1].starts_with("trainyard-run-"))
+        jobs.emplace_back(fields[0], fields[1]);
+    return jobs;
+  };
+  // How many trials have a checkpoint inside their first epoch.
+  const fs::path studies = dir.path() / "runs" / "slurm" / "studies";
+  auto inside_first_epoch = [&] {
+    int count = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(studies, ec))
+      if (entry.path().filename() == "trainer_state.json" &&
+          entry.path().parent_path().extension() == ".state") {
+        const auto state = nlohmann::json::parse(testing::read_file(entry.path()), nullptr, false);
+        count += state.is_object() && state.value("epoch", -1) == 0 && state.value("batch", 0) > 0;
+      }
+    return count;
+  };
+  ASSERT_TRUE(wait_for([&] { return inside_first_epoch() == 2; }, 120))
+      << shell("squeue --me; cat " + submission(1).string() + "/slurm-study0-*.out").output;
+  const auto running = trial_jobs();
+  ASSERT_EQ(running.size(), 2u) << shell("squeue --me").output;
+  for (const auto& [job, name] : running) EXPECT_NE(job, study_job);
+
+  // SIGKILL to the study's job (its batch step): its sruns die with it, and their jobs with them.
+  ASSERT_EQ(shell("scancel -b -s KILL " + study_job).exit_code, 0);
+  ASSERT_TRUE(wait_for([&] { return squeue_lists_none(); }, 60)) << shell("squeue --me").output;
+  // A job under the first trial's name, as one left behind would be.
+  const Result left = shell("sbatch --parsable --job-name=" + running[0].second +
+                            " --output=/dev/null --wrap 'sleep 600'");
+  ASSERT_EQ(left.exit_code, 0) << left.output;
+  const std::string left_job = strip(left.output);
+
+  const Result again = trainyard("submit " + file + " --slurm --db " + db());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const fs::path report = submission(2) / "report.html";
+  ASSERT_TRUE(wait_for([&] { return fs::exists(report); }, 240))
+      << shell("squeue --me; cat " + submission(2).string() + "/slurm-*.out").output;
+  const std::string output = shell("cat " + submission(2).string() + "/slurm-study0-*.out").output;
+  EXPECT_NE(output.find("cancelled its earlier Slurm job " + left_job + " first"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(shell("squeue --me -h").output, "");
+
+  const Result collect = trainyard("collect --db " + db());
+  ASSERT_EQ(collect.exit_code, 0) << collect.output;
+  Store collected(db()), undisturbed(reference_db);
+  ASSERT_EQ(collected.study_progress().size(), 1u) << collect.output;
+  const StudyKey key = collected.study_progress()[0].key;
+  const auto trials = collected.study_trials(key), expected = undisturbed.study_trials(key);
+  ASSERT_EQ(trials.size(), 4u);
+  ASSERT_EQ(trials.size(), expected.size());
+  std::set<std::string> jobs;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    EXPECT_EQ(trials[i].values, expected[i].values) << "trial " << i;
+    EXPECT_EQ(trials[i].figure, expected[i].figure) << "trial " << i;
+    // Trained in a job of its own: not the study's (the second submission's job is a later id).
+    const auto attributes = collected.attributes(trials[i].run_id);
+    ASSERT_TRUE(attributes.count("slurm job")) << "trial " << i;
+    EXPECT_EQ(attributes.at("engine process"), "a Slurm job of its own") << "trial " << i;
+    jobs.insert(attributes.at("slurm job"));
+  }
+  EXPECT_EQ(jobs.size(), trials.size()) << "two trials share a job";
+  EXPECT_FALSE(jobs.count(study_job));
+  ASSERT_TRUE(collected.study_outcome(key));
+  EXPECT_EQ(collected.study_outcome(key)->best_trial, undisturbed.study_outcome(key)->best_trial);
+  testing::expect_same_training(db(), reference_db);
 }
 
 // `trainyard cancel`: the running run checkpoints and is interrupted, the pending ones never start,

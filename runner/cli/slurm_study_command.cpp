@@ -1,10 +1,12 @@
 // `trainyard slurm-study`: one study (sweep.search) of a Slurm submission, the whole of it in one
 // job (runner/slurm.h, SlurmStudy). Its trials are proposed from the results of those before them,
 // so they cannot be an array's independent tasks: the job runs `trainyard run`'s controller over
-// the study's one variant, its trials as workers inside the job's allocation, into the study's own
-// database. Requeued, preempted or killed, the job starts the same study again and it replays from
-// that database to the same trials, decisions and best (docs/search.md); `trainyard collect` on
-// the login node takes the database in once the job lets go of it.
+// the study's one variant, its trials as workers inside the job's allocation — or, with
+// sweep.search.parallel, each in a Slurm job of its own that the controller asks for with srun
+// (BatchPolicy::slurm_jobs) — into the study's own database. Requeued, preempted or killed, the job
+// starts the same study again and it replays from that database to the same trials, decisions and
+// best (docs/search.md); `trainyard collect` on the login node takes the database in once the job
+// lets go of it.
 //
 // Signals as `trainyard slurm-task` takes them (slurm_job.h): Slurm's warning before the time
 // limit stops the trial training now with a checkpoint and requeues the job; SIGTERM (scancel,
@@ -101,7 +103,13 @@ int slurm_study_command(const std::vector<std::string>& args) {
             study.experiment, study.variant));
   const BatchLock lock = lock_study_database(study);
   Store store(study.db);
-  Controller controller(store, plugin_loader().registry(), log_dir_of(study.db), slurm_stop());
+  BatchPolicy policy;
+  if (!study.trial_job.empty())
+    policy.slurm_jobs = SlurmJobLaunch{.srun_options = study.trial_job,
+                                       .setup_lines = study.setup_lines,
+                                       .cpus = cpus_per_node(study.shape)};
+  Controller controller(store, plugin_loader().registry(), log_dir_of(study.db), slurm_stop(),
+                        NodeSpec(), policy);
   const BatchSummary summary = controller.run_batch(experiments, /*force=*/false);
   print_verdicts(store, experiments);
 

@@ -192,9 +192,9 @@ int print_dry_run(const SubmitRequest& request, const std::vector<Experiment>& e
 }
 
 // The batch's studies (sweep.search), a Slurm job each, in the batch's order. A study trains on
-// one node (its trials' ranks inside the job), into a database of its own kept beside the shared
-// one under slurm/studies/, the same for every submission of the study, so that one submitted
-// again continues it.
+// one node (its trials' ranks inside the job; with sweep.search.parallel, each trial in a job of
+// its own), into a database of its own kept beside the shared one under slurm/studies/, the same
+// for every submission of the study, so that one submitted again continues it.
 std::vector<SlurmStudy> plan_studies(const SubmitRequest& request,
                                      const std::vector<Experiment>& experiments) {
   std::vector<SlurmStudy> studies;
@@ -204,12 +204,6 @@ std::vector<SlurmStudy> plan_studies(const SubmitRequest& request,
     const std::vector<RunSpec> edges = study_edge_runs(experiment);
     for (size_t i = 0; i < experiment.studies.size(); ++i) {
       const Study& study = experiment.studies[i];
-      if (study.search.parallel > 1)
-        throw UserError(fmt::format(
-            "{}: the study of {} has sweep.search.parallel {}: trials side by side run on this "
-            "machine (trainyard run); as Slurm jobs of their own they are not built yet — submit "
-            "it with parallel 1, or run it here",
-            experiment.file, study.variant, study.search.parallel));
       const TaskShape shape = shape_of(edges.at(i), request.slurm);
       if (shape.nodes > 1)
         throw UserError(fmt::format(
@@ -231,6 +225,11 @@ std::vector<SlurmStudy> plan_studies(const SubmitRequest& request,
                      .string(),
            .shape = shape,
            .max_requeues = request.slurm.max_requeues});
+      // Trials side by side: each in a Slurm job of its own, which the study's job asks for.
+      if (study.search.parallel > 1) {
+        studies.back().trial_job = trial_job_options(shape, request.slurm);
+        studies.back().setup_lines = request.slurm.setup_lines;
+      }
     }
   }
   return studies;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include <fmt/format.h>
 #include <boost/program_options.hpp>
 
+#include "common/process.h"
 #include "components/builtin.h"
 #include "runner/cli/commands.h"
 #include "runner/cli/options.h"
@@ -55,6 +57,10 @@ int train_one(const RunArguments& arguments, RunObserver& channel) {
                        .output_prefix = arguments.output_prefix,
                        .continue_from = arguments.continue_from,
                        .pause_after_epochs = arguments.pause_after_epochs};
+    // A rank in a Slurm job (an array task's, or a study's trial in a job of its own) says which,
+    // and where: the run's "slurm job" and "host" attributes.
+    if (const char* job = std::getenv("SLURM_JOB_ID"))
+      channel.on_setup({{"slurm job", job}, {"host", host_name()}});
     MetricValues metrics = train_run(run, context);
     send_result(metrics);
     return kExitOk;

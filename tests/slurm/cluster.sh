@@ -104,6 +104,10 @@ PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP"
   else
     echo "cluster.sh: NODES is 1 or 2, not '$nodes'" >&2; exit 2
   fi
+  # More CPUs than the machine has (a study's driver job beside its trials' jobs on two cores):
+  # slurmd then takes the configured count instead of marking the node invalid.
+  local overrides=""
+  [ "$cpus" -le "$(nproc)" ] || overrides="SlurmdParameters=config_overrides"
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=trainyard-test
 SlurmctldHost=$controller
@@ -133,6 +137,7 @@ MailProg=/bin/true
 KillWait=10
 JobRequeue=1
 ReturnToService=2
+$overrides
 $node_lines
 CONF
   export SLURM_CONF="$dir/slurm.conf"
