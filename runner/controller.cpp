@@ -141,8 +141,8 @@ void Controller::plan(const Experiment& experiment, int first_ordinal, bool forc
         .scheduler = Scheduler::this_machine, .force = force, .multi_node = node_.multi_node()};
     RunPlan plan = plan_run(history, context);
     // Whether this machine can train it, asked only of a run that is not done: asking of a CUDA
-    // run loads LibTorch's CUDA side.
-    if (plan.fate != RunFate::already_completed) {
+    // run loads LibTorch's CUDA side. A run in a Slurm job of its own trains on the job's node.
+    if (plan.fate != RunFate::already_completed && executor_.trains_here()) {
       context.unavailable = resolve_device(run.runtime).unavailable_reason;
       if (context.unavailable.empty() && node_.node_rank > 0 &&
           !run.strategy.capabilities.multi_process)

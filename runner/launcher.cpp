@@ -189,6 +189,7 @@ std::vector<std::string> rank_environment(const Rank& r, const LaunchSpec& spec,
       {kThreadsVariable, std::to_string(threads.first)},
       {kThreadsWhyVariable, threads.second}};
   if (serve) set.emplace_back(kRequestVariable, std::to_string(kRequestFd));
+  if (!spec.cuda_device.empty()) set.emplace_back("CUDA_VISIBLE_DEVICES", spec.cuda_device);
   std::vector<std::string> env;
   for (char** entry = environ; *entry; ++entry) {
     const std::string_view text(*entry);

@@ -60,6 +60,8 @@ struct LaunchSpec {
   // What a warm engine must share with the run to train it (WarmEngine): the plugin libraries it
   // loaded and the device side it set up. Empty: the run never goes to a warm engine.
   std::string engine_key{};
+  // The GPU its ranks see (CUDA_VISIBLE_DEVICES): a study's slot's own; "": as this process does.
+  std::string cuda_device{};
   // Set: the run's one rank starts in a Slurm job of its own (SlurmJobLaunch), not here.
   std::optional<SlurmJobLaunch> slurm_job{};
 };

@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "common/text.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -103,6 +105,19 @@ std::optional<NodeSpec> node_spec_from_torchrun(
     throw UserError(
         fmt::format("{}=0: a multi-node run needs the port rank 0 listens on", port_variable));
   return node;
+}
+
+std::string slot_cuda_device(int slot, const char* visible, int64_t count) {
+  std::vector<std::string> devices;
+  if (visible && *visible) {
+    for (const std::string& device : split(visible, ','))
+      if (!strip(device).empty()) devices.push_back(strip(device));
+  } else {
+    for (int64_t i = 0; i < count; ++i) devices.push_back(std::to_string(i));
+  }
+  // CUDA stops at the first entry it cannot use: only the first `count` are devices.
+  if (static_cast<int64_t>(devices.size()) > count) devices.resize(static_cast<size_t>(count));
+  return slot >= 0 && slot < static_cast<int>(devices.size()) ? devices[slot] : "";
 }
 
 }  // namespace trainyard

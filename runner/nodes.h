@@ -4,6 +4,7 @@
 // training job's pod from torchrun's PET_* variables.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -38,5 +39,11 @@ std::optional<NodeSpec> node_spec_from_torchrun(
 
 // The first host of a Slurm host list: "gpu[07-09,12],cpu1" -> "gpu07".
 std::string first_slurm_host(const std::string& nodelist);
+
+// The GPU of a study's slot `slot` (sweep.search.parallel) among the `count` GPUs this process
+// sees: the slot-th entry of CUDA_VISIBLE_DEVICES (`visible`: an index or UUID each,
+// comma-separated), or slot itself when unset (null or empty). What the slot's runs get as their
+// CUDA_VISIBLE_DEVICES, so that each sees one GPU, as device 0. "" when there is no such GPU.
+std::string slot_cuda_device(int slot, const char* visible, int64_t count);
 
 }  // namespace trainyard

@@ -3,6 +3,7 @@
 #include "runner/run_executor.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -71,9 +72,10 @@ RunExecutor::RunExecutor(Store& store, std::string log_dir, const std::atomic<bo
       console_(console),
       trackers_(store, log_dir_) {}
 
-std::unique_ptr<RunExecutor> RunExecutor::slot(Store& store, int sharing) const {
+std::unique_ptr<RunExecutor> RunExecutor::slot(Store& store, int index, int sharing) const {
   auto slot =
       std::make_unique<RunExecutor>(store, log_dir_, stop_requested_, node_, policy_, console_);
+  slot->slot_ = index;
   slot->sharing_ = sharing;
   return slot;
 }
@@ -173,6 +175,15 @@ LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& file
                   .pause_after_epochs = planned.pause_after_epochs,
                   .sharing = sharing_,
                   .engine_key = warm_engine_key(run)};
+  // A slot's CUDA run: the slot's own GPU (the study checked there is one for every slot).
+  if (slot_ >= 0 && trains_here()) {
+    if (const DeviceInfo device = resolve_device(run.runtime); device.type == "cuda") {
+      spec.cuda_device =
+          slot_cuda_device(slot_, std::getenv("CUDA_VISIBLE_DEVICES"), device.cuda_devices);
+      log.both->info("run {} trains on GPU {} (slot {} of {} side by side)", planned.run_id,
+                     spec.cuda_device, slot_ + 1, sharing_);
+    }
+  }
   if (policy_.slurm_jobs && !use_slurm_job(planned, files, spec, log)) {
     LaunchResult result;
     result.failure = FailureClass::error;

@@ -88,10 +88,14 @@ class RunExecutor {
   void execute(const PlannedRun& planned, BatchSummary& summary);
   // The batch is over: the trackers send once more what they could not (trackers/trackers.h).
   void finish();
-  // Another executor like this one, for a slot of a study's trials side by side
+  // Another executor like this one, for slot `index` of a study's `sharing` trials side by side
   // (sweep.search.parallel): its own store connection, warm engine and trackers; its runs get
-  // 1/`sharing` of the machine's CPUs when their runtime.threads lets the machine choose.
-  std::unique_ptr<RunExecutor> slot(Store& store, int sharing) const;
+  // 1/`sharing` of the machine's CPUs when their runtime.threads lets the machine choose, and a
+  // CUDA run the slot's own GPU (slot_cuda_device).
+  std::unique_ptr<RunExecutor> slot(Store& store, int index, int sharing) const;
+  // Whether its runs train on this machine: not under BatchPolicy::slurm_jobs, where each trains
+  // on its Slurm job's node (so this machine's devices say nothing of what they can train on).
+  bool trains_here() const { return !policy_.slurm_jobs; }
 
  private:
   // A run's files: <stem>.log, <stem>.yaml (what every rank reads), <stem>.state/ (checkpoint).
@@ -127,6 +131,7 @@ class RunExecutor {
   // The process that trains the batch's single-process runs one after another.
   WarmEngine warm_engine_;
   int sharing_ = 1;  // slot(): the runs beside this one's on the machine, its own included
+  int slot_ = -1;    // slot(): its index among them; -1: not a slot
 };
 
 }  // namespace trainyard

@@ -596,6 +596,18 @@ double StudyRunner::record_trial(int64_t trial, int64_t run_id, int64_t epochs, 
   return figure;
 }
 
+std::string StudyRunner::cannot_train_here(const RunSpec& run) const {
+  if (!executor_.trains_here()) return "";
+  const DeviceInfo device = resolve_device(run.runtime);
+  if (!device.unavailable_reason.empty()) return device.unavailable_reason;
+  if (slots_ && device.type == "cuda" && device.cuda_devices < search_.parallel)
+    return fmt::format(
+        "sweep.search.parallel {} trains each trial side by side on a GPU of its own; this "
+        "machine has {} (lower parallel, or submit it with --slurm: each trial a job of its own)",
+        search_.parallel, device.cuda_devices);
+  return "";
+}
+
 StudyRunner::TrialJob StudyRunner::prepare_trial(int64_t trial, int64_t epochs) {
   TrialJob job{.trial = trial, .epochs = epochs};
   const auto i = static_cast<size_t>(trial);
@@ -626,7 +638,7 @@ StudyRunner::TrialJob StudyRunner::prepare_trial(int64_t trial, int64_t epochs) 
     job.figure = record_trial(trial, newest->id, epochs, NAN);
     return job;
   }
-  if (const std::string why = resolve_device(run.runtime).unavailable_reason; !why.empty()) {
+  if (const std::string why = cannot_train_here(run); !why.empty()) {
     const int64_t id = store_.queue_run(record_experiment(store_, experiment_), queued_run(run, i));
     store_.end_run(id, RunStatus::skipped, why);
     ++summary_.skipped;

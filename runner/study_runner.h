@@ -89,6 +89,9 @@ class StudyRunner {
     PlannedRun planned{};
   };
   TrialJob prepare_trial(int64_t trial, int64_t epochs);
+  // Why this machine cannot train `run` ("": it can): its device, and with trials side by side on
+  // GPUs, a GPU for every slot. A run in a Slurm job of its own is its job's node's to train.
+  std::string cannot_train_here(const RunSpec& run) const;
   double finish_trial(const TrialJob& job);
   std::string job_name(const TrialJob& job) const;  // "exp/v trial 3 to epoch 1 (promoted...)"
   // Trial `trial`'s record: its values and settings, not yet a run or a figure.

@@ -6,7 +6,7 @@ TrialSlots::TrialSlots(const RunExecutor& like, const std::string& db_path, int 
   for (int k = 0; k < count; ++k) {
     auto slot = std::make_unique<Slot>();
     slot->store = std::make_unique<Store>(db_path);
-    slot->executor = like.slot(*slot->store, count);
+    slot->executor = like.slot(*slot->store, k, count);
     slots_.push_back(std::move(slot));
   }
   for (auto& slot : slots_) slot->thread = std::thread([this, s = slot.get()] { serve(*s); });

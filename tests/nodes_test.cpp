@@ -109,5 +109,17 @@ TEST(PodNodes, LayoutFromAPyTorchJobsVariables) {
   EXPECT_FALSE(node_spec_from_torchrun(getenv).has_value());
 }
 
+// A study's slots on GPUs: each its own, among those this process sees; none beyond them.
+TEST(SlotDevices, EachSlotItsOwnGpuAmongTheVisibleOnes) {
+  EXPECT_EQ(slot_cuda_device(0, nullptr, 2), "0");
+  EXPECT_EQ(slot_cuda_device(1, "", 2), "1");
+  EXPECT_EQ(slot_cuda_device(2, nullptr, 2), "");
+  EXPECT_EQ(slot_cuda_device(0, "3,5", 2), "3");
+  EXPECT_EQ(slot_cuda_device(1, "3, 5", 2), "5");
+  EXPECT_EQ(slot_cuda_device(1, "GPU-8f2a,GPU-11b0", 2), "GPU-11b0");
+  EXPECT_EQ(slot_cuda_device(1, "4,7,9", 1), "");  // CUDA saw one of them: the first
+  EXPECT_EQ(slot_cuda_device(-1, nullptr, 4), "");
+}
+
 }  // namespace
 }  // namespace trainyard

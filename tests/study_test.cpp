@@ -1192,6 +1192,23 @@ TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
   EXPECT_NE(refused.output.find("'sweep.search.parallel' 2 with schedule asha: not built"),
             std::string::npos)
       << refused.output;
+  // On GPUs, a slot each: valid, and on this machine, which has none, its trials are skipped.
+  // Several ranks a trial are refused.
+  std::string gpus = text;
+  gpus.replace(gpus.find("accelerator: cpu"), 16, "accelerator: cuda");
+  const std::string gpu_file = dir.write("gpu-side.yaml", gpus);
+  const Result on_gpus = trainyard("validate " + gpu_file);
+  EXPECT_EQ(on_gpus.exit_code, 0) << on_gpus.output;
+  const Result skipped = trainyard("run " + gpu_file + " --db " + db() + "-gpu");
+  EXPECT_NE(skipped.output.find("skipped: needs a CUDA device"), std::string::npos)
+      << skipped.output;
+  std::string ranks = text;
+  ranks.replace(ranks.find("accelerator: cpu,"), 17, "accelerator: cpu, devices: 2,");
+  const Result two_ranks = trainyard("validate " + dir.write("ranks-side.yaml", ranks));
+  EXPECT_EQ(two_ranks.exit_code, 2);
+  EXPECT_NE(two_ranks.output.find("'sweep.search.parallel' 2 with runtime.devices 2 (variant "),
+            std::string::npos)
+      << two_ranks.output;
 }
 
 }  // namespace

@@ -313,17 +313,12 @@ Study make_study(const Variant& variant, const LayeredConfig& run_config,
                   fmt::format("'{}' takes values inside its range that the run refuses; for a "
                               "setting of whole numbers, use {{int_uniform: [low, high]}}",
                               inside_of[e]->key));
-    if (search.parallel > 1 &&
-        (run.runtime.accelerator == Accelerator::cuda || run.runtime.devices > 1))
+    if (search.parallel > 1 && run.runtime.devices > 1)
       found.error(file_origin(file),
-                  fmt::format("'sweep.search.parallel' {} with {} (variant '{}'): trials side by "
-                              "side on GPUs, or of several ranks each, are not built yet; "
-                              "parallel 1, or one CPU rank a trial",
-                              search.parallel,
-                              run.runtime.accelerator == Accelerator::cuda
-                                  ? "accelerator cuda"
-                                  : fmt::format("runtime.devices {}", run.runtime.devices),
-                              variant.name));
+                  fmt::format("'sweep.search.parallel' {} with runtime.devices {} (variant '{}'): "
+                              "trials side by side of several ranks each are not built yet; "
+                              "parallel 1, or one device a trial",
+                              search.parallel, run.runtime.devices, variant.name));
     if (search.metric != WatchedMetric::val_loss &&
         !traits(run.model.capabilities.task).has_accuracy)
       found.error(

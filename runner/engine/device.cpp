@@ -63,6 +63,7 @@ DeviceInfo resolve_device(const RuntimeOptions& runtime) {
       return info;
     }
     const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+    info.cuda_devices = count;
     if (runtime.devices > count)
       info.unavailable_reason =
           fmt::format("needs {} CUDA devices; this machine has {}", runtime.devices, count);

@@ -61,6 +61,7 @@ struct DeviceInfo {
   // A CUDA device's memory in bytes (the smallest one's, when there are several), as the driver
   // reports it; 0 on the CPU or when unknown.
   double memory_bytes = 0;
+  int64_t cuda_devices = 0;  // the CUDA devices this process sees; 0 on the CPU
 };
 
 DeviceInfo resolve_device(const RuntimeOptions& runtime);
