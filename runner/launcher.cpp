@@ -32,6 +32,9 @@ namespace trainyard {
 namespace {
 
 constexpr int kFailureGraceSeconds = 3;  // SIGTERM to SIGKILL for the peers of a failed rank
+// What asks a rank in a Slurm job of its own to stop: srun forwards it unchanged (SIGTERM it turns
+// into SIGKILL). The worker takes it as SIGTERM.
+constexpr int kSlurmStopSignal = SIGUSR2;
 constexpr int kChannelFd = 3;  // the worker's end of its pipe, as the launcher hands it over
 const char* const kChannelVariable = "TRAINYARD_CHANNEL_FD";
 // A warm worker's end of its requests (a socket: the launcher writes with MSG_NOSIGNAL, so a worker
@@ -84,6 +87,7 @@ struct Rank {
   int requests = -1;
   bool reaped = false;
   std::optional<int> done;
+  bool reported = false;  // it sent a message
 };
 
 // The wait status of a process that exited with `code`: what a warm worker's run ending with that
@@ -154,10 +158,11 @@ std::vector<std::string> rank_command(const Rank& r, const LaunchSpec& spec,
                     {"--pause-after-epochs", std::to_string(spec.pause_after_epochs)});
   }
   if (!spec.slurm_job) return worker;
-  std::vector<std::string> command = {"srun"};
+  std::vector<std::string> command = {"srun", "--job-name=" + spec.slurm_job->job_name};
   command.insert(command.end(), spec.slurm_job->srun_options.begin(),
                  spec.slurm_job->srun_options.end());
-  std::string script = "exec 3>&1 >>\"$0\" 2>&1\n";
+  // The rank ignores Slurm's SIGUSR1 as a local one does; SIGUSR2 is srun's stop (watch_ranks).
+  std::string script = "trap '' USR1\nexec 3>&1 >>\"$0\" 2>&1\n";
   for (const std::string& line : spec.slurm_job->setup_lines) script += line + "\n";
   script += "exec \"$@\"\n";
   command.insert(command.end(), {"/bin/bash", "-c", script, r.log_path});
@@ -298,6 +303,7 @@ ssize_t drain(Rank& r, RunObserver& observer, LaunchResult& result, bool& got_re
       r.buffer.erase(0, newline + 1);
       const std::optional<WorkerMessage> message = parse_worker_message(line);
       if (!message) continue;  // not a message: half a line, garbage
+      r.reported = true;
       if (message->error) r.error = *message->error;
       if (message->done) r.done = *message->done;
       if (r.local != 0) continue;
@@ -409,9 +415,18 @@ RanksEnd watch_ranks(std::vector<Rank>& ranks, const LaunchSpec& spec, RunObserv
                      const std::atomic<bool>& stop_requested, LaunchResult& result) {
   RanksEnd end;
   bool stopping = false;
+  // srun turns a SIGTERM into SIGKILL for its task (no checkpoint), but forwards SIGUSR2 as it is:
+  // a rank in a Slurm job of its own is asked to stop with SIGUSR2, which the worker takes as
+  // SIGTERM. Killed, srun's job is cancelled too: srun killed may leave it to run on.
+  bool job_cancelled = false;
   auto stop_all = [&](int signal) {
+    if (spec.slurm_job && signal == SIGTERM) signal = kSlurmStopSignal;
     for (auto& r : ranks)
       if (!r.exited) kill(r.pid, signal);
+    if (spec.slurm_job && signal == SIGKILL && !job_cancelled) {
+      run_program({"scancel", "--me", "--name=" + spec.slurm_job->job_name});
+      job_cancelled = true;
+    }
   };
   auto deadline = std::chrono::steady_clock::time_point::max();
   for (auto& r : ranks) fcntl(r.channel, F_SETFL, O_NONBLOCK);
@@ -439,6 +454,10 @@ RanksEnd watch_ranks(std::vector<Rank>& ranks, const LaunchSpec& spec, RunObserv
         r.status = exit_status(*r.done);
       } else if (waitpid(r.pid, &r.status, WNOHANG) == r.pid) {
         r.reaped = true;
+        // srun exits with 128 + the signal that ended its task: the rank's own end.
+        if (spec.slurm_job && WIFEXITED(r.status) && WEXITSTATUS(r.status) > 128 &&
+            WEXITSTATUS(r.status) < 128 + NSIG)
+          r.status = WEXITSTATUS(r.status) - 128;
       } else {
         continue;
       }
@@ -453,8 +472,13 @@ RanksEnd watch_ranks(std::vector<Rank>& ranks, const LaunchSpec& spec, RunObserv
       if (failed(r) && (!cause || (WIFSIGNALED(r.status) && !WIFSIGNALED(cause->status))))
         cause = &r;
     }
-    if (cause && !stopping) {
+    // A rank that ended as the stop came (Slurm signals srun itself when it cancels, preempts or
+    // requeues the job it runs in) was stopped, not failed: the stop below says so.
+    if (cause && !stopping && !stop_requested.load()) {
       result.failure = classify_failure(cause->status, cause->error);
+      // srun gave up before the rank said a word: its job never started (the log has srun's
+      // reason: a partition or QOS refused, the controller unreachable). Tried again, as a crash.
+      if (spec.slurm_job && !cause->reported) result.failure = FailureClass::crashed;
       std::string reported = cause->error.empty() ? "" : ": " + cause->error;
       end.first_failure = describe_exit(*cause) + reported + "; last lines of " + cause->log_path +
                           ":" + last_lines(cause->log_path, 10);

@@ -26,13 +26,19 @@ namespace trainyard {
 // --slurm` (runner/cli/slurm_study_command.cpp). Its one rank starts through `srun` — which asks
 // Slurm for the job, waits in the queue for it, and relays what the rank writes to its stdout on
 // the job's node back here — so the rank's reports arrive on the same pipe as a local rank's, and
-// its output goes to its log on the shared file system. A stop reaches the rank as SIGTERM through
-// srun, which forwards it. srun runs without the SLURM_* variables of the job it is started in,
-// which would make it a step of that job instead of a job of its own.
+// its output goes to its log on the shared file system. A stop reaches the rank through srun as
+// SIGUSR2 (srun turns SIGTERM into SIGKILL; the worker takes SIGUSR2 as SIGTERM); after the grace,
+// srun is killed and its job cancelled. srun exits with 128 + the signal that ended the rank, taken
+// as the rank's own end; srun that ends before the rank said a word could not start the job (a
+// crash: tried again). srun runs without the SLURM_* variables of the job it is started in, which
+// would make it a step of that job instead of a job of its own.
 struct SlurmJobLaunch {
-  std::vector<std::string> srun_options;  // the job's name, CPUs, GPUs, partition, time, ...
+  std::vector<std::string> srun_options;  // the job's CPUs, GPUs, partition, time, ...
   std::vector<std::string> setup_lines;   // --setup: shell lines run on the job's node first
   int cpus = 1;  // the job's CPUs (--cpus-per-task): runtime.threads 0 or idle takes them all
+  // Its name, the run's own: what finds it again (to cancel it once srun is killed, or when a
+  // study's job that died left it behind).
+  std::string job_name{};
 };
 
 struct LaunchSpec {

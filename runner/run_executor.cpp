@@ -185,14 +185,14 @@ LaunchResult RunExecutor::launch(const PlannedRun& planned, const RunFiles& file
     }
   }
   if (policy_.slurm_jobs && !use_slurm_job(planned, files, spec, log)) {
+    // A transient failure: a later attempt (--retries) or the study's next job trains it.
     LaunchResult result;
-    result.failure = FailureClass::error;
+    result.failure = FailureClass::crashed;
     result.error = fmt::format(
-        "an earlier Slurm job of this run (named {}) was still listed {} s after scancel; it "
-        "would have trained beside this one, in the same files. Check `squeue --me`, and run "
-        "the study's job again once it has gone",
-        spec.slurm_job->srun_options.back().substr(std::string("--job-name=").size()),
-        kSlurmJobPatienceSeconds);
+        "an earlier Slurm job of this run (named {}) was still listed {} s after scancel, or "
+        "squeue did not answer; it could have trained beside this one, in the same files. Check "
+        "`squeue --me`; the study's next job trains the run once it has gone",
+        spec.slurm_job->job_name, kSlurmJobPatienceSeconds);
     return result;
   }
   for (int attempt = 0;; ++attempt) {
@@ -221,7 +221,7 @@ bool RunExecutor::use_slurm_job(const PlannedRun& planned, const RunFiles& files
   // A job name of the run's own (its files carry its id and uid): what finds an earlier job of it.
   const std::string name = "trainyard-" + files.stem.filename().string();
   spec.slurm_job = *policy_.slurm_jobs;
-  spec.slurm_job->srun_options.push_back("--job-name=" + name);
+  spec.slurm_job->job_name = name;
   spec.sharing = 1;  // the job's CPUs are its own
   // A stop reaches the rank through srun, which forwards SIGTERM to the job's node.
   spec.grace_seconds = 60;

@@ -158,28 +158,102 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
 
 int cpus_per_node(const TaskShape& shape) { return (shape.cuda ? 4 : 1) * shape.ranks_per_node; }
 
+namespace {
+
+// sbatch's options that srun lacks or takes otherwise, and those that would take the task's
+// standard output (the rank's reports) away from srun: a trial's srun leaves them out (the study's
+// job keeps them).
+bool sbatch_only(const std::string& group) {
+  static const std::set<std::string> kOnly = {"array",
+                                              "requeue",
+                                              "no-requeue",
+                                              "wrap",
+                                              "export-file",
+                                              "get-user-env",
+                                              "output",
+                                              "error",
+                                              "open-mode",
+                                              "input",
+                                              "parsable",
+                                              "dependency",
+                                              "kill-on-invalid-dep",
+                                              "wait",
+                                              "ignore-pbs",
+                                              "batch",
+                                              "signal"};
+  return kOnly.count(group) > 0;
+}
+
+// The resources a job asks for: a study's job whose trials are jobs of their own takes none of the
+// user's (it would hold them idle), only one CPU.
+bool asks_for_resources(const std::string& group) {
+  static const std::set<std::string> kResources = {
+      "gpus",  "cpus-per-task", "cpus-per-gpu",    "mem",      "mem-per-cpu", "mem-per-gpu",
+      "nodes", "ntasks",        "ntasks-per-node", "exclusive"};
+  return kResources.count(group) > 0;
+}
+
+}  // namespace
+
 std::vector<std::string> trial_job_options(const TaskShape& shape, const SlurmOptions& options) {
   std::vector<std::string> lines = {"--nodes=1", "--ntasks=1",
                                     fmt::format("--cpus-per-task={}", cpus_per_node(shape))};
   if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
   common_options(lines, options);
-  return with_user_options(lines, options);
+  // srun's command line: "--mem 64G" (as an #SBATCH line takes it) is two arguments.
+  std::vector<std::string> argv;
+  for (const std::string& option : with_user_options(lines, options)) {
+    if (sbatch_only(sbatch_option_group(option))) continue;
+    const std::string text = strip(option);
+    const size_t space = text.find_first_of(" \t");
+    if (space == std::string::npos || text.find('=') < space) {
+      argv.push_back(text);
+    } else {
+      argv.push_back(text.substr(0, space));
+      argv.push_back(strip(text.substr(space)));
+    }
+  }
+  return argv;
+}
+
+int cpus_per_task_of(const std::vector<std::string>& argv, int otherwise) {
+  int cpus = otherwise;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (sbatch_option_group(argv[i]) != "cpus-per-task") continue;
+    const size_t equals = argv[i].find('=');
+    const std::string value = equals != std::string::npos ? argv[i].substr(equals + 1)
+                              : i + 1 < argv.size()       ? argv[i + 1]
+                                                          : "";
+    try {
+      cpus = std::max(1, std::stoi(value));
+    } catch (const std::exception&) {
+      // Not a count: srun says so when it starts the job.
+    }
+  }
+  return cpus;
 }
 
 CancelledJobs cancel_jobs_named(const std::string& name, int patience_seconds) {
-  auto listed = [&] {
+  // The jobs listed under the name; nullopt when squeue did not answer (then none is known gone).
+  auto listed = [&]() -> std::optional<std::vector<std::string>> {
     const CommandOutput jobs = run_program({"squeue", "--me", "-h", "--name=" + name, "-o", "%i"});
+    if (jobs.exit_code != 0) return std::nullopt;
     std::vector<std::string> ids;
-    if (jobs.exit_code == 0)
-      for (const std::string& line : split(strip(jobs.out), '\n'))
-        if (!strip(line).empty()) ids.push_back(strip(line));
+    for (const std::string& line : split(strip(jobs.out), '\n'))
+      if (!strip(line).empty()) ids.push_back(strip(line));
     return ids;
   };
-  CancelledJobs cancelled{.ids = listed()};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(patience_seconds);
+  std::optional<std::vector<std::string>> first = listed();
+  while (!first) {
+    if (std::chrono::steady_clock::now() > deadline) return {.ids = {}, .gone = false};
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    first = listed();
+  }
+  CancelledJobs cancelled{.ids = *first};
   if (cancelled.ids.empty()) return cancelled;
   run_program({"scancel", "--me", "--name=" + name});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(patience_seconds);
-  while (!listed().empty()) {
+  for (auto now = listed(); !now || !now->empty(); now = listed()) {
     if (std::chrono::steady_clock::now() > deadline) {
       cancelled.gone = false;
       break;
@@ -273,8 +347,12 @@ std::string study_script(int number, int64_t submission_id, const SlurmStudy& st
   std::vector<std::string> lines = {
       fmt::format("--job-name=trainyard-{}-study{}", submission_id, number), "--nodes=1",
       "--ntasks-per-node=1"};
+  SlurmOptions own = options;
   if (!study.trial_job.empty()) {
     lines.push_back("--cpus-per-task=1");  // it proposes, decides and waits: the trials train apart
+    std::erase_if(own.sbatch_args, [](const std::string& arg) {
+      return asks_for_resources(sbatch_option_group(arg));
+    });
   } else {
     // As an array task of the same shape: the trials' workers start inside this one task.
     if (shape.cuda) lines.push_back(fmt::format("--gpus-per-node={}", shape.ranks_per_node));
@@ -285,7 +363,7 @@ std::string study_script(int number, int64_t submission_id, const SlurmStudy& st
   lines.push_back("--open-mode=append");
   lines.push_back("--requeue");
   lines.push_back(fmt::format("--signal=B:USR1@{}", options.signal_seconds));
-  s += directives(lines, options);
+  s += directives(lines, own);
   s += setup_lines(options);
   s += fmt::format("exec {} slurm-study --submission {} --study {}\n", shell_quote(exe),
                    shell_quote(folder), number);

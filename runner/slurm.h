@@ -76,10 +76,14 @@ std::string array_script(const ArrayJob& array, int64_t submission_id, const Slu
 // The CPUs a job of `shape` asks for on each node: 4 for each GPU rank (its loader's threads), 1
 // for each CPU rank.
 int cpus_per_node(const TaskShape& shape);
-// The srun options of a study's trial in a Slurm job of its own (sweep.search.parallel; the
+// The srun arguments of a study's trial in a Slurm job of its own (sweep.search.parallel; the
 // launcher's SlurmJobLaunch): one node, one task with the trial's CPUs and GPUs, the submission's
-// partition, account and time, and the user's --sbatch-arg lines, which srun takes too.
+// partition, account and time, and the user's --sbatch-arg lines (one replacing a generated one of
+// the same option, "--mem 64G" as two arguments) but those srun lacks or that would take the
+// task's output (--array, --requeue, --output, --open-mode, --dependency, --signal, ...).
 std::vector<std::string> trial_job_options(const TaskShape& shape, const SlurmOptions& options);
+// The CPUs a job's --cpus-per-task (or -c) in `argv` asks for; `otherwise` when none does.
+int cpus_per_task_of(const std::vector<std::string>& argv, int otherwise);
 // Cancels this user's Slurm jobs named `name` and waits until Slurm lists none, `patience_seconds`
 // at most. A run's job left by a study's job that was killed (its srun with it) would otherwise
 // train beside the run's next job, in the same files.

@@ -107,21 +107,27 @@ TEST(SlurmScript, AStudyIsOneRequeueableJobOfItsTrialsShape) {
   EXPECT_EQ(back.overrides, study.overrides);
 }
 
-// A study with sweep.search.parallel: its job asks for one CPU and no GPU (it trains nothing
-// itself), and each trial's srun asks for the trial's shape with the submission's options, the
-// user's --sbatch-arg lines replacing the generated ones they set; studies.json keeps them, and
-// one written before trials had jobs of their own reads as trials inside the study's job.
+// A study with sweep.search.parallel: its job asks for one CPU and none of the user's resources
+// (it trains nothing itself), and each trial's srun asks for the trial's shape with the
+// submission's options, the user's --sbatch-arg lines replacing the generated ones they set, as
+// srun's arguments, without those only sbatch has or that would take the task's output;
+// studies.json keeps them, and one written before trials had jobs of their own reads as trials
+// inside the study's job.
 TEST(SlurmScript, TrialsSideBySideAreJobsOfTheirOwnThatTheStudysJobAsksFor) {
   const SlurmOptions options{.partition = "gpu",
                              .time = "2:00:00",
-                             .sbatch_args = {"--mem=16G", "-c 6"},
+                             .sbatch_args = {"--mem 16G", "-c 6", "--qos=long", "--requeue",
+                                             "--output=/x/%j.out", "--gres=gpu:a100:1"},
                              .setup_lines = {"module load cuda"}};
   const std::vector<std::string> trial = trial_job_options({1, 1, true}, options);
-  EXPECT_EQ(trial,
-            (std::vector<std::string>{"--nodes=1", "--ntasks=1", "--gpus-per-node=1",
-                                      "--partition=gpu", "--time=2:00:00", "--mem=16G", "-c 6"}));
+  EXPECT_EQ(trial, (std::vector<std::string>{"--nodes=1", "--ntasks=1", "--partition=gpu",
+                                             "--time=2:00:00", "--mem", "16G", "-c", "6",
+                                             "--qos=long", "--gres=gpu:a100:1"}));
+  EXPECT_EQ(cpus_per_task_of(trial, 4), 6);
   EXPECT_EQ(trial_job_options({1, 1, false}, {}),
             (std::vector<std::string>{"--nodes=1", "--ntasks=1", "--cpus-per-task=1"}));
+  EXPECT_EQ(cpus_per_task_of(trial_job_options({1, 1, false}, {}), 4), 1);
+  EXPECT_EQ(cpus_per_task_of({"--nodes=1"}, 4), 4);
   SlurmStudy study{.experiment = "vit",
                    .variant = "default",
                    .study_hash = "abc",
@@ -129,9 +135,12 @@ TEST(SlurmScript, TrialsSideBySideAreJobsOfTheirOwnThatTheStudysJobAsksFor) {
                    .shape = {1, 1, true},
                    .trial_job = trial,
                    .setup_lines = options.setup_lines};
-  const std::string s = study_script(0, 4, study, SlurmOptions{.time = "2:00:00"}, "/t", "/f");
+  const std::string s = study_script(0, 4, study, options, "/t", "/f");
   EXPECT_TRUE(has_line(s, "#SBATCH --cpus-per-task=1")) << s;
-  EXPECT_EQ(s.find("gpus"), std::string::npos) << s;
+  EXPECT_TRUE(has_line(s, "#SBATCH --qos=long")) << s;
+  EXPECT_TRUE(has_line(s, "#SBATCH --requeue")) << s;
+  for (const char* resource : {"--gres", "--gpus", "--mem", "-c 6"})
+    EXPECT_EQ(s.find(resource), std::string::npos) << resource << " in:\n" << s;
   EXPECT_NE(s.find("each trained in a Slurm job of their own"), std::string::npos) << s;
   const SlurmStudy back = SlurmStudy::from_json(study.to_json());
   EXPECT_EQ(back.trial_job, trial);

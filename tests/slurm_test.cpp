@@ -517,20 +517,22 @@ class SlurmStudyJobsTest : public SlurmTest {
 };
 
 // A study with sweep.search.parallel 2 under `submit --slurm`: its job trains no trial itself, and
-// each trial is a Slurm job of its own, two at once beside it. The study's job SIGKILLed while two
-// trials train: Slurm ends their jobs with their sruns. A job left under a trial's name (what a
-// study's job on a node that failed could leave behind: here one started by hand) is cancelled by
-// the study's next job before it trains that trial on from its checkpoint. The study ends as the
-// same study under `trainyard run` (trials side by side on this machine): trials, figures, best,
-// weights.
-TEST_F(SlurmStudyJobsTest, TrialsSideBySideAreJobsOfTheirOwnAndGoOnAfterTheirStudysJobIsKilled) {
-  // 16000 samples checkpointed every 10 steps: a trial trains for seconds, long enough to kill
-  // the study's job in the middle of two.
+// each trial is a Slurm job of its own, two at once beside it. Slurm's warning before the study's
+// job's time limit while two trials train: they stop through srun (SIGUSR2, which srun forwards;
+// SIGTERM it would turn into SIGKILL), each writing its checkpoint where it stands, and the job
+// requeues itself; started again, it trains them on from there. Then the study's job SIGKILLed:
+// Slurm ends the trials' jobs with their sruns. A job left under a trial's name (what a study's job
+// on a node that failed could leave behind: here one started by hand) is cancelled by the study's
+// next job before it trains that trial again. The study ends as the same study under `trainyard
+// run` (trials side by side on this machine): trials, figures, best, weights.
+TEST_F(SlurmStudyJobsTest, TrialsSideBySideAreJobsOfTheirOwnThatStopRequeueAndOutliveAKill) {
+  // 16000 samples: a trial trains for seconds. Its checkpoints every 97 steps tell when it is
+  // inside an epoch, and a stop's checkpoint (at the step it stood) from theirs.
   const std::string file = dir.write("sidebyside.yaml", R"(name: sidebyside
 model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
 dataset: {name: synthetic-images, train_size: 16000, val_size: 32, test_size: 32, num_classes: 4, image_size: 8}
-train: {epochs: 2, batch_size: 16, seed: 5, log_every: 1000, checkpoint_every_steps: 10, save_weights: true, optimizer: {name: adamw, lr: 1.0e-3}}
-runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+train: {epochs: 2, batch_size: 16, seed: 5, log_every: 1000, checkpoint_every_steps: 97, save_weights: true, optimizer: {name: adamw, lr: 1.0e-3}}
+runtime: {accelerator: cpu, data_workers: 0}
 sweep:
   search:
     method: tpe
@@ -542,6 +544,8 @@ sweep:
     metric: val_loss
     confirm_repeats: 0
 )");
+  // runtime.threads 0: a slot's share of this machine here; on Slurm, its job's one CPU. One
+  // thread either way, so the figures are the same.
   const std::string reference_db = (dir.path() / "reference" / "t.db").string();
   const Result reference = trainyard("run " + file + " --db " + reference_db);
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
@@ -553,6 +557,9 @@ sweep:
           .at(0)
           .at("job_id")
           .get<std::string>();
+  auto study_output = [&](int n) {
+    return shell("cat " + submission(n).string() + "/slurm-study0-*.out").output;
+  };
   // The trials' jobs Slurm runs now, id and name (named after their runs' files:
   // trainyard-run-...).
   auto trial_jobs = [] {
@@ -577,11 +584,22 @@ sweep:
       }
     return count;
   };
-  ASSERT_TRUE(wait_for([&] { return inside_first_epoch() == 2; }, 120))
-      << shell("squeue --me; cat " + submission(1).string() + "/slurm-study0-*.out").output;
+  ASSERT_TRUE(wait_for([&] { return inside_first_epoch() == 2; }, 120)) << study_output(1);
   const auto running = trial_jobs();
   ASSERT_EQ(running.size(), 2u) << shell("squeue --me").output;
   for (const auto& [job, name] : running) EXPECT_NE(job, study_job);
+
+  // The warning before the time limit, to the study's job.
+  ASSERT_EQ(shell("scancel -b -s USR1 " + study_job).exit_code, 0);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return study_output(1).find("(restart 1)") != std::string::npos && trial_jobs().size() == 2;
+      },
+      120))
+      << study_output(1);
+  EXPECT_NE(study_output(1).find("checkpointed; requeueing Slurm job " + study_job),
+            std::string::npos)
+      << study_output(1);
 
   // SIGKILL to the study's job (its batch step): its sruns die with it, and their jobs with them.
   ASSERT_EQ(shell("scancel -b -s KILL " + study_job).exit_code, 0);
@@ -597,7 +615,7 @@ sweep:
   const fs::path report = submission(2) / "report.html";
   ASSERT_TRUE(wait_for([&] { return fs::exists(report); }, 240))
       << shell("squeue --me; cat " + submission(2).string() + "/slurm-*.out").output;
-  const std::string output = shell("cat " + submission(2).string() + "/slurm-study0-*.out").output;
+  const std::string output = study_output(2);
   EXPECT_NE(output.find("cancelled its earlier Slurm job " + left_job + " first"),
             std::string::npos)
       << output;
@@ -612,6 +630,7 @@ sweep:
   ASSERT_EQ(trials.size(), 4u);
   ASSERT_EQ(trials.size(), expected.size());
   std::set<std::string> jobs;
+  int stopped_where_they_stood = 0;
   for (size_t i = 0; i < trials.size(); ++i) {
     EXPECT_EQ(trials[i].values, expected[i].values) << "trial " << i;
     EXPECT_EQ(trials[i].figure, expected[i].figure) << "trial " << i;
@@ -620,7 +639,17 @@ sweep:
     ASSERT_TRUE(attributes.count("slurm job")) << "trial " << i;
     EXPECT_EQ(attributes.at("engine process"), "a Slurm job of its own") << "trial " << i;
     jobs.insert(attributes.at("slurm job"));
+    // The warning's stop: "continues from its checkpoint at epoch 1, batch B", B not one of the
+    // checkpoints every 97 steps (a SIGKILL, which srun makes of SIGTERM, leaves only those).
+    const std::string log =
+        testing::read_file(collected.run(trials[i].run_id)->environment.log_path);
+    for (size_t at = log.find("checkpoint at epoch 1, batch "); at != std::string::npos;
+         at = log.find("checkpoint at epoch 1, batch ", at + 1)) {
+      const int64_t batch = std::stoll(log.substr(at + 29));
+      stopped_where_they_stood += batch % 97 != 0;
+    }
   }
+  EXPECT_GT(stopped_where_they_stood, 0) << "no trial stopped with a checkpoint where it stood";
   EXPECT_EQ(jobs.size(), trials.size()) << "two trials share a job";
   EXPECT_FALSE(jobs.count(study_job));
   ASSERT_TRUE(collected.study_outcome(key));

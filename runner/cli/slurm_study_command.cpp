@@ -105,9 +105,10 @@ int slurm_study_command(const std::vector<std::string>& args) {
   Store store(study.db);
   BatchPolicy policy;
   if (!study.trial_job.empty())
-    policy.slurm_jobs = SlurmJobLaunch{.srun_options = study.trial_job,
-                                       .setup_lines = study.setup_lines,
-                                       .cpus = cpus_per_node(study.shape)};
+    policy.slurm_jobs =
+        SlurmJobLaunch{.srun_options = study.trial_job,
+                       .setup_lines = study.setup_lines,
+                       .cpus = cpus_per_task_of(study.trial_job, cpus_per_node(study.shape))};
   Controller controller(store, plugin_loader().registry(), log_dir_of(study.db), slurm_stop(),
                         NodeSpec(), policy);
   const BatchSummary summary = controller.run_batch(experiments, /*force=*/false);

@@ -130,6 +130,9 @@ int worker_command(const std::vector<std::string>& args) {
   if (!channel)
     throw UserError("worker: an internal command, started by `trainyard run` for each rank");
   std::signal(SIGTERM, on_worker_stop);  // the controller stops ranks with SIGTERM, then SIGKILL
+  // A rank in a Slurm job of its own is stopped through srun, which forwards SIGUSR2 unchanged but
+  // turns SIGTERM into SIGKILL (runner/launcher.h, SlurmJobLaunch).
+  std::signal(SIGUSR2, on_worker_stop);
   if (vm.count("serve")) return serve(*channel);
   return train_one(arguments, *channel);
 }
