@@ -13,6 +13,7 @@
 #include <cctype>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/process.h"
+#include "common/text.h"
 #include "runner/engine/engine.h"
 #include "runner/worker_messages.h"
 #include "trainyard/error.h"
@@ -170,6 +172,19 @@ std::vector<std::string> rank_command(const Rank& r, const LaunchSpec& spec,
   return command;
 }
 
+// The file `name` runs: itself when it is a path, else the first executable of the name on PATH
+// (as execvp finds it, but before fork: execvp may allocate).
+std::string program_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  for (const std::string& folder : split(path ? path : "/usr/bin:/bin", ':')) {
+    const std::string candidate = (folder.empty() ? "." : folder) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw std::runtime_error(fmt::format("{} is not on PATH ({}): is Slurm installed on this node?",
+                                       name, path ? path : ""));
+}
+
 // Whether `name` is a variable that would make srun a step of the job this process runs in
 // (Slurm's own, and the srun and sbatch option variables) rather than a job of its own. SLURM_CONF
 // says which cluster, and stays.
@@ -220,6 +235,7 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
   // Everything the child needs, made before fork: a process with threads (a study's slots) may
   // only do async-signal-safe work between fork and exec.
   const std::vector<std::string> command = rank_command(r, spec, executable, serve);
+  const std::string program = program_path(command.front());
   std::vector<const char*> argv;
   for (const std::string& argument : command) argv.push_back(argument.c_str());
   argv.push_back(nullptr);
@@ -245,7 +261,8 @@ void spawn(Rank& r, const LaunchSpec& spec, const std::string& executable, int p
     dup2(log, STDERR_FILENO);
     dup2(fds[1], kChannelFd);
     if (serve) dup2(requests[1], kRequestFd);
-    execvpe(argv[0], const_cast<char* const*>(argv.data()), const_cast<char* const*>(envp.data()));
+    execve(program.c_str(), const_cast<char* const*>(argv.data()),
+           const_cast<char* const*>(envp.data()));
     if (write(STDERR_FILENO, cannot_start.data(), cannot_start.size()) < 0) _exit(127);
     _exit(127);
   }

@@ -619,7 +619,9 @@ sweep:
   EXPECT_NE(output.find("cancelled its earlier Slurm job " + left_job + " first"),
             std::string::npos)
       << output;
-  EXPECT_EQ(shell("squeue --me -h").output, "");
+  // The job left is gone, and no trial's job is left (the report job may still be ending).
+  EXPECT_EQ(shell("squeue --me -h -j " + left_job + " 2>/dev/null").output, "");
+  EXPECT_TRUE(trial_jobs().empty()) << shell("squeue --me").output;
 
   const Result collect = trainyard("collect --db " + db());
   ASSERT_EQ(collect.exit_code, 0) << collect.output;
