@@ -223,7 +223,7 @@ bool RunExecutor::use_slurm_job(const PlannedRun& planned, const RunFiles& files
   spec.slurm_job = *policy_.slurm_jobs;
   spec.slurm_job->job_name = name;
   spec.sharing = 1;  // the job's CPUs are its own
-  // A stop reaches the rank through srun, which forwards SIGTERM to the job's node.
+  // A stop reaches the rank through srun (SIGUSR2: launcher.h), then its checkpoint is written.
   spec.grace_seconds = 60;
   const CancelledJobs earlier = cancel_jobs_named(name, kSlurmJobPatienceSeconds);
   if (!earlier.ids.empty())

@@ -110,6 +110,23 @@ train: {epochs: 2, batch_size: 16, log_every: 1000)" +
         },
         60);
   }
+  // The Slurm job of submission n's first study (studies.json).
+  std::string study_job_of(int n) const {
+    return nlohmann::json::parse(testing::read_file(submission(n) / "studies.json"))
+        .at(0)
+        .at("job_id")
+        .get<std::string>();
+  }
+  // `file` trained undisturbed by `trainyard run` into reference/t.db (what the Slurm study must
+  // equal), then submitted; the reference database's path.
+  std::string reference_then_submitted(const std::string& file, Result& submitted) {
+    const std::string reference_db = (dir.path() / "reference" / "t.db").string();
+    const Result reference = trainyard("run " + file + " --db " + reference_db);
+    EXPECT_EQ(reference.exit_code, 0) << reference.output;
+    submitted = trainyard("submit " + file + " --slurm --db " + db());
+    EXPECT_EQ(submitted.exit_code, 0) << submitted.output;
+    return reference_db;
+  }
   // The Slurm job of the database's first run ("12_0").
   std::string job_of_first_run() { return Store(db()).slurm_runs().front().job_id; }
   // `file` trained undisturbed by `trainyard run` into `reference_db` (what the Slurm run must
@@ -409,12 +426,9 @@ sweep:
     schedule: {name: successive-halving, grace_epochs: 1, reduction: 3}
     confirm_repeats: 1
 )");
-  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
-  const Result reference = trainyard("run " + file + " --db " + reference_db);
-  ASSERT_EQ(reference.exit_code, 0) << reference.output;
-
-  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  Result submitted;
+  const std::string reference_db = reference_then_submitted(file, submitted);
+  ASSERT_FALSE(HasFailure());
   EXPECT_NE(submitted.output.find("1 study"), std::string::npos) << submitted.output;
   const Result again = trainyard("submit " + file + " --slurm --db " + db());
   ASSERT_EQ(again.exit_code, 0) << again.output;
@@ -439,10 +453,7 @@ sweep:
     }
     return false;
   };
-  const std::string job = nlohmann::json::parse(testing::read_file(submission(1) / "studies.json"))
-                              .at(0)
-                              .at("job_id")
-                              .get<std::string>();
+  const std::string job = study_job_of(1);
   auto job_output = [&] {
     return shell("cat " + submission(1).string() + "/slurm-study0-*.out").output;
   };
@@ -546,17 +557,10 @@ sweep:
 )");
   // runtime.threads 0: a slot's share of this machine here; on Slurm, its job's one CPU. One
   // thread either way, so the figures are the same.
-  const std::string reference_db = (dir.path() / "reference" / "t.db").string();
-  const Result reference = trainyard("run " + file + " --db " + reference_db);
-  ASSERT_EQ(reference.exit_code, 0) << reference.output;
-
-  const Result submitted = trainyard("submit " + file + " --slurm --db " + db());
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
-  const std::string study_job =
-      nlohmann::json::parse(testing::read_file(submission(1) / "studies.json"))
-          .at(0)
-          .at("job_id")
-          .get<std::string>();
+  Result submitted;
+  const std::string reference_db = reference_then_submitted(file, submitted);
+  ASSERT_FALSE(HasFailure());
+  const std::string study_job = study_job_of(1);
   auto study_output = [&](int n) {
     return shell("cat " + submission(n).string() + "/slurm-study0-*.out").output;
   };

@@ -1175,25 +1175,28 @@ TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
   EXPECT_EQ(a.outcome->best_trial, b.outcome->best_trial);
   EXPECT_EQ(a.outcome->values, b.outcome->values);
 
-  // What slots cannot do yet is refused by name: order-dependent schedules, a time objective.
+  // What slots cannot do yet is refused by name: order-dependent schedules, a time objective,
+  // several ranks a trial.
+  auto refused_by_name = [&](const std::string& name, const std::string& edited,
+                             const std::string& reason) {
+    const Result refused = trainyard("validate " + dir.write(name + ".yaml", edited));
+    EXPECT_EQ(refused.exit_code, 2) << name;
+    EXPECT_NE(refused.output.find(reason), std::string::npos) << refused.output;
+  };
   std::string timed = text;
   timed.replace(timed.find("metric: val_loss"), 16, "metric: [val_acc, train_seconds]");
   timed.replace(timed.find("name: successive-halving"), 24, "name: none");
-  const Result time_objective = trainyard("validate " + dir.write("timed-side.yaml", timed));
-  EXPECT_EQ(time_objective.exit_code, 2);
-  EXPECT_NE(time_objective.output.find("'sweep.search.parallel' 2 with the objective "
-                                       "train_seconds: a trial's time side by side"),
-            std::string::npos)
-      << time_objective.output;
+  refused_by_name("timed-side", timed,
+                  "'sweep.search.parallel' 2 with the objective train_seconds: a trial's time "
+                  "side by side");
   std::string asha = text;
   asha.replace(asha.find("name: successive-halving"), 24, "name: asha");
-  const Result refused = trainyard("validate " + dir.write("asha-side.yaml", asha));
-  EXPECT_EQ(refused.exit_code, 2);
-  EXPECT_NE(refused.output.find("'sweep.search.parallel' 2 with schedule asha: not built"),
-            std::string::npos)
-      << refused.output;
+  refused_by_name("asha-side", asha, "'sweep.search.parallel' 2 with schedule asha: not built");
+  std::string ranks = text;
+  ranks.replace(ranks.find("accelerator: cpu,"), 17, "accelerator: cpu, devices: 2,");
+  refused_by_name("ranks-side", ranks,
+                  "'sweep.search.parallel' 2 with runtime.devices 2 (variant ");
   // On GPUs, a slot each: valid, and on this machine, which has none, its trials are skipped.
-  // Several ranks a trial are refused.
   std::string gpus = text;
   gpus.replace(gpus.find("accelerator: cpu"), 16, "accelerator: cuda");
   const std::string gpu_file = dir.write("gpu-side.yaml", gpus);
@@ -1202,13 +1205,6 @@ TEST_F(StudyTest, TrialsSideBySideReplayWhateverOrderTheyFinishIn) {
   const Result skipped = trainyard("run " + gpu_file + " --db " + db() + "-gpu");
   EXPECT_NE(skipped.output.find("skipped: needs a CUDA device"), std::string::npos)
       << skipped.output;
-  std::string ranks = text;
-  ranks.replace(ranks.find("accelerator: cpu,"), 17, "accelerator: cpu, devices: 2,");
-  const Result two_ranks = trainyard("validate " + dir.write("ranks-side.yaml", ranks));
-  EXPECT_EQ(two_ranks.exit_code, 2);
-  EXPECT_NE(two_ranks.output.find("'sweep.search.parallel' 2 with runtime.devices 2 (variant "),
-            std::string::npos)
-      << two_ranks.output;
 }
 
 }  // namespace
