@@ -95,6 +95,16 @@ std::string Sha256::hex() {
   return hex;
 }
 
+bool read_at_most(std::istream& in, size_t limit, std::string& bytes) {
+  bytes.clear();
+  char chunk[64 * 1024];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    bytes.append(chunk, static_cast<size_t>(in.gcount()));
+    if (bytes.size() > limit) return false;
+  }
+  return true;
+}
+
 std::string file_state(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) return "missing";

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <istream>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -71,6 +72,11 @@ class Sha256 {
 // The SHA-256 of the file's bytes, in lowercase hex; std::runtime_error naming the file when it
 // cannot be read.
 std::string file_sha256(const std::string& path);
+
+// Reads `in` to its end into `bytes`, or stops once it has more than `limit` bytes: false then. A
+// size from stat() cannot stand guard alone: a device (/dev/zero) or a pipe (`<(...)`) reports 0
+// and never ends, or ends late.
+bool read_at_most(std::istream& in, size_t limit, std::string& bytes);
 
 // "<size> <mtime seconds>.<nanoseconds>", or "missing": what a per-process cache of something read
 // from the file keys on, so that an edited file is read again.

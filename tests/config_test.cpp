@@ -1,6 +1,7 @@
 // Experiment files: every class of bad config, layering (extends, --set), sweep expansion.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -740,6 +741,20 @@ TEST_F(ConfigLimitsTest, AHugeFileIsRefusedUnread) {
   const std::string error = load_error(huge);
   EXPECT_NE(error.find("an experiment file may have at most 4194304"), std::string::npos)
       << error.substr(0, 300);
+}
+
+TEST_F(ConfigLimitsTest, ADeviceThatNeverEndsIsReadNoFurtherThanTheLimit) {
+  // /dev/zero's size is 0 and its zeros never end: what is read is counted, not the size stat()
+  // gives. The fuzzer found it as `extends: /dev/full`.
+  const std::string error = load_error(base + "extends: /dev/zero\n");
+  EXPECT_NE(error.find("'/dev/zero' goes on past 4194304 bytes"), std::string::npos) << error;
+  std::filesystem::create_symlink("/dev/zero", dir.path() / "zero.yaml");
+  try {
+    load_experiment((dir.path() / "zero.yaml").string(), {}, registry, kDefaultMaxRuns);
+    ADD_FAILURE() << "a file that never ends was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("zero.yaml' goes on past"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

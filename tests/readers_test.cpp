@@ -97,6 +97,10 @@ TEST(ImageDecodeTest, PngDecodesToRowMajorRgbAndCorruptFilesAreRefused) {
   EXPECT_ERROR(decode_image(dir.write("text.jpg", "not an image")),
                "text.jpg: not a readable JPEG");
   EXPECT_ERROR(decode_image(dir.write("a.gif", "GIF89a")), "a.gif: unsupported format");
+  // A name that leads to a device: its size is 0, its bytes never end; read up to the limit only.
+  fs::create_symlink("/dev/zero", dir.path() / "zero.jpg");
+  EXPECT_ERROR(decode_image((dir.path() / "zero.jpg").string()),
+               "zero.jpg: more than the limit of 268435456 bytes");
 }
 
 // --- token cache ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -43,7 +44,11 @@ std::vector<unsigned char> read_bytes(const std::string& path) {
                                 size, kMaxFileBytes));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("image {}: cannot read the file", path));
-  return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
+  std::string bytes;
+  if (!read_at_most(in, kMaxFileBytes, bytes))  // a device or a pipe: its size said nothing
+    throw UserError(
+        fmt::format("image {}: more than the limit of {} bytes for an image", path, kMaxFileBytes));
+  return std::vector<unsigned char>(bytes.begin(), bytes.end());
 }
 
 DecodedImage decode_jpeg(const std::string& path) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "common/text.h"
 
 namespace trainyard {
@@ -286,7 +287,14 @@ LayeredConfig read_config_file(const std::string& file, const Origin& referenced
       return layered;
     }
   }
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text;
+  if (!read_at_most(in, kMaxFileBytes, text)) {  // a device or a pipe: its size said nothing
+    diagnostics.error(referenced_at,
+                      fmt::format("'{}' goes on past {} bytes (a device, or a pipe that does not "
+                                  "end?); an experiment file may have at most {}",
+                                  file, kMaxFileBytes, kMaxFileBytes));
+    return layered;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
