@@ -183,6 +183,24 @@ const char* const kMigrations[] = {
     DROP TABLE study_decisions;
     ALTER TABLE study_decisions_8 RENAME TO study_decisions;
     )sql",
+    // 9: a study whose every trial failed has ended too, with no best trial (NULL): recorded, so
+    // that the report and the trackers say it ended rather than that it is still searching.
+    R"sql(
+    CREATE TABLE study_outcomes_9 (
+      experiment TEXT NOT NULL,
+      study TEXT NOT NULL,
+      study_hash TEXT NOT NULL,
+      best_trial INTEGER,
+      figure REAL,
+      trial_values TEXT NOT NULL,
+      settings TEXT NOT NULL,
+      PRIMARY KEY (experiment, study, study_hash)
+    );
+    INSERT INTO study_outcomes_9 SELECT experiment, study, study_hash, best_trial, figure,
+      trial_values, settings FROM study_outcomes;
+    DROP TABLE study_outcomes;
+    ALTER TABLE study_outcomes_9 RENAME TO study_outcomes;
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 

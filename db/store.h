@@ -184,11 +184,13 @@ struct StudyDecisionRow {
   std::string decided_at{};
 };
 
+// How a study ended: its best trial, or none when every trial of its last rung failed or diverged
+// (then no figure, values or settings, and nothing to confirm).
 struct StudyOutcomeRow {
-  int64_t best_trial = 0;
+  std::optional<int64_t> best_trial{};
   std::optional<double> figure{};
-  std::string values;  // the best trial's (a JSON list)
-  std::string settings;
+  std::string values{};  // the best trial's (a JSON list)
+  std::string settings{};
 };
 
 // Where a study stands (`trainyard status`): trials recorded, rungs decided (with the trials
@@ -218,7 +220,7 @@ struct QueuedRun {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // Opens (creating if needed) and migrates the database at `path`. The folder must exist.
   // sql::Access::read_only reads an existing database as it is, writing nothing (a read-only file

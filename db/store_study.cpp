@@ -66,7 +66,11 @@ void Store::record_study_outcome(const StudyKey& key, const StudyOutcomeRow& row
   auto s = db_.prepare(
       "INSERT OR REPLACE INTO study_outcomes (experiment, study, study_hash, best_trial, figure, "
       "trial_values, settings) VALUES (?, ?, ?, ?, ?, ?, ?)");
-  bind_key(s, key).bind(4, row.best_trial);
+  bind_key(s, key);
+  if (row.best_trial)
+    s.bind(4, *row.best_trial);
+  else
+    s.bind_null(4);
   bind_figure(s, 5, row.figure).bind(6, row.values).bind(7, row.settings).run();
 }
 
@@ -111,10 +115,11 @@ std::optional<StudyOutcomeRow> Store::study_outcome(const StudyKey& key) {
       "AND study = ? AND study_hash = ?");
   bind_key(s, key);
   if (!s.step()) return std::nullopt;
-  return StudyOutcomeRow{.best_trial = s.column_int(0),
-                         .figure = figure_of(s, 1),
-                         .values = s.column_text(2),
-                         .settings = s.column_text(3)};
+  return StudyOutcomeRow{
+      .best_trial = s.column_is_null(0) ? std::nullopt : std::optional<int64_t>(s.column_int(0)),
+      .figure = figure_of(s, 1),
+      .values = s.column_text(2),
+      .settings = s.column_text(3)};
 }
 
 std::optional<std::pair<StudyKey, StudyTrialRow>> Store::study_trial_of(int64_t run_id) {

@@ -407,6 +407,15 @@ std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
                      promoted.size() == 1 ? "" : "s", join(promoted));
 }
 
+// A study that ended with every trial of its last rung failed or diverged.
+std::string ended_without_best(const StudySection& s) {
+  return fmt::format(
+      "study {}: ended with no best settings: none of its {} reached a {} (each failed or "
+      "diverged), so nothing was confirmed; the trials' logs say why",
+      s.study.key.study, plural(static_cast<int64_t>(s.trials.size()), "trial"),
+      metric_key(s.study.metric));
+}
+
 }  // namespace
 
 double figure_at(Store& store, int64_t run_id, int64_t epoch, const std::string& metric) {
@@ -505,11 +514,15 @@ std::vector<std::string> study_answers(const ExperimentReport& section) {
                       s.study.key.study, plural(static_cast<int64_t>(s.trials.size()), "trial")));
       continue;
     }
+    if (!s.outcome->best_trial) {
+      lines.push_back(ended_without_best(s));
+      continue;
+    }
     const StudyTrial* best = best_trial(s);
     const std::string collapse = collapse_text(s), confirmed = confirmation_text(s);
     lines.push_back(fmt::format(
         "study {}: best of {} {} trials is trial {} ({} {}): {}; {}{}", s.study.key.study,
-        s.trials.size(), s.study.method, s.outcome->best_trial, metric_key(s.study.metric),
+        s.trials.size(), s.study.method, *s.outcome->best_trial, metric_key(s.study.metric),
         best ? trial_figure_text(s, *best)
              : figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN),
         s.outcome->settings,
@@ -553,13 +566,15 @@ std::string studies_html(const ExperimentReport& section) {
                         html_escape(s.study.method), html_escape(metric_key(s.study.metric)));
     if (const std::string collapse = collapse_text(s); !collapse.empty())
       html += "<p class=\"note\">" + html_escape(collapse) + ".</p>";
-    if (s.outcome) {
+    if (s.outcome && !s.outcome->best_trial) {
+      html += "<p class=\"note\">" + html_escape(ended_without_best(s)) + ".</p>";
+    } else if (s.outcome) {
       const StudyTrial* best = best_trial(s);
       const std::string confirmed = confirmation_text(s);
       html += fmt::format(
           R"(<p class="summary">Best: trial {} — {} ({} {}). The table above compares the )"
           R"(variants at their best settings, each run {} time{} on fresh seeds{}.</p>)",
-          s.outcome->best_trial, html_escape(s.outcome->settings),
+          *s.outcome->best_trial, html_escape(s.outcome->settings),
           html_escape(metric_key(s.study.metric)),
           html_escape(best ? trial_figure_text(s, *best)
                            : figure_text(s, s.outcome->figure ? *s.outcome->figure : NAN)),

@@ -543,7 +543,8 @@ void StudyRunner::record_best() {
   // settings to confirm.
   const std::optional<size_t> best =
       search_.cost == SearchCost::none ? best_of_last_rung() : pick_from_front();
-  if (!best) {
+  if (!best) {  // ended all the same: recorded, so nothing says it is still searching
+    store_.record_study_outcome(key_, StudyOutcomeRow{});
     console_.line(fmt::format(
         "study {}/{}: no trial reached a {} at epoch {} (each failed or diverged): no best "
         "settings, so no runs of them; the trials' logs say why",

@@ -37,6 +37,31 @@ TEST_F(StoreTest, NewDatabaseIsMigratedToTheCurrentSchemaInWalMode) {
   EXPECT_TRUE(std::filesystem::exists(path + "-wal"));
 }
 
+// Schema 9: a version-8 study's outcome (its best trial required) is kept, and an outcome with no
+// best trial can then be recorded.
+TEST_F(StoreTest, AVersion8StudysOutcomeIsKept) {
+  { Store store(path); }
+  {
+    sql::Database db(path);
+    db.exec(
+        "DROP TABLE study_outcomes; CREATE TABLE study_outcomes (experiment TEXT NOT NULL, study "
+        "TEXT NOT NULL, study_hash TEXT NOT NULL, best_trial INTEGER NOT NULL, figure REAL, "
+        "trial_values TEXT NOT NULL, settings TEXT NOT NULL, PRIMARY KEY (experiment, study, "
+        "study_hash)); INSERT INTO study_outcomes VALUES ('e', 's', 'h', 4, 0.25, '[0.1]', "
+        "'lr=0.1'); PRAGMA user_version = 8");
+  }
+  Store store(path);
+  EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
+  const auto kept = store.study_outcome({"e", "s", "h"});
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->best_trial, 4);
+  EXPECT_EQ(kept->figure, 0.25);
+  EXPECT_EQ(kept->values, "[0.1]");
+  EXPECT_EQ(kept->settings, "lr=0.1");
+  store.record_study_outcome({"e", "s", "other"}, {});
+  EXPECT_FALSE(store.study_outcome({"e", "s", "other"})->best_trial);
+}
+
 // Schema 8: a version-7 study's decisions (one per rung, keyed by it) become decisions in the
 // study's order, each its rung's, deciding a cohort (no trial of its own).
 TEST_F(StoreTest, AVersion7StudysDecisionsKeepTheirRungs) {
@@ -126,6 +151,9 @@ TEST_F(StoreTest, AStudyRecordedAgainIsTheSameStudy) {
   ASSERT_EQ(store.study_decisions(key).size(), 1u);
   EXPECT_EQ(store.study_decisions(key)[0].decided_at, "2026-01-01T00:00:00Z");
   EXPECT_FALSE(store.study_outcome(key));
+  store.record_study_outcome(key, {});  // ended with no best trial: every one failed
+  ASSERT_TRUE(store.study_outcome(key));
+  EXPECT_FALSE(store.study_outcome(key)->best_trial);
   store.record_study_outcome(key, {.best_trial = 0, .figure = 0.5, .values = "[0.1]"});
   EXPECT_EQ(store.study_outcome(key)->best_trial, 0);
   ASSERT_EQ(store.study_progress().size(), 2u);

@@ -437,7 +437,7 @@ sweep:
       EXPECT_EQ(trial.settings, join(said, " ")) << "trial " << trial.trial;
     }
     ASSERT_TRUE(study.outcome);
-    EXPECT_NE(run.output.find(fmt::format("best trial {} (", study.outcome->best_trial)),
+    EXPECT_NE(run.output.find(fmt::format("best trial {} (", *study.outcome->best_trial)),
               std::string::npos)
         << run.output;
     EXPECT_NE(run.output.find("): " + study.outcome->settings + " ("), std::string::npos)
@@ -484,6 +484,49 @@ sweep:
       << testing::read_file(markdown);
 }
 
+// Every trial diverges (a learning rate of 1e30 makes NaN of the first step): the study still
+// ends, with no best trial, and the report says so rather than that it is still searching.
+TEST_F(StudyTest, AStudyWhoseEveryTrialDivergedEndsWithNoBestAndSaysSo) {
+  const std::string file = dir.write("diverged.yaml", R"(name: diverged
+model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
+dataset: {name: synthetic-images, train_size: 32, val_size: 16, test_size: 16, num_classes: 4, image_size: 8}
+train: {epochs: 2, batch_size: 16, seed: 5, log_every: 100, optimizer: {name: adamw, lr: 1.0e-3}}
+runtime: {accelerator: cpu, threads: 1, data_workers: 0}
+sweep:
+  search:
+    method: random
+    trials: 3
+    confirm_repeats: 1
+    space: {train.optimizer.lr: {log_uniform: [1.0e+30, 1.0e+32]}}
+)");
+  for (int attempt = 0; attempt < 2; ++attempt) {  // run again: it replays to the same end
+    const Result run = trainyard("run " + file + " --db " + db());
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("study diverged/default: no trial reached a val_loss at epoch 2"),
+              std::string::npos)
+        << run.output;
+  }
+  Store store(db());
+  const std::map<std::string, StudyRecord> studies = studies_of(store, "diverged");
+  ASSERT_EQ(studies.count("default"), 1u);
+  const StudyRecord& study = studies.at("default");
+  EXPECT_EQ(study.trials.size(), 3u);
+  ASSERT_TRUE(study.outcome) << "a study that ended recorded no end";
+  EXPECT_FALSE(study.outcome->best_trial);
+  EXPECT_FALSE(study.outcome->figure);
+  EXPECT_EQ(store.runs("diverged").size(), 3u);  // the trials; no confirmation runs
+  const std::string said =
+      "study default: ended with no best settings: none of its 3 trials reached a val_loss (each "
+      "failed or diverged), so nothing was confirmed";
+  const Result answer = trainyard("report --db " + db());
+  EXPECT_NE(answer.output.find(said), std::string::npos) << answer.output;
+  EXPECT_EQ(answer.output.find("no best settings (yet"), std::string::npos) << answer.output;
+  const std::string html = (dir.path() / "diverged.html").string();
+  ASSERT_EQ(trainyard("report --db " + db() + " -o " + html).exit_code, 0);
+  EXPECT_NE(testing::read_file(html).find(said), std::string::npos);
+  EXPECT_EQ(testing::read_file(html).find("has no outcome yet"), std::string::npos);
+}
+
 TEST_F(StudyTest, APromotedTrialEqualsTheSameSettingsTrainedStraightThrough) {
   const std::string file = dir.write("halved.yaml", study_file("halved", "random", 6));
   ASSERT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 0);
@@ -491,7 +534,8 @@ TEST_F(StudyTest, APromotedTrialEqualsTheSameSettingsTrainedStraightThrough) {
   const auto studies = studies_of(store, "halved");
   const StudyRecord& study = studies.at("fp32");
   ASSERT_TRUE(study.outcome);
-  const StudyTrialRow& best = study.trials.at(static_cast<size_t>(study.outcome->best_trial));
+  const StudyTrialRow& best =
+      study.trials.at(static_cast<size_t>(study.outcome->best_trial.value()));
   const RunRecord promoted = *store.run(best.run_id);
   ASSERT_EQ(promoted.status, RunStatus::completed);
   EXPECT_EQ(promoted.resumes, 2);  // paused at epochs 1 and 3

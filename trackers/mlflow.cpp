@@ -371,11 +371,13 @@ MlflowRun send_study_to_mlflow(MlflowClient& client, Store& store, const StudyKe
       {"trainyard.study_hash", key.study_hash},
       {"trainyard.trials", std::to_string(trials.size())},
       {"trainyard.decisions", std::to_string(decisions.size())},
-      {"trainyard.status", outcome ? "ended" : "searching"},
+      {"trainyard.status", !outcome              ? "searching"
+                           : outcome->best_trial ? "ended"
+                                                 : "ended with no best trial"},
   };
   if (!decisions.empty()) tags["trainyard.last_decision"] = decision_line(decisions.back());
-  if (outcome) {
-    tags["trainyard.best_trial"] = std::to_string(outcome->best_trial);
+  if (outcome && outcome->best_trial) {
+    tags["trainyard.best_trial"] = std::to_string(*outcome->best_trial);
     tags["trainyard.best_settings"] = cut(outcome->settings, kTagValueLength);
     if (outcome->figure) tags["trainyard.best_figure"] = fmt::format("{}", *outcome->figure);
   }
@@ -404,7 +406,8 @@ MlflowRun send_study_to_mlflow(MlflowClient& client, Store& store, const StudyKe
                      {"decided_at", d.decided_at}});
     client.upload_artifact(held, "decisions.json", all.dump(1));
   }
-  const std::string status = outcome ? "FINISHED" : "RUNNING";
+  // Ended with no best trial (every one failed or diverged): FAILED, as a run that ended so is.
+  const std::string status = !outcome ? "RUNNING" : outcome->best_trial ? "FINISHED" : "FAILED";
   if (held.status != status) {
     client.update_run(held.run_id, status, outcome ? millis(unix_time_of(utc_now())) : 0);
     held.status = status;

@@ -52,7 +52,8 @@ std::vector<RunSpec> confirmation_runs(const Study& study, const TrialValues& be
 
 void add_confirmations(Experiment& experiment, Store& store) {
   for (const Study& study : experiment.studies)
-    if (const auto outcome = store.study_outcome(study_key(experiment, study)))
+    if (const auto outcome = store.study_outcome(study_key(experiment, study));
+        outcome && outcome->best_trial)
       for (RunSpec& run : confirmation_runs(study, parse_values(outcome->values)))
         experiment.runs.push_back(std::move(run));
 }

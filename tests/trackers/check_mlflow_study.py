@@ -3,7 +3,8 @@ sent to an MLflow tracking server with MLflow's own client, and compares them wi
 (sqlite3, read directly): each study one parent run, found by its tag trainyard.uid, with its
 trials and decisions counted, its last decision and best trial as tags, and every decision in its
 artifact decisions.json; each trial's run a child of it (mlflow.parentRunId) tagged with its study,
-trial and the rung it reached; the confirmation runs no one's children. Exits 1 naming every
+trial and the rung it reached; the confirmation runs no one's children. A study that ended with no
+best trial (every one failed or diverged) is FAILED, with no best tags. Exits 1 naming every
 difference.
 
     python check_mlflow_study.py DB TRACKING_URI
@@ -49,17 +50,25 @@ for experiment, study, study_hash in studies:
                          "study = ? AND study_hash = ?", (experiment, study, study_hash)).fetchone()
     want = {"trainyard.kind": "study", "trainyard.study": study,
             "trainyard.trials": str(len(trials)), "trainyard.decisions": str(len(decisions)),
-            "trainyard.status": "ended" if outcome else "searching"}
-    if outcome:
+            "trainyard.status": "searching"}
+    ended_with_best = outcome is not None and outcome[0] is not None
+    if ended_with_best:
+        want["trainyard.status"] = "ended"
         want["trainyard.best_trial"] = str(outcome[0])
         want["trainyard.best_settings"] = outcome[1]
+    elif outcome:
+        want["trainyard.status"] = "ended with no best trial"
+        for key in ("trainyard.best_trial", "trainyard.best_settings", "trainyard.best_figure"):
+            if key in tags:
+                problems.append(f"{name}: no best trial, yet the parent has tag {key}")
     for key, value in want.items():
         if tags.get(key) != value:
             problems.append(f"{name}: parent tag {key} is {tags.get(key)!r}, not {value!r}")
     if parent.info.run_name != f"{study} study":
         problems.append(f"{name}: the parent is named {parent.info.run_name!r}")
-    if parent.info.status != ("FINISHED" if outcome else "RUNNING"):
-        problems.append(f"{name}: the parent is {parent.info.status}")
+    status = "FINISHED" if ended_with_best else "FAILED" if outcome else "RUNNING"
+    if parent.info.status != status:
+        problems.append(f"{name}: the parent is {parent.info.status}, not {status}")
     with tempfile.TemporaryDirectory() as folder:
         try:
             path = client.download_artifacts(parent.info.run_id, "decisions.json", folder)

@@ -5,7 +5,8 @@
 #   1. logged live (runtime.loggers: [mlflow]), two trials side by side (a sender per slot): the
 #      study is one parent run with its trials as children, tagged with study, trial and rung; the
 #      paused trials FINISHED, not KILLED; the decisions and the best trial on the parent;
-#   2. the same study exported after the fact (`trainyard export --mlflow`), the same way;
+#   2. the same study exported after the fact (`trainyard export --mlflow`), the same way, beside
+#      one whose every trial diverged: it ended, with no best trial, so its parent is FAILED;
 #   3. TensorBoard's export puts each study's trials in the study's folder (check_exports.py reads
 #      every run back with TensorBoard's own reader);
 #   4. exporting again sends nothing.
@@ -34,7 +35,7 @@ for _ in $(seq 600); do
 done
 curl -sf "$uri/health" > /dev/null || fail "mlflow server did not answer within 120 s"
 
-study() {  # NAME LOGGERS PARALLEL SCHEDULE
+study() {  # NAME LOGGERS PARALLEL SCHEDULE [LEARNING RATES]
   cat <<YAML
 name: $1
 model: {name: vit, image_size: 8, patch_size: 4, depth: 1, width: 16, heads: 2, mlp_dim: 32, num_classes: 4}
@@ -48,13 +49,14 @@ sweep:
     trials: 6
     seed: 3
     parallel: $3
-    space: {train.optimizer.lr: {log_uniform: [1.0e-4, 3.0e-2]}}
+    space: {train.optimizer.lr: {log_uniform: ${5:-[1.0e-4, 3.0e-2]}}}
     schedule: {name: $4, grace_epochs: 1, reduction: 3}
     confirm_repeats: 1
 YAML
 }
 study live "[mlflow]" 2 successive-halving > "$work/live.yaml"  # a sender per slot, one parent
 study exported "[]" 1 asha > "$work/exported.yaml"
+study diverged "[]" 1 asha "[1.0e+30, 1.0e+32]" > "$work/diverged.yaml"  # NaN from the first step
 
 echo "== a study logged live"
 MLFLOW_TRACKING_URI=$uri "$trainyard" run "$work/live.yaml" --db "$work/runs/s.db" > "$work/live.log" 2>&1 ||
@@ -65,6 +67,9 @@ grep -q "go on to epoch" "$work/live.log" || { cat "$work/live.log"; fail "no tr
 echo "== a study exported after the fact"
 "$trainyard" run "$work/exported.yaml" --db "$work/runs/s.db" > "$work/exported.log" 2>&1 ||
   { cat "$work/exported.log"; fail "the exported study failed"; }
+"$trainyard" run "$work/diverged.yaml" --db "$work/runs/s.db" > "$work/diverged.log" 2>&1 ||
+  { cat "$work/diverged.log"; fail "the diverged study's run failed"; }
+grep -q "no trial reached" "$work/diverged.log" || { cat "$work/diverged.log"; fail "a trial did not diverge"; }
 "$trainyard" export --db "$work/runs/s.db" --mlflow "$uri" | tee "$work/export1.log"
 "$mlflow_python" "$root/tests/trackers/check_mlflow_study.py" "$work/runs/s.db" "$uri"
 "$mlflow_python" "$root/tests/trackers/check_mlflow.py" "$work/runs/s.db" "$uri"
