@@ -5,8 +5,8 @@
 # own work per trial (proposing, resolving, reading and writing the store: the study's own line,
 # measured as the study's time outside its trials' execution), the wall time per trial, the
 # database's size, and the time of `trainyard report` (terminal answer and HTML).
-# Usage: bench/search/study.sh [TRIALS]   (after scripts/build.sh; about 15 minutes for 1000 on
-# 2 cores before the warm engine, nearly all of it the trials' worker starts).
+# Usage: bench/search/study.sh [TRIALS]   (after scripts/build.sh; about 30 s for 1000 on 2 cores
+# with the warm engine, 15 minutes before it, nearly all of that the trials' worker starts).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
