@@ -1,5 +1,6 @@
 #include "trainyard/diagnostics.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -10,6 +11,8 @@ namespace {
 
 // The text of line `line` (1-based) of `path`, or "" when it cannot be read.
 std::string source_line(const std::string& path, int line) {
+  std::error_code ec;  // a pipe's text is gone once read, and a device's may never end
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
   std::ifstream in(path);
   std::string text;
   for (int i = 1; i <= line && std::getline(in, text); ++i) {

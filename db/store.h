@@ -321,7 +321,8 @@ class Store {
   void record_study_trial(const StudyKey& key, const StudyTrialRow& row);
   void record_study_decision(const StudyKey& key, const StudyDecisionRow& row);
   void record_study_outcome(const StudyKey& key, const StudyOutcomeRow& row);
-  std::vector<StudyTrialRow> study_trials(const StudyKey& key);        // by trial
+  void forget_study_outcome(const StudyKey& key);                // the study is searching again
+  std::vector<StudyTrialRow> study_trials(const StudyKey& key);  // by trial
   std::vector<StudyDecisionRow> study_decisions(const StudyKey& key);  // in order
   std::optional<StudyOutcomeRow> study_outcome(const StudyKey& key);
   std::vector<StudyProgress> study_progress();  // every study of the store

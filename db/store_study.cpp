@@ -74,6 +74,12 @@ void Store::record_study_outcome(const StudyKey& key, const StudyOutcomeRow& row
   bind_figure(s, 5, row.figure).bind(6, row.values).bind(7, row.settings).run();
 }
 
+void Store::forget_study_outcome(const StudyKey& key) {
+  auto s = db_.prepare(
+      "DELETE FROM study_outcomes WHERE experiment = ? AND study = ? AND study_hash = ?");
+  bind_key(s, key).run();
+}
+
 std::vector<StudyTrialRow> Store::study_trials(const StudyKey& key) {
   auto s = db_.prepare(
       "SELECT trial, trial_values, settings, config_hash, run_id, epochs, figure FROM "

@@ -407,12 +407,16 @@ std::string decision_text(const StudySection& s, const StudyDecisionRow& d) {
                      promoted.size() == 1 ? "" : "s", join(promoted));
 }
 
-// A study that ended with every trial of its last rung failed or diverged.
+// A study that ended with every trial of its last rung failed or diverged (with a schedule, the
+// trials it paused earlier may have figures: they are not candidates).
 std::string ended_without_best(const StudySection& s) {
   return fmt::format(
-      "study {}: ended with no best settings: none of its {} reached a {} (each failed or "
-      "diverged), so nothing was confirmed; the trials' logs say why",
-      s.study.key.study, plural(static_cast<int64_t>(s.trials.size()), "trial"),
+      "study {}: ended with no best settings: {} reached a {} (each failed or diverged), so "
+      "nothing was confirmed; the trials' logs say why",
+      s.study.key.study,
+      s.study.schedule == "none"
+          ? fmt::format("none of its {}", plural(static_cast<int64_t>(s.trials.size()), "trial"))
+          : "no trial at its last rung",
       metric_key(s.study.metric));
 }
 

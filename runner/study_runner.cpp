@@ -88,6 +88,10 @@ bool StudyRunner::run() {
   // failure trains what it proposed, whatever a figure that came later would now suggest.
   for (const StudyTrialRow& row : store_.study_trials(key_))
     recorded_[row.trial] = parse_values(row.values);
+  // An end with no best trial is not kept while the study runs again (its crashed trials train
+  // again): `trainyard status`, the report and MLflow see it searching; the walk records its end.
+  if (const auto outcome = store_.study_outcome(key_); outcome && !outcome->best_trial)
+    store_.forget_study_outcome(key_);
   // Trials side by side: slots of their own, ended with the study (their engines with them).
   if (search_.parallel > 1)
     slots_ =
@@ -544,7 +548,7 @@ void StudyRunner::record_best() {
   const std::optional<size_t> best =
       search_.cost == SearchCost::none ? best_of_last_rung() : pick_from_front();
   if (!best) {  // ended all the same: recorded, so nothing says it is still searching
-    store_.record_study_outcome(key_, StudyOutcomeRow{});
+    store_.record_study_outcome(key_, StudyOutcomeRow{.values = "[]"});
     console_.line(fmt::format(
         "study {}/{}: no trial reached a {} at epoch {} (each failed or diverged): no best "
         "settings, so no runs of them; the trials' logs say why",

@@ -412,6 +412,16 @@ sweep:
                                                                  << validate.output;
   EXPECT_EQ(trainyard("run " + file + " --db " + db()).exit_code, 2);
   EXPECT_FALSE(fs::exists(db()));
+  // A vocabulary that leads to a device (its lines would never end) is no vocabulary.
+  const Result device = trainyard("validate " + dir.write("device.yaml", R"(name: device
+model: {name: distilbert, num_classes: 2}
+dataset: {name: imdb, root: /no/such/aclImdb, vocab: /dev/zero}
+runtime: {accelerator: cpu}
+)"));
+  EXPECT_EQ(device.exit_code, 2);
+  EXPECT_NE(device.output.find("error: imdb: cannot read the vocabulary '/dev/zero'"),
+            std::string::npos)
+      << device.output;
 }
 
 // CUDA graphs capture one batch shape: dynamic padding is refused at validation, with the fix.

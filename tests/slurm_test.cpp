@@ -502,6 +502,7 @@ sweep:
     EXPECT_EQ(decisions[r].promoted, expected_decisions[r].promoted);
   }
   ASSERT_TRUE(collected.study_outcome(key));
+  ASSERT_TRUE(collected.study_outcome(key)->best_trial);
   EXPECT_EQ(collected.study_outcome(key)->best_trial, undisturbed.study_outcome(key)->best_trial);
   EXPECT_EQ(collected.study_outcome(key)->values, undisturbed.study_outcome(key)->values);
   // Every trial and the confirmation trained to the same figures and weights.
@@ -659,6 +660,7 @@ sweep:
   EXPECT_EQ(jobs.size(), trials.size()) << "two trials share a job";
   EXPECT_FALSE(jobs.count(study_job));
   ASSERT_TRUE(collected.study_outcome(key));
+  ASSERT_TRUE(collected.study_outcome(key)->best_trial);
   EXPECT_EQ(collected.study_outcome(key)->best_trial, undisturbed.study_outcome(key)->best_trial);
   testing::expect_same_training(db(), reference_db);
 }

@@ -60,6 +60,9 @@ TEST_F(StoreTest, AVersion8StudysOutcomeIsKept) {
   EXPECT_EQ(kept->settings, "lr=0.1");
   store.record_study_outcome({"e", "s", "other"}, {});
   EXPECT_FALSE(store.study_outcome({"e", "s", "other"})->best_trial);
+  store.forget_study_outcome({"e", "s", "other"});
+  EXPECT_FALSE(store.study_outcome({"e", "s", "other"}));
+  EXPECT_TRUE(store.study_outcome({"e", "s", "h"}));
 }
 
 // Schema 8: a version-7 study's decisions (one per rung, keyed by it) become decisions in the

@@ -437,7 +437,7 @@ sweep:
       EXPECT_EQ(trial.settings, join(said, " ")) << "trial " << trial.trial;
     }
     ASSERT_TRUE(study.outcome);
-    EXPECT_NE(run.output.find(fmt::format("best trial {} (", *study.outcome->best_trial)),
+    EXPECT_NE(run.output.find(fmt::format("best trial {} (", study.outcome->best_trial.value())),
               std::string::npos)
         << run.output;
     EXPECT_NE(run.output.find("): " + study.outcome->settings + " ("), std::string::npos)

@@ -8,6 +8,7 @@
 #include <unicode/utf8.h>
 #include <nlohmann/json.hpp>
 
+#include "components/text/tokenizer_json.h"
 #include "components/text/wordpiece.h"
 #include "tests/test_support.h"
 #include "trainyard/error.h"
@@ -199,6 +200,21 @@ TEST(WordPieceTest, BadVocabularies) {
     FAIL();
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot read vocabulary"), std::string::npos);
+  }
+  // A device's lines never end (its size says 0): neither file is read from one.
+  try {
+    WordPieceTokenizer::from_vocab_file("/dev/zero");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read vocabulary /dev/zero"), std::string::npos);
+  }
+  try {
+    TokenizerJson::read("/dev/zero");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/zero goes on past 268435456 bytes"),
+              std::string::npos)
+        << e.what();
   }
 }
 

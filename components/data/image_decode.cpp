@@ -37,7 +37,7 @@ void check_size(const std::string& path, int64_t width, int64_t height) {
         path, width, height, kMaxPixels));
 }
 
-std::vector<unsigned char> read_bytes(const std::string& path) {
+std::string read_bytes(const std::string& path) {
   std::error_code ec;
   if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxFileBytes)
     throw UserError(fmt::format("image {}: {} bytes, more than the limit of {} for an image", path,
@@ -48,22 +48,23 @@ std::vector<unsigned char> read_bytes(const std::string& path) {
   if (!read_at_most(in, kMaxFileBytes, bytes))  // a device or a pipe: its size said nothing
     throw UserError(
         fmt::format("image {}: more than the limit of {} bytes for an image", path, kMaxFileBytes));
-  return std::vector<unsigned char>(bytes.begin(), bytes.end());
+  return bytes;
 }
 
 DecodedImage decode_jpeg(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_bytes(path);
+  const std::string file = read_bytes(path);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(file.data());
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitDecompress(), tjDestroy);
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
-  if (tjDecompressHeader3(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
-                          &width, &height, &subsampling, &colorspace) != 0)
+  if (tjDecompressHeader3(handle.get(), bytes, static_cast<unsigned long>(file.size()), &width,
+                          &height, &subsampling, &colorspace) != 0)
     throw UserError(
         fmt::format("image {}: not a readable JPEG ({})", path, tjGetErrorStr2(handle.get())));
   check_size(path, width, height);
   DecodedImage image{.height = height, .width = width};
   image.rgb.resize(static_cast<size_t>(height) * width * 3);
-  if (tjDecompress2(handle.get(), bytes.data(), static_cast<unsigned long>(bytes.size()),
-                    image.rgb.data(), width, 0, height, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0 &&
+  if (tjDecompress2(handle.get(), bytes, static_cast<unsigned long>(file.size()), image.rgb.data(),
+                    width, 0, height, TJPF_RGB, TJFLAG_ACCURATEDCT) != 0 &&
       tjGetErrorCode(handle.get()) == TJERR_FATAL)
     throw UserError(
         fmt::format("image {}: the JPEG data is corrupt ({})", path, tjGetErrorStr2(handle.get())));
@@ -71,10 +72,11 @@ DecodedImage decode_jpeg(const std::string& path) {
 }
 
 DecodedImage decode_png(const std::string& path) {
-  const std::vector<unsigned char> bytes = read_bytes(path);
+  const std::string file = read_bytes(path);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(file.data());
   png_image png{};
   png.version = PNG_IMAGE_VERSION;
-  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()))
+  if (!png_image_begin_read_from_memory(&png, bytes, file.size()))
     throw UserError(fmt::format("image {}: not a readable PNG ({})", path, png.message));
   png.format = PNG_FORMAT_RGB;  // grey, palette and alpha become RGB (alpha composited on black)
   try {

@@ -48,7 +48,7 @@ DatasetCapabilities describe_imdb(const ImdbOptions& o) {
           fmt::format("imdb: '{}' lacks {}; {}", o.root, join(missing), layout_hint(o.root)));
   }
   std::ifstream vocab(o.vocab);
-  if (!vocab || fs::is_directory(o.vocab, ec)) {
+  if (!vocab || !fs::is_regular_file(o.vocab, ec)) {  // a folder, or a device that never ends
     capabilities.files.problems.emplace_back(
         "vocab", fmt::format("imdb: cannot read the vocabulary '{}'; dataset.vocab must be the "
                              "model's vocab.txt (one WordPiece token a line)",

@@ -2,10 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "common/files.h"
 #include "common/text.h"
 #include "trainyard/error.h"
 
@@ -20,9 +20,11 @@ TokenizerJson TokenizerJson::read(const std::string& path) {
   if (const uintmax_t size = std::filesystem::file_size(path, ec); !ec && size > kMaxBytes)
     throw UserError(fmt::format("tokenizer: {} is {} bytes, more than a tokenizer.json's {}", path,
                                 size, kMaxBytes));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path);
+  std::string text;
+  if (!read_at_most(in, kMaxBytes, text))  // a device or a pipe: its size said nothing
+    throw UserError(fmt::format("tokenizer: {} goes on past {} bytes, more than a tokenizer.json's",
+                                path, kMaxBytes));
+  return parse(text, path);
 }
 
 TokenizerJson TokenizerJson::parse(std::string_view text, const std::string& source) {

@@ -82,7 +82,9 @@ void append_utf8(std::string& out, UChar32 c) {
 
 WordPieceTokenizer WordPieceTokenizer::from_vocab_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(fmt::format("tokenizer: cannot read vocabulary {}", path));
+  std::error_code ec;  // a folder, or a device that never ends: not a vocabulary
+  if (!in || !std::filesystem::is_regular_file(path, ec))
+    throw UserError(fmt::format("tokenizer: cannot read vocabulary {}", path));
   std::vector<std::string> tokens;
   std::unordered_map<std::string, int64_t> first_line;
   std::string line;
