@@ -1,9 +1,11 @@
 // Experiment files: every class of bad config, layering (extends, --set), sweep expansion.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <thread>
 
 #include "runner/config/experiment.h"
 #include "runner/config/layering.h"
@@ -755,6 +757,14 @@ TEST_F(ConfigLimitsTest, ADeviceThatNeverEndsIsReadNoFurtherThanTheLimit) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("zero.yaml' goes on past"), std::string::npos) << e.what();
   }
+  // A pipe that ends (`trainyard validate <(envsubst < exp.yaml)`) is read as a file is.
+  const std::string fifo = (dir.path() / "piped.yaml").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo) << base << "train: {epochs: 7}\n"; });
+  const Experiment piped = load_experiment(fifo, {}, registry, kDefaultMaxRuns);
+  writer.join();
+  ASSERT_EQ(piped.runs.size(), 1u);
+  EXPECT_EQ(piped.runs[0].train.epochs, 7);
 }
 
 }  // namespace
