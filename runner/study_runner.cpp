@@ -89,7 +89,7 @@ bool StudyRunner::run() {
   for (const StudyTrialRow& row : store_.study_trials(key_))
     recorded_[row.trial] = parse_values(row.values);
   // An end with no best trial is not kept while the study runs again (its crashed trials train
-  // again): `trainyard status`, the report and MLflow see it searching; the walk records its end.
+  // again): the status, the report and the trackers see it searching; the walk records its end.
   if (const auto outcome = store_.study_outcome(key_); outcome && !outcome->best_trial)
     store_.forget_study_outcome(key_);
   // Trials side by side: slots of their own, ended with the study (their engines with them).
