@@ -25,6 +25,13 @@ QueuedRun queued(const std::string& variant, const std::string& hash) {
 
 class StoreTest : public ::testing::Test {
  protected:
+  // A database of an older schema at `path`: the current one, taken back by `sql` (which ends
+  // with its PRAGMA user_version), for the next Store to migrate.
+  void write_older_database(const std::string& sql) {
+    { Store store(path); }
+    sql::Database db(path);
+    db.exec(sql);
+  }
   testing::TempDir dir;
   std::string path = (dir.path() / "t.db").string();
 };
@@ -40,16 +47,12 @@ TEST_F(StoreTest, NewDatabaseIsMigratedToTheCurrentSchemaInWalMode) {
 // Schema 9: a version-8 study's outcome (its best trial required) is kept, and an outcome with no
 // best trial can then be recorded.
 TEST_F(StoreTest, AVersion8StudysOutcomeIsKept) {
-  { Store store(path); }
-  {
-    sql::Database db(path);
-    db.exec(
-        "DROP TABLE study_outcomes; CREATE TABLE study_outcomes (experiment TEXT NOT NULL, study "
-        "TEXT NOT NULL, study_hash TEXT NOT NULL, best_trial INTEGER NOT NULL, figure REAL, "
-        "trial_values TEXT NOT NULL, settings TEXT NOT NULL, PRIMARY KEY (experiment, study, "
-        "study_hash)); INSERT INTO study_outcomes VALUES ('e', 's', 'h', 4, 0.25, '[0.1]', "
-        "'lr=0.1'); PRAGMA user_version = 8");
-  }
+  write_older_database(
+      "DROP TABLE study_outcomes; CREATE TABLE study_outcomes (experiment TEXT NOT NULL, study "
+      "TEXT NOT NULL, study_hash TEXT NOT NULL, best_trial INTEGER NOT NULL, figure REAL, "
+      "trial_values TEXT NOT NULL, settings TEXT NOT NULL, PRIMARY KEY (experiment, study, "
+      "study_hash)); INSERT INTO study_outcomes VALUES ('e', 's', 'h', 4, 0.25, '[0.1]', "
+      "'lr=0.1'); PRAGMA user_version = 8");
   Store store(path);
   EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   const auto kept = store.study_outcome({"e", "s", "h"});
@@ -68,17 +71,13 @@ TEST_F(StoreTest, AVersion8StudysOutcomeIsKept) {
 // Schema 8: a version-7 study's decisions (one per rung, keyed by it) become decisions in the
 // study's order, each its rung's, deciding a cohort (no trial of its own).
 TEST_F(StoreTest, AVersion7StudysDecisionsKeepTheirRungs) {
-  { Store store(path); }
-  {
-    sql::Database db(path);
-    db.exec(
-        "DROP TABLE study_decisions; CREATE TABLE study_decisions (experiment TEXT NOT NULL, "
-        "study TEXT NOT NULL, study_hash TEXT NOT NULL, rung INTEGER NOT NULL, epochs INTEGER "
-        "NOT NULL, evidence TEXT NOT NULL, promoted TEXT NOT NULL, decided_at TEXT NOT NULL, "
-        "PRIMARY KEY (experiment, study, study_hash, rung)); INSERT INTO study_decisions VALUES "
-        "('e', 's', 'h', 1, 3, '[[2,0.4]]', '[2]', 't1'), ('e', 's', 'h', 0, 1, "
-        "'[[0,0.5],[2,0.6]]', '[2]', 't0'); PRAGMA user_version = 7");
-  }
+  write_older_database(
+      "DROP TABLE study_decisions; CREATE TABLE study_decisions (experiment TEXT NOT NULL, "
+      "study TEXT NOT NULL, study_hash TEXT NOT NULL, rung INTEGER NOT NULL, epochs INTEGER "
+      "NOT NULL, evidence TEXT NOT NULL, promoted TEXT NOT NULL, decided_at TEXT NOT NULL, "
+      "PRIMARY KEY (experiment, study, study_hash, rung)); INSERT INTO study_decisions VALUES "
+      "('e', 's', 'h', 1, 3, '[[2,0.4]]', '[2]', 't1'), ('e', 's', 'h', 0, 1, "
+      "'[[0,0.5],[2,0.6]]', '[2]', 't0'); PRAGMA user_version = 7");
   Store store(path);
   EXPECT_EQ(store.schema_version(), Store::kSchemaVersion);
   const auto decisions = store.study_decisions({"e", "s", "h"});

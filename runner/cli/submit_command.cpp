@@ -245,7 +245,7 @@ bool study_is_complete(Store& store, const std::vector<Experiment>& experiments,
       const auto outcome =
           store.study_outcome({submitted.experiment, submitted.variant, submitted.study_hash});
       const auto found = store.find_experiment(experiment.name);
-      if (!outcome || !outcome->best_trial || !found) return false;  // no best: trained again
+      if (!outcome || !outcome->best_trial || !found) return false;  // no best: its job replays it
       for (const RunSpec& run : confirmation_runs(study, parse_values(outcome->values)))
         if (!store.find_completed_run(found->id, run.config_hash)) return false;
       return true;
